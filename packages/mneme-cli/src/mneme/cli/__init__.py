@@ -1,0 +1,1 @@
+"""The `mneme` command line: a click group assembled from entry points."""

@@ -1,0 +1,3 @@
+from mneme.cli.main import main
+
+main()

@@ -1,0 +1,62 @@
+"""`mneme` entry point.
+
+Subcommands come from the ``mneme.commands`` entry-point group so that each
+distribution owns its commands and the CLI stays a thin shell. User errors are
+exceptions whose class sets ``mneme_user_error = True`` (each package defines its
+own base class, so none depends on this one); they become one line on stderr and
+exit status 2 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import entry_points, version
+
+import click
+
+USER_ERROR_EXIT = 2
+
+
+def is_user_error(exc: BaseException) -> bool:
+    return bool(getattr(type(exc), "mneme_user_error", False))
+
+
+class MnemeGroup(click.Group):
+    """Loads subcommands lazily from entry points and turns user errors into one line."""
+
+    def _entry_points(self):
+        return {ep.name: ep for ep in entry_points(group="mneme.commands")}
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self._entry_points()))
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            return cmd
+        ep = self._entry_points().get(name)
+        return ep.load() if ep is not None else None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:  # noqa: BLE001 - only user errors are swallowed
+            if is_user_error(exc):
+                click.echo(f"mneme: error: {exc}", err=True)
+                ctx.exit(USER_ERROR_EXIT)
+            raise
+
+
+@click.group(cls=MnemeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version("mneme-cli"), prog_name="mneme")
+def cli():
+    """mneme: record every GPU kernel launch of an application, replay it in
+    isolation under any LLVM pipeline or launch configuration, verify, and tune."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="mneme", standalone_mode=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

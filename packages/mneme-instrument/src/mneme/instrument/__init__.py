@@ -1,0 +1,1 @@
+"""mneme compiler wrappers, LLVM pass plugin and CMake package."""

@@ -1,0 +1,1 @@
+"""mneme recording database, LLVM JIT binding and replay engine."""

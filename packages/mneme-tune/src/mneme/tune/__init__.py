@@ -1,0 +1,1 @@
+"""Autotuning of recorded kernels (search spaces, Optuna studies, worker pools)."""

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install what mneme needs on a fresh Debian 12 machine (run as root, or with sudo):
+# clang-22/LLVM 22 from Debian's bookworm-security, build tools, and hatch.
+# Sourced by scripts/test.sh and scripts/demo.sh; exports MNEME_PYTHON and puts hatch on PATH.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sudo_cmd=""
+[ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+
+need_apt=()
+command -v clang++-22 >/dev/null || need_apt+=(clang-22 lld-22)
+[ -e /usr/lib/llvm-22/lib/cmake/llvm/LLVMConfig.cmake ] || need_apt+=(llvm-22-dev)
+[ -e /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
+[ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+command -v git >/dev/null || need_apt+=(git)
+
+# Python >= 3.11 (3.12 preferred: the GPU host's and the stable-ABI build's version).
+MNEME_PYTHON=""
+for cand in python3.12 "$HOME/.pyenv/versions/3.12.1/bin/python3.12" python3.13 python3.11 python3; do
+  if p="$(command -v "$cand" 2>/dev/null)" && "$p" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    MNEME_PYTHON="$p"; break
+  fi
+done
+[ -n "$MNEME_PYTHON" ] || need_apt+=(python3 python3-venv python3-dev)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]} with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -q >/dev/null
+  $sudo_cmd apt-get install -y -q --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+[ -n "$MNEME_PYTHON" ] || MNEME_PYTHON="$(command -v python3)"
+export MNEME_PYTHON
+
+# hatch lives in its own virtual environment so it never touches the system Python.
+tools="$root/.venv-tools"
+if [ ! -x "$tools/bin/hatch" ]; then
+  "$MNEME_PYTHON" -m venv "$tools"
+  "$tools/bin/python" -m pip install -q -U pip hatch
+fi
+export PATH="$tools/bin:$PATH"
+# hatch creates its environments with this interpreter.
+export HATCH_PYTHON="$MNEME_PYTHON"
+echo "setup: python $("$MNEME_PYTHON" -c 'import platform; print(platform.python_version())'), $(clang++-22 --version | head -1), hatch $(hatch --version | awk '{print $NF}')"
