@@ -9,6 +9,8 @@ sudo_cmd=""
 
 need_apt=()
 command -v clang++-22 >/dev/null || need_apt+=(clang-22 lld-22)
+# clang-offload-bundler / clang-linker-wrapper: HIP objects and -fgpu-rdc links need them.
+[ -x /usr/lib/llvm-22/bin/clang-linker-wrapper ] || need_apt+=(clang-tools-22)
 [ -e /usr/lib/llvm-22/lib/cmake/llvm/LLVMConfig.cmake ] || need_apt+=(llvm-22-dev)
 [ -e /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)

@@ -1,0 +1,216 @@
+"""The recording-database commands of the ``mneme`` CLI: ls, show, check, clean, copy, move.
+
+Registered through the ``mneme.commands`` entry points of mneme-replay; user errors are
+``DatabaseError``s, which the CLI prints as one line with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from .db import Database, DatabaseError
+from .db.integrity import abandoned_staging, check_database
+from .db.transfer import copy_kernel, open_destination, remove_kernel, remove_staging
+
+DB_ARG = click.argument("db", type=click.Path(path_type=Path))
+
+# zarr-python warns about our private .mneme folder when listing a hierarchy; harmless.
+warnings.filterwarnings("ignore", message="Object at .mneme is not recognized")
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:  # pipes and CI logs: don't squeeze tables to 80 columns
+        console.width = max(console.width, 160)
+    return console
+
+
+def human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _dims(d) -> str:
+    return "x".join(str(v) for v in d)
+
+
+def _ratio(raw: int, stored: int) -> str:
+    return f"{raw / stored:.1f}x" if stored else "-"
+
+
+@click.command("ls")
+@DB_ARG
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def ls(db: Path, as_json: bool):
+    """List the kernels and instances of a recording database."""
+    database = Database.open(db)
+    rows = []
+    for kernel in database.kernels():
+        for inst in kernel.instances():
+            raw, stored = inst.raw_bytes(), inst.stored_bytes()
+            rows.append({
+                "kernel": kernel.demangled_name,
+                "instance": inst.id,
+                "grid": list(inst.grid),
+                "block": list(inst.block),
+                "shared_mem": inst.shared_mem,
+                "occurrences": inst.occurrences,
+                "regions": len(inst.regions),
+                "raw_bytes": raw,
+                "stored_bytes": stored,
+            })
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    info = database.info
+    console = _console()
+    console.print(
+        f"[bold]{db}[/bold]  format {info.format_version}, {info.gpu_name or 'unknown GPU'} "
+        f"(sm {info.compute_capability or '?'}), address range {info.vas_base:#x}+{human(info.vas_size)}"
+    )
+    table = Table(show_lines=False)
+    table.add_column("kernel", no_wrap=True, max_width=48, overflow="ellipsis")
+    table.add_column("instance", no_wrap=True)
+    for col in ("grid", "block", "smem", "occ", "regions", "raw", "stored", "ratio"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r["kernel"], r["instance"], _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
+            str(r["occurrences"]), str(r["regions"]), human(r["raw_bytes"]),
+            human(r["stored_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"]),
+        )
+    console.print(table)
+    kernels = len({r["instance"].split("/")[0] for r in rows})
+    console.print(f"{len(database.kernels())} kernels ({kernels} with instances), {len(rows)} instances")
+
+
+def _kernel_json(kernel) -> dict:
+    return {
+        "static_hash": kernel.static_hash,
+        "name": kernel.name,
+        "demangled_name": kernel.demangled_name,
+        "params": [p.__dict__ for p in kernel.params],
+        "globals": [g.__dict__ for g in kernel.globals],
+        "launch_bounds": kernel.launch_bounds,
+        "ir_size": kernel.ir_size,
+        "instances": kernel.instance_hashes(),
+    }
+
+
+@click.command("show")
+@DB_ARG
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def show(db: Path, target: str, as_json: bool):
+    """Everything about one kernel (KERNEL) or instance (KERNEL/INSTANCE).
+
+    KERNEL is a static hash (or a unique prefix), a mangled or a demangled name."""
+    database = Database.open(db)
+    if "/" in target:
+        inst = database.instance(target)
+        doc = inst.describe()
+        doc["changes"] = [c.__dict__ for c in inst.changes()]
+    else:
+        doc = _kernel_json(database.kernel(target))
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    console = _console()
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in doc.items():
+        if key in ("regions", "changes", "params", "globals"):
+            continue
+        table.add_row(key, str(value))
+    console.print(table)
+    for key in ("params", "globals", "regions", "changes"):
+        items = doc.get(key)
+        if not items:
+            continue
+        sub = Table(title=key, title_justify="left")
+        for col in items[0]:
+            sub.add_column(col)
+        for item in items:
+            sub.add_row(*(hex(v) if k == "address" else str(v) for k, v in item.items()))
+        console.print(sub)
+
+
+@click.command("check")
+@DB_ARG
+def check(db: Path):
+    """Verify a database: every node readable, every chunk's checksum right."""
+    database = Database.open(db)
+    total = sum(len(k.instance_hashes()) for k in database.kernels())
+    with Progress(transient=True, console=Console(stderr=True)) as progress:
+        task = progress.add_task("checking", total=total)
+        problems = check_database(database, lambda: progress.advance(task))
+    for problem in problems:
+        click.echo(("broken: " if problem.fatal else "note: ") + str(problem))
+    fatal = sum(p.fatal for p in problems)
+    if fatal:
+        raise click.exceptions.Exit(1)
+    click.echo(f"ok: {len(database.kernels())} kernels, {total} instances, every chunk verified")
+
+
+@click.command("clean")
+@DB_ARG
+@click.argument("kernels", nargs=-1)
+@click.option("--staging", is_flag=True, help="Remove unfinished writes of interrupted writers.")
+def clean(db: Path, kernels: tuple[str, ...], staging: bool):
+    """Delete the recordings of the named kernels (and/or interrupted writes)."""
+    database = Database.open(db)
+    if not kernels and not staging:
+        raise DatabaseError("name the kernels to delete (static hash or name), or pass --staging")
+    targets = [database.kernel(k) for k in kernels]  # resolve all first: all or nothing
+    for kernel in targets:
+        remove_kernel(kernel)
+        click.echo(f"removed {kernel.static_hash} ({kernel.demangled_name})")
+    if staging:
+        click.echo(f"removed {remove_staging(database)} unfinished write(s)")
+
+
+def _transfer(src: Path, dst: Path, kernels: tuple[str, ...], move: bool):
+    source = Database.open(src)
+    if dst.resolve() == src.resolve():
+        raise DatabaseError("source and destination are the same database")
+    targets = [source.kernel(k) for k in kernels] if kernels else source.kernels()
+    destination = open_destination(source, dst)
+    for kernel in targets:
+        copied = copy_kernel(kernel, destination)
+        if move:
+            remove_kernel(kernel)
+        verb = "moved" if move else "copied"
+        click.echo(f"{verb} {kernel.static_hash} ({kernel.demangled_name}): {copied} new instance(s)")
+
+
+@click.command("copy")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.argument("dst", type=click.Path(path_type=Path))
+@click.argument("kernels", nargs=-1)
+def copy(src: Path, dst: Path, kernels: tuple[str, ...]):
+    """Copy kernels (all if none named) with their instances into another database."""
+    _transfer(src, dst, kernels, move=False)
+
+
+@click.command("move")
+@click.argument("src", type=click.Path(path_type=Path))
+@click.argument("dst", type=click.Path(path_type=Path))
+@click.argument("kernels", nargs=-1)
+def move(src: Path, dst: Path, kernels: tuple[str, ...]):
+    """Move kernels (all if none named) with their instances into another database."""
+    _transfer(src, dst, kernels, move=True)
+
+
+__all__ = ["abandoned_staging", "check", "clean", "copy", "ls", "move", "show"]

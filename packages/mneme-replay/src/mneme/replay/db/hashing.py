@@ -1,0 +1,31 @@
+"""The dynamic hash of a kernel instance (specified in docs/format.md).
+
+FNV-1a 64 so that the C++ recorder computes the same value with a few lines of code.
+"""
+
+from __future__ import annotations
+
+import struct
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+_MASK = (1 << 64) - 1
+
+
+def fnv1a64(data: bytes, value: int = FNV_OFFSET) -> int:
+    for byte in data:
+        value = ((value ^ byte) * FNV_PRIME) & _MASK
+    return value
+
+
+def dynamic_hash(
+    static_hash: str,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    shared_mem: int,
+    args: bytes,
+) -> str:
+    """FNV-1a 64 over: the static hash's 16 ASCII digits, then grid x,y,z, block x,y,z and
+    dynamic shared memory as little-endian uint32, then the raw argument buffer."""
+    head = static_hash.encode("ascii") + struct.pack("<7I", *grid, *block, shared_mem)
+    return f"{fnv1a64(bytes(args), fnv1a64(head)):016x}"

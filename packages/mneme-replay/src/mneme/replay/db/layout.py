@@ -1,0 +1,64 @@
+"""Names, paths and constants of the on-disk layout (docs/format.md is the specification).
+
+Every path inside a database is built here from names that were validated first, so no
+name read from disk or given by a user can reach outside the database directory.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import InvalidNameError
+
+#: Version of the layout and metadata written by this package. Readers refuse larger ones.
+FORMAT_VERSION = 1
+#: Key of our metadata inside every node's Zarr ``attributes``.
+ATTRS_KEY = "mneme"
+
+KERNELS = "kernels"
+INSTANCES = "instances"
+PROLOGUE = "prologue"
+EPILOGUE = "epilogue"
+ARGS = "args"
+IR = "ir"
+#: Private folder of the writers (staging area, locks); no Zarr node, ignored by readers.
+PRIVATE_DIR = ".mneme"
+STAGING_DIR = "staging"
+LOCK_FILE = "lock"
+
+EPILOGUE_FORMATS = ("diff", "bytes", "best")
+REGION_KINDS = ("heap", "global")
+
+_HASH_RE = re.compile(r"[0-9a-f]{16}")
+_REGION_RE = re.compile(r"r-[0-9a-f]{16}")
+
+
+def check_hash(value: str, what: str) -> str:
+    """A static or dynamic hash: exactly 16 lowercase hex digits."""
+    if not isinstance(value, str) or not _HASH_RE.fullmatch(value):
+        raise InvalidNameError(f"invalid {what} {value!r}: expected 16 lowercase hex digits")
+    return value
+
+
+def region_name(address: int) -> str:
+    """Regions are named after their device address, so the name is unique and sortable."""
+    return f"r-{address:016x}"
+
+
+def check_region_name(value: str) -> str:
+    if not isinstance(value, str) or not _REGION_RE.fullmatch(value):
+        raise InvalidNameError(f"invalid region name {value!r}: expected r-<16 hex digits>")
+    return value
+
+
+def kernel_dir(root: Path, static_hash: str) -> Path:
+    return root / KERNELS / check_hash(static_hash, "static hash")
+
+
+def instance_dir(root: Path, static_hash: str, dynamic_hash: str) -> Path:
+    return kernel_dir(root, static_hash) / INSTANCES / check_hash(dynamic_hash, "dynamic hash")
+
+
+def staging_root(root: Path) -> Path:
+    return root / PRIVATE_DIR / STAGING_DIR

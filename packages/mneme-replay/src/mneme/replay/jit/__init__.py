@@ -1,0 +1,76 @@
+"""The LLVM 22 binding (parse, inspect, transform, codegen) and the compile-only pipeline.
+
+from mneme.replay.jit import CompileConfig, compile_kernel
+result = compile_kernel(bitcode, CompileConfig.for_level("O3", arch="sm_90"))
+result.ptx, result.binary, result.metrics.registers, result.timings
+"""
+
+from ._llvm import (
+    LLVM_VERSION,
+    Argument,
+    BasicBlock,
+    Function,
+    Instruction,
+    Module,
+    check_pipeline,
+    registered_targets,
+)
+from .analysis import instruction_mix
+from .cache import CompileCache, compile_key, default_cache_dir
+from .compiler import CompileResult, compile_kernel, prepare_module, select_kernel
+from .config import OPT_LEVELS, CompileConfig
+from .errors import (
+    CodegenError,
+    ConfigError,
+    InvalidIRError,
+    JitError,
+    LinkError,
+    PipelineError,
+    PtxasError,
+    SpecializationError,
+    StaleHandleError,
+    ToolchainError,
+    UnknownPassError,
+)
+from .ir import kernel_names, load_module, needs_libdevice, parse_module
+from .ptxas import PtxasResult, StaticMetrics, parse_ptxas_report, run_ptxas
+
+__all__ = [
+    "LLVM_VERSION",
+    "OPT_LEVELS",
+    "Argument",
+    "BasicBlock",
+    "CodegenError",
+    "CompileCache",
+    "CompileConfig",
+    "CompileResult",
+    "ConfigError",
+    "Function",
+    "Instruction",
+    "InvalidIRError",
+    "JitError",
+    "LinkError",
+    "Module",
+    "PipelineError",
+    "PtxasError",
+    "PtxasResult",
+    "SpecializationError",
+    "StaleHandleError",
+    "StaticMetrics",
+    "ToolchainError",
+    "UnknownPassError",
+    "check_pipeline",
+    "compile_key",
+    "compile_kernel",
+    "default_cache_dir",
+    "instruction_mix",
+    "kernel_names",
+    "load_module",
+    "needs_libdevice",
+    "parse_module",
+    "parse_ptxas_report",
+    "prepare_module",
+    "registered_targets",
+    "run_ptxas",
+    "select_kernel",
+]

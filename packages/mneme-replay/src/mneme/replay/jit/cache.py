@@ -1,0 +1,131 @@
+"""Content-addressed compile cache: in-memory LRU in front of an on-disk folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compiler import CompileResult
+
+CACHE_ENV = "MNEME_COMPILE_CACHE"
+FORMAT_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    """$MNEME_COMPILE_CACHE, else $XDG_CACHE_HOME/mneme/compile, else ~/.cache/mneme/compile."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mneme" / "compile"
+
+
+def compile_key(ir: bytes, kernel: str, config_json: str, toolchain: str) -> str:
+    """sha256 over the IR, the kernel, the canonical configuration and the tool versions."""
+    digest = hashlib.sha256()
+    for part in (
+        f"mneme-compile-{FORMAT_VERSION}".encode(),
+        ir,
+        kernel.encode(),
+        config_json.encode(),
+        toolchain.encode(),
+    ):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+class CompileCache:
+    """Thread-safe; `directory=None` keeps entries in memory only.
+
+    On disk an entry is ``<key[:2]>/<key>.bin`` (the cubin or code object) and
+    ``<key[:2]>/<key>.json`` (everything else); both are written to a temporary
+    file and renamed, the JSON last, so a reader never sees half an entry.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = None, memory_entries: int = 256):
+        self.directory = Path(directory).expanduser() if directory is not None else None
+        self.memory_entries = memory_entries
+        self._memory: OrderedDict[str, CompileResult] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def default(cls) -> CompileCache:
+        return cls(default_cache_dir())
+
+    def get(self, key: str) -> CompileResult | None:
+        with self._lock:
+            if key in self._memory:
+                self._memory.move_to_end(key)
+                self.hits += 1
+                return self._memory[key]
+        result = self._read(key) if self.directory is not None else None
+        with self._lock:
+            if result is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._remember(key, result)
+        return result
+
+    def put(self, key: str, result: CompileResult) -> None:
+        with self._lock:
+            self._remember(key, result)
+        if self.directory is not None:
+            self._write(key, result)
+
+    def __len__(self) -> int:
+        return len(self._memory)
+
+    def _remember(self, key: str, result: CompileResult) -> None:
+        self._memory[key] = result
+        self._memory.move_to_end(key)
+        while len(self._memory) > self.memory_entries:
+            self._memory.popitem(last=False)
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        folder = self.directory / key[:2]
+        return folder / f"{key}.json", folder / f"{key}.bin"
+
+    def _read(self, key: str) -> CompileResult | None:
+        from .compiler import CompileResult
+
+        meta_path, binary_path = self._paths(key)
+        try:
+            meta = json.loads(meta_path.read_text())
+            binary = binary_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        if meta.get("binary_sha256") != hashlib.sha256(binary).hexdigest():
+            return None  # a torn or corrupted entry is a miss; the next put rewrites it
+        try:
+            return CompileResult.from_cache_entry(meta, binary)
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def _write(self, key: str, result: CompileResult) -> None:
+        meta_path, binary_path = self._paths(key)
+        meta_path.parent.mkdir(parents=True, exist_ok=True)
+        meta = result.to_cache_entry()
+        meta["binary_sha256"] = hashlib.sha256(result.binary).hexdigest()
+        _atomic_write(binary_path, result.binary)
+        _atomic_write(meta_path, json.dumps(meta, sort_keys=True).encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,175 @@
+"""Kernel IR + CompileConfig → PTX → cubin (or AMDGPU code object) with static metrics.
+
+Compile-only: nothing here needs a GPU. The replay engine calls `compile_kernel`
+once per candidate configuration; a `CompileCache` makes repeats free.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import _llvm
+from .cache import CompileCache, compile_key
+from .config import CompileConfig
+from .errors import JitError, SpecializationError
+from .ir import kernel_names, needs_libdevice, parse_module
+from .ptxas import StaticMetrics, run_ptxas
+from .toolchain import find_libdevice, find_ptxas, ptxas_version
+
+Module = _llvm.Module
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """One compiled kernel. `binary` is a cubin (NVPTX) or an ELF code object (AMDGPU)."""
+
+    kernel: str
+    config: CompileConfig
+    binary: bytes
+    ptx: str | None = None
+    metrics: StaticMetrics | None = None
+    #: seconds per stage: parse, prepare (libdevice, specialization), passes, codegen, ptxas, total
+    timings: dict[str, float] = field(default_factory=dict)
+    key: str = ""
+    from_cache: bool = False
+
+    def to_cache_entry(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "config": self.config.to_dict(),
+            "ptx": self.ptx,
+            "metrics": self.metrics.to_dict() if self.metrics else None,
+            "timings": self.timings,
+            "key": self.key,
+        }
+
+    @classmethod
+    def from_cache_entry(cls, entry: dict[str, Any], binary: bytes) -> CompileResult:
+        metrics = entry["metrics"]
+        return cls(
+            kernel=entry["kernel"],
+            config=CompileConfig.from_dict(entry["config"]),
+            binary=binary,
+            ptx=entry["ptx"],
+            metrics=StaticMetrics.from_dict(metrics) if metrics else None,
+            timings=dict(entry["timings"]),
+            key=entry["key"],
+        )
+
+
+def select_kernel(module: Module, kernel: str | None) -> str:
+    """`kernel`, checked, or the module's only kernel."""
+    kernels = kernel_names(module)
+    if kernel is None:
+        if len(kernels) != 1:
+            listed = ", ".join(kernels) if kernels else "none"
+            raise SpecializationError(
+                f"the module defines {len(kernels)} kernels ({listed}); name the one to compile"
+            )
+        return kernels[0]
+    if kernel not in kernels:
+        raise SpecializationError(
+            f"no kernel named '{kernel}' in the module; it defines: {', '.join(kernels) or 'none'}"
+        )
+    return kernel
+
+
+def prepare_module(module: Module, kernel: str, config: CompileConfig) -> None:
+    """Everything before the pipeline: one kernel, libdevice, specializations, bounds."""
+    module.keep_only_kernel(kernel)
+    if config.target == "nvptx" and config.link_libdevice and needs_libdevice(module):
+        # Linked before the user's pipeline (as clang does) so it can inline and
+        # drop what is unused; internalized, so nothing leaks into the PTX.
+        module.link_libdevice(str(find_libdevice()))
+    if config.specialize_args:
+        module.specialize_arguments(kernel, config.specialize_args)
+    if config.block_dim or config.grid_dim:
+        module.specialize_launch_dims(kernel, block=config.block_dim, grid=config.grid_dim)
+    if config.max_threads or config.min_blocks or config.max_registers:
+        module.set_launch_bounds(
+            kernel,
+            max_threads=config.max_threads,
+            min_blocks=config.min_blocks,
+            max_registers=config.max_registers,
+        )
+
+
+def toolchain_id(config: CompileConfig) -> str:
+    """Versions that change the output for the same IR and configuration."""
+    parts = [f"llvm {_llvm.LLVM_VERSION}"]
+    if config.target == "nvptx":
+        parts.append(ptxas_version(find_ptxas()))
+    return "; ".join(parts)
+
+
+def compile_kernel(
+    ir: bytes | str | Module,
+    config: CompileConfig | None = None,
+    kernel: str | None = None,
+    *,
+    cache: CompileCache | None = None,
+    name: str = "<ir>",
+) -> CompileResult:
+    """Compile one kernel of `ir` (bitcode, IR text or a Module, which is left as it was)."""
+    config = config or CompileConfig()
+    if not isinstance(config, CompileConfig):
+        raise JitError(f"config must be a CompileConfig, not {type(config).__name__}")
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    if isinstance(ir, Module):
+        ir_bytes = ir.bitcode() if cache is not None else b""
+        module = ir.clone()
+    else:
+        ir_bytes = ir.encode() if isinstance(ir, str) else bytes(ir)
+        module = None
+
+    key = ""
+    if cache is not None:
+        key = compile_key(ir_bytes, kernel or "", config.to_json(), toolchain_id(config))
+        hit = cache.get(key)
+        if hit is not None:
+            return replace(hit, from_cache=True)
+
+    if module is None:
+        module = parse_module(ir_bytes, name)
+    timings["parse"] = time.perf_counter() - start
+    kernel_name = select_kernel(module, kernel)
+
+    stage = time.perf_counter()
+    prepare_module(module, kernel_name, config)
+    timings["prepare"] = time.perf_counter() - stage
+
+    stage = time.perf_counter()
+    module.run_passes(config.pipeline, config.arch)
+    timings["passes"] = time.perf_counter() - stage
+
+    stage = time.perf_counter()
+    ptx = metrics = None
+    if config.target == "nvptx":
+        ptx = module.emit_assembly(config.arch, config.ptx_features, config.codegen_opt_level)
+        timings["codegen"] = time.perf_counter() - stage
+        assembled = run_ptxas(ptx, config.arch, config.ptxas_opt_level)
+        timings["ptxas"] = assembled.seconds
+        binary = assembled.cubin
+        metrics = assembled.metrics.get(kernel_name, StaticMetrics(binary_size=len(binary)))
+    else:
+        binary = module.emit_object(config.arch, "", config.codegen_opt_level)
+        timings["codegen"] = time.perf_counter() - stage
+        metrics = None
+    timings["total"] = time.perf_counter() - start
+
+    result = CompileResult(
+        kernel=kernel_name,
+        config=config,
+        binary=binary,
+        ptx=ptx,
+        metrics=metrics,
+        timings=timings,
+        key=key,
+    )
+    if cache is not None:
+        cache.put(key, result)
+    return result

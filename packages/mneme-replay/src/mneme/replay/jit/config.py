@@ -1,0 +1,156 @@
+"""CompileConfig: everything that decides how one kernel's IR becomes machine code."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from .errors import ConfigError
+
+#: Named optimization levels and the pipelines clang and opt use for them.
+OPT_LEVELS = ("O0", "O1", "O2", "O3", "Os", "Oz")
+
+_NVIDIA_ARCH = re.compile(r"sm_\d+[af]?")
+_AMD_ARCH = re.compile(r"gfx[0-9a-f]+")
+
+
+@dataclass(frozen=True)
+class CompileConfig:
+    """How to compile a kernel: IR pipeline, specializations, bounds, target.
+
+    ``specialize_args`` maps argument indices to the argument's recorded bytes
+    (little-endian, exactly the parameter's size in the launch argument buffer).
+    Dimensions are ``(x, y, z)``; ``None`` leaves a field as the IR has it.
+    """
+
+    pipeline: str = "default<O3>"
+    arch: str = "sm_90"
+    codegen_opt_level: int = 3
+    specialize_args: dict[int, bytes] = field(default_factory=dict)
+    block_dim: tuple[int, int, int] | None = None
+    grid_dim: tuple[int, int, int] | None = None
+    max_threads: int | None = None
+    min_blocks: int | None = None
+    max_registers: int | None = None
+    ptx_features: str = ""
+    ptxas_opt_level: int = 3
+    link_libdevice: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pipeline, str) or not self.pipeline.strip():
+            raise ConfigError(
+                "pipeline must be a non-empty pass pipeline string, e.g. 'default<O3>'"
+            )
+        if not isinstance(self.arch, str) or not (
+            _NVIDIA_ARCH.fullmatch(self.arch) or _AMD_ARCH.fullmatch(self.arch)
+        ):
+            raise ConfigError(
+                f"arch {self.arch!r} is neither an NVIDIA 'sm_XX' nor an AMD 'gfxNNN' target"
+            )
+        for name in ("codegen_opt_level", "ptxas_opt_level"):
+            value = getattr(self, name)
+            if not _is_int(value) or not 0 <= value <= 3:
+                raise ConfigError(f"{name} must be 0, 1, 2 or 3, not {value!r}")
+        for name in ("max_threads", "min_blocks", "max_registers"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value <= 0):
+                raise ConfigError(f"{name} must be a positive integer or None, not {value!r}")
+        for name in ("block_dim", "grid_dim"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if (
+                not isinstance(value, (tuple, list))
+                or len(value) != 3
+                or not all(_is_int(v) and 0 < v < 2**32 for v in value)
+            ):
+                raise ConfigError(
+                    f"{name} must be three positive integers (x, y, z), not {value!r}"
+                )
+            object.__setattr__(self, name, tuple(int(v) for v in value))
+        if not isinstance(self.specialize_args, dict):
+            raise ConfigError("specialize_args must map argument indices to bytes")
+        args = {}
+        for index, raw in self.specialize_args.items():
+            if not _is_int(index) or index < 0:
+                raise ConfigError(f"specialize_args key {index!r} is not an argument index")
+            if not isinstance(raw, (bytes, bytearray, memoryview)) or len(raw) == 0:
+                raise ConfigError(f"specialize_args[{index}] must be the argument's recorded bytes")
+            args[int(index)] = bytes(raw)
+        object.__setattr__(self, "specialize_args", dict(sorted(args.items())))
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    @classmethod
+    def for_level(cls, level: str, **overrides: Any) -> CompileConfig:
+        """The ``default<Ox>`` pipeline of a named level (O0–O3, Os, Oz)."""
+        if level not in OPT_LEVELS:
+            raise ConfigError(
+                f"unknown optimization level {level!r}; use one of {', '.join(OPT_LEVELS)}"
+            )
+        return cls(pipeline=f"default<{level}>", **overrides)
+
+    @property
+    def target(self) -> str:
+        """'nvptx' or 'amdgpu'."""
+        return "nvptx" if self.arch.startswith("sm_") else "amdgpu"
+
+    @property
+    def triple(self) -> str:
+        return "nvptx64-nvidia-cuda" if self.target == "nvptx" else "amdgcn-amd-amdhsa"
+
+    def check_pipeline(self) -> None:
+        """Parse the pipeline with LLVM; UnknownPassError carries LLVM's message."""
+        from . import _llvm
+
+        _llvm.check_pipeline(self.pipeline, self.triple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values: bytes as hex, tuples as lists."""
+        out = asdict(self)
+        out["specialize_args"] = {str(k): v.hex() for k, v in self.specialize_args.items()}
+        for name in ("block_dim", "grid_dim"):
+            if out[name] is not None:
+                out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CompileConfig:
+        if not isinstance(data, dict):
+            raise ConfigError("a compile configuration must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown compile configuration field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        values = dict(data)
+        if "specialize_args" in values:
+            try:
+                values["specialize_args"] = {
+                    int(k): bytes.fromhex(v) for k, v in values["specialize_args"].items()
+                }
+            except (AttributeError, TypeError, ValueError) as error:
+                raise ConfigError(
+                    "specialize_args must map argument indices to hex strings of their bytes"
+                ) from error
+        return cls(**values)
+
+    def to_json(self) -> str:
+        """Canonical JSON (sorted keys, no spaces): stable for hashing."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> CompileConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"compile configuration is not valid JSON: {error}") from error
+        return cls.from_dict(data)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

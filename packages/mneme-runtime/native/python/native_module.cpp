@@ -1,0 +1,340 @@
+// mneme.runtime._native: the device layer for Python. The Pythonic surface
+// (argument conversion, convenience) lives in mneme.runtime; this file binds
+// the C++ objects and ties handle lifetimes to Python objects.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "mneme/runtime/address_space.hpp"
+#include "mneme/runtime/cuda_driver.hpp"
+#include "mneme/runtime/devices.hpp"
+#include "mneme/runtime/errors.hpp"
+#include "mneme/runtime/host_mapping_backend.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+namespace rt = mneme::runtime;
+
+namespace {
+
+using ReadBuffer = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+using WriteBuffer = nb::ndarray<nb::c_contig, nb::device::cpu>;
+using ReleaseGil = nb::call_guard<nb::gil_scoped_release>;
+
+// An AddressSpace that Python can close deterministically (device memory
+// should not wait for the garbage collector).
+class AddressSpaceObject {
+ public:
+  explicit AddressSpaceObject(std::unique_ptr<rt::AddressSpace> space) : space_(std::move(space)) {}
+  rt::AddressSpace& get() {
+    if (!space_) throw rt::AllocationError("the address space is closed");
+    return *space_;
+  }
+  void close() { space_.reset(); }
+  bool closed() const { return !space_; }
+
+ private:
+  std::unique_ptr<rt::AddressSpace> space_;
+};
+
+class ModuleObject {
+ public:
+  ModuleObject(std::shared_ptr<rt::Device> device, rt::ModuleHandle handle)
+      : device(std::move(device)), handle(handle) {}
+  ~ModuleObject() { device->unload_module(handle); }
+  std::shared_ptr<rt::Device> device;
+  rt::ModuleHandle handle;
+};
+
+// A kernel; holds its module so the code stays loaded while it is used.
+struct FunctionObject {
+  std::shared_ptr<ModuleObject> module;
+  rt::FunctionHandle handle;
+  std::string name;
+};
+
+class StreamObject {
+ public:
+  explicit StreamObject(std::shared_ptr<rt::Device> device)
+      : device(std::move(device)), handle(this->device->create_stream()) {}
+  ~StreamObject() { device->destroy_stream(handle); }
+  std::shared_ptr<rt::Device> device;
+  rt::StreamHandle handle;
+};
+
+class EventObject {
+ public:
+  explicit EventObject(std::shared_ptr<rt::Device> device)
+      : device(std::move(device)), handle(this->device->create_event()) {}
+  ~EventObject() { device->destroy_event(handle); }
+  std::shared_ptr<rt::Device> device;
+  rt::EventHandle handle;
+};
+
+rt::StreamHandle stream_handle(const StreamObject* stream) { return stream ? stream->handle : 0; }
+
+rt::Dim3 to_dim3(const std::tuple<unsigned, unsigned, unsigned>& t) {
+  return {std::get<0>(t), std::get<1>(t), std::get<2>(t)};
+}
+
+// Raise the matching class of mneme.runtime.errors (pure Python, so the
+// classes carry `mneme_user_error` and can be caught without this module).
+template <typename... Keywords>
+void raise_python(const char* class_name, const char* message, Keywords&&... keywords) {
+  try {
+    nb::object cls = nb::module_::import_("mneme.runtime.errors").attr(class_name);
+    nb::object exc = cls(message, std::forward<Keywords>(keywords)...);
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  } catch (nb::python_error& e) {
+    e.restore();
+  }
+}
+
+void translate_exception(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const rt::OutOfSpaceError& e) {
+    raise_python("OutOfSpaceError", e.what(), "requested"_a = e.requested,
+                 "range_size"_a = e.range_size, "needed_size"_a = e.needed_size);
+  } catch (const rt::RangeUnavailableError& e) {
+    raise_python("RangeUnavailableError", e.what());
+  } catch (const rt::OutOfRangeError& e) {
+    raise_python("OutOfRangeError", e.what());
+  } catch (const rt::NoDriverError& e) {
+    raise_python("NoDriverError", e.what());
+  } catch (const rt::NoDeviceError& e) {
+    raise_python("NoDeviceError", e.what());
+  } catch (const rt::UserError& e) {
+    raise_python("UserError", e.what());
+  } catch (const rt::DriverError& e) {
+    raise_python("DriverError", e.what(), "code"_a = e.code, "name"_a = e.name);
+  } catch (const rt::AllocationError& e) {
+    raise_python("AllocationError", e.what());
+  } catch (const rt::Error& e) {
+    raise_python("DeviceLayerError", e.what());
+  }
+}
+
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "mneme device layer (native part); use mneme.runtime";
+  nb::register_exception_translator(translate_exception);
+
+  m.attr("DEFAULT_BASE") = rt::kDefaultBase;
+  m.attr("DEFAULT_SIZE") = rt::kDefaultSize;
+  m.attr("MIN_ALIGNMENT") = rt::kMinAlignment;
+  m.def("cuda_driver_available", &rt::cuda::Driver::available,
+        "True when libcuda.so.1 loads and cuInit succeeds.");
+  m.def("format_bytes", &rt::format_bytes);
+
+  nb::class_<rt::Allocation>(m, "Allocation")
+      .def(nb::init<>())
+      .def_ro("address", &rt::Allocation::address)
+      .def_ro("size", &rt::Allocation::size)
+      .def_ro("requested_size", &rt::Allocation::requested_size)
+      .def_ro("sequence", &rt::Allocation::sequence)
+      .def("__int__", [](const rt::Allocation& a) { return a.address; })
+      .def("__eq__", [](const rt::Allocation& a, const rt::Allocation& b) {
+        return a.address == b.address && a.size == b.size &&
+               a.requested_size == b.requested_size && a.sequence == b.sequence;
+      })
+      .def("__hash__", [](const rt::Allocation& a) { return a.address ^ (a.sequence << 1); })
+      .def("__repr__", [](const rt::Allocation& a) {
+        return "Allocation(address=" + rt::format_address(a.address) +
+               ", size=" + std::to_string(a.size) +
+               ", requested_size=" + std::to_string(a.requested_size) +
+               ", sequence=" + std::to_string(a.sequence) + ")";
+      });
+
+  nb::class_<rt::AddressSpaceStats>(m, "AddressSpaceStats")
+      .def_ro("live_allocations", &rt::AddressSpaceStats::live_allocations)
+      .def_ro("live_bytes", &rt::AddressSpaceStats::live_bytes)
+      .def_ro("peak_live_bytes", &rt::AddressSpaceStats::peak_live_bytes)
+      .def_ro("mapped_bytes", &rt::AddressSpaceStats::mapped_bytes)
+      .def_ro("peak_mapped_bytes", &rt::AddressSpaceStats::peak_mapped_bytes)
+      .def_ro("free_bytes", &rt::AddressSpaceStats::free_bytes)
+      .def_ro("largest_free_block", &rt::AddressSpaceStats::largest_free_block)
+      .def_ro("allocations_total", &rt::AddressSpaceStats::allocations_total)
+      .def_ro("frees_total", &rt::AddressSpaceStats::frees_total);
+
+  nb::class_<AddressSpaceObject>(m, "AddressSpace")
+      .def_prop_ro("base", [](AddressSpaceObject& s) { return s.get().base(); })
+      .def_prop_ro("size", [](AddressSpaceObject& s) { return s.get().size(); })
+      .def_prop_ro("granularity", [](AddressSpaceObject& s) { return s.get().granularity(); })
+      .def_prop_ro("backend", [](AddressSpaceObject& s) { return s.get().backend().name(); })
+      .def_prop_ro("closed", &AddressSpaceObject::closed)
+      .def("allocate", [](AddressSpaceObject& s, uint64_t size, uint64_t alignment) {
+             return s.get().allocate(size, alignment);
+           }, "size"_a, "alignment"_a = rt::kMinAlignment, ReleaseGil())
+      .def("allocate_at", [](AddressSpaceObject& s, uint64_t address, uint64_t size) {
+             return s.get().allocate_at(address, size);
+           }, "address"_a, "size"_a, ReleaseGil())
+      .def("free", [](AddressSpaceObject& s, uint64_t address) { s.get().free(address); },
+           "address"_a, ReleaseGil())
+      .def("live", [](AddressSpaceObject& s) { return s.get().live(); })
+      .def("find", [](AddressSpaceObject& s, uint64_t address) { return s.get().find(address); },
+           "address"_a)
+      .def("mapped_ranges", [](AddressSpaceObject& s) { return s.get().mapped_ranges(); })
+      .def("stats", [](AddressSpaceObject& s) { return s.get().stats(); })
+      .def("close", &AddressSpaceObject::close, ReleaseGil());
+
+  m.def("host_address_space", [](uint64_t base, uint64_t size, uint64_t granularity) {
+          return new AddressSpaceObject(std::make_unique<rt::AddressSpace>(
+              std::make_unique<rt::HostMappingBackend>(granularity), base, size));
+        }, "base"_a, "size"_a, "granularity"_a, nb::rv_policy::take_ownership,
+        "An address space mapped on host memory (mmap), for GPU-less use and tests.");
+
+  nb::class_<rt::DeviceProperties>(m, "DeviceProperties")
+      .def_ro("backend", &rt::DeviceProperties::backend)
+      .def_ro("ordinal", &rt::DeviceProperties::ordinal)
+      .def_ro("name", &rt::DeviceProperties::name)
+      .def_ro("compute_capability_major", &rt::DeviceProperties::compute_capability_major)
+      .def_ro("compute_capability_minor", &rt::DeviceProperties::compute_capability_minor)
+      .def_ro("multiprocessor_count", &rt::DeviceProperties::multiprocessor_count)
+      .def_ro("max_threads_per_block", &rt::DeviceProperties::max_threads_per_block)
+      .def_ro("warp_size", &rt::DeviceProperties::warp_size)
+      .def_ro("max_shared_memory_per_block", &rt::DeviceProperties::max_shared_memory_per_block)
+      .def_ro("max_shared_memory_per_block_optin",
+              &rt::DeviceProperties::max_shared_memory_per_block_optin)
+      .def_ro("l2_cache_size", &rt::DeviceProperties::l2_cache_size)
+      .def_ro("clock_rate_khz", &rt::DeviceProperties::clock_rate_khz)
+      .def_ro("memory_clock_rate_khz", &rt::DeviceProperties::memory_clock_rate_khz)
+      .def_ro("memory_bus_width_bits", &rt::DeviceProperties::memory_bus_width_bits)
+      .def_ro("total_memory", &rt::DeviceProperties::total_memory)
+      .def_ro("granularity", &rt::DeviceProperties::granularity)
+      .def_ro("recommended_granularity", &rt::DeviceProperties::recommended_granularity)
+      .def_ro("driver_version", &rt::DeviceProperties::driver_version)
+      .def_ro("virtual_memory_management", &rt::DeviceProperties::virtual_memory_management);
+
+  nb::class_<rt::ParamInfo>(m, "ParamInfo")
+      .def_ro("offset", &rt::ParamInfo::offset)
+      .def_ro("size", &rt::ParamInfo::size)
+      .def("__repr__", [](const rt::ParamInfo& p) {
+        return "ParamInfo(offset=" + std::to_string(p.offset) + ", size=" + std::to_string(p.size) + ")";
+      });
+
+  nb::class_<rt::FunctionAttributes>(m, "FunctionAttributes")
+      .def_ro("num_registers", &rt::FunctionAttributes::num_registers)
+      .def_ro("local_size_bytes", &rt::FunctionAttributes::local_size_bytes)
+      .def_ro("shared_size_bytes", &rt::FunctionAttributes::shared_size_bytes)
+      .def_ro("const_size_bytes", &rt::FunctionAttributes::const_size_bytes)
+      .def_ro("max_threads_per_block", &rt::FunctionAttributes::max_threads_per_block)
+      .def_ro("max_dynamic_shared_size_bytes",
+              &rt::FunctionAttributes::max_dynamic_shared_size_bytes)
+      .def_ro("ptx_version", &rt::FunctionAttributes::ptx_version)
+      .def_ro("binary_version", &rt::FunctionAttributes::binary_version);
+
+  nb::class_<StreamObject>(m, "Stream")
+      .def_prop_ro("handle", [](const StreamObject& s) { return s.handle; })
+      .def("synchronize", [](StreamObject& s) { s.device->synchronize_stream(s.handle); },
+           ReleaseGil());
+
+  nb::class_<EventObject>(m, "Event")
+      .def("record", [](EventObject& e, const StreamObject* stream) {
+             e.device->record_event(e.handle, stream_handle(stream));
+           }, "stream"_a = nb::none(), ReleaseGil())
+      .def("synchronize", [](EventObject& e) { e.device->synchronize_event(e.handle); },
+           ReleaseGil())
+      .def("elapsed_ms", [](EventObject& start, EventObject& end) {
+             return start.device->elapsed_ms(start.handle, end.handle);
+           }, "end"_a, ReleaseGil(), "Milliseconds from this event to `end`.");
+
+  nb::class_<ModuleObject>(m, "Module")
+      .def("function", [](std::shared_ptr<ModuleObject> module, const std::string& name) {
+             return FunctionObject{module, module->device->get_function(module->handle, name), name};
+           }, "name"_a)
+      .def("global_address", [](ModuleObject& module, const std::string& name) {
+             return module.device->get_global(module.handle, name);
+           }, "name"_a, "(address, size) of a module-scope variable.");
+
+  nb::class_<FunctionObject>(m, "Function")
+      .def_ro("name", &FunctionObject::name)
+      .def("parameter_info", [](FunctionObject& f) {
+             return f.module->device->parameter_info(f.handle);
+           })
+      .def("attributes", [](FunctionObject& f) {
+             return f.module->device->function_attributes(f.handle);
+           })
+      .def("set_max_dynamic_shared_memory", [](FunctionObject& f, int bytes) {
+             f.module->device->set_max_dynamic_shared_memory(f.handle, bytes);
+           }, "bytes"_a)
+      .def("launch", [](FunctionObject& f, std::tuple<unsigned, unsigned, unsigned> grid,
+                        std::tuple<unsigned, unsigned, unsigned> block, ReadBuffer args,
+                        unsigned shared_bytes, const StreamObject* stream) {
+             nb::gil_scoped_release release;
+             f.module->device->launch(f.handle, to_dim3(grid), to_dim3(block), shared_bytes,
+                                      stream_handle(stream), args.data(), args.nbytes());
+           }, "grid"_a, "block"_a, "args"_a, "shared_bytes"_a = 0, "stream"_a = nb::none());
+
+  nb::class_<rt::Device>(m, "Device")
+      .def_prop_ro("properties", &rt::Device::properties, nb::rv_policy::copy)
+      .def("memory_info", &rt::Device::memory_info, ReleaseGil())
+      .def("synchronize", &rt::Device::synchronize, ReleaseGil())
+      .def("address_space", [](rt::Device& d, uint64_t base, uint64_t size) {
+             nb::gil_scoped_release release;
+             return new AddressSpaceObject(
+                 std::make_unique<rt::AddressSpace>(d.mapping_backend(), base, size));
+           }, "base"_a, "size"_a, nb::rv_policy::take_ownership)
+      .def("copy_to_device", [](rt::Device& d, uint64_t dst, ReadBuffer src,
+                                const StreamObject* stream) {
+             nb::gil_scoped_release release;
+             if (stream) d.copy_to_device_async(dst, src.data(), src.nbytes(), stream->handle);
+             else d.copy_to_device(dst, src.data(), src.nbytes());
+           }, "dst"_a, "src"_a, "stream"_a = nb::none())
+      .def("copy_from_device", [](rt::Device& d, WriteBuffer dst, uint64_t src,
+                                  const StreamObject* stream) {
+             nb::gil_scoped_release release;
+             if (stream) d.copy_from_device_async(dst.data(), src, dst.nbytes(), stream->handle);
+             else d.copy_from_device(dst.data(), src, dst.nbytes());
+           }, "dst"_a, "src"_a, "stream"_a = nb::none())
+      .def("copy_device_to_device", [](rt::Device& d, uint64_t dst, uint64_t src,
+                                       size_t bytes, const StreamObject* stream) {
+             nb::gil_scoped_release release;
+             if (stream) d.copy_device_to_device_async(dst, src, bytes, stream->handle);
+             else d.copy_device_to_device(dst, src, bytes);
+           }, "dst"_a, "src"_a, "bytes"_a, "stream"_a = nb::none())
+      .def("fill", [](rt::Device& d, uint64_t dst, uint8_t value, size_t bytes,
+                      const StreamObject* stream) {
+             nb::gil_scoped_release release;
+             if (stream) d.fill_async(dst, value, bytes, stream->handle);
+             else d.fill(dst, value, bytes);
+           }, "dst"_a, "value"_a, "bytes"_a, "stream"_a = nb::none())
+      .def("pinned_buffer", [](std::shared_ptr<rt::Device> d, size_t bytes) {
+             void* pointer = d->allocate_pinned(bytes);
+             // The capsule owns the pinned memory (and keeps the device alive).
+             auto* owner = new std::pair<std::shared_ptr<rt::Device>, void*>(d, pointer);
+             nb::capsule capsule(owner, [](void* p) noexcept {
+               auto* o = static_cast<std::pair<std::shared_ptr<rt::Device>, void*>*>(p);
+               o->first->free_pinned(o->second);
+               delete o;
+             });
+             size_t shape[1] = {bytes};
+             return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(pointer, 1, shape, capsule);
+           }, "bytes"_a, "A uint8 numpy array on page-locked host memory.")
+      .def("load_module", [](std::shared_ptr<rt::Device> d, ReadBuffer image) {
+             rt::ModuleHandle handle;
+             {
+               nb::gil_scoped_release release;
+               handle = d->load_module(image.data(), image.nbytes());
+             }
+             return std::make_shared<ModuleObject>(d, handle);
+           }, "image"_a, "Load PTX text or a cubin/fatbin image.")
+      .def("create_stream", [](std::shared_ptr<rt::Device> d) {
+             return std::make_shared<StreamObject>(d);
+           })
+      .def("create_event", [](std::shared_ptr<rt::Device> d) {
+             return std::make_shared<EventObject>(d);
+           });
+
+  m.def("available_backends", &rt::available_backends);
+  m.def("open_device", &rt::open_device, "backend"_a, "ordinal"_a, ReleaseGil(),
+        "Open a device (CUDA: retain the primary context of device `ordinal`).");
+}

@@ -1,0 +1,474 @@
+#include "mneme/runtime/cuda_device.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "mneme/runtime/address_space.hpp"
+#include "mneme/runtime/errors.hpp"
+
+namespace mneme::runtime::cuda {
+namespace {
+
+template <typename T>
+T from_handle(uintptr_t handle) {
+  return reinterpret_cast<T>(handle);
+}
+template <typename T>
+uintptr_t to_handle(T pointer) {
+  return reinterpret_cast<uintptr_t>(pointer);
+}
+
+}  // namespace
+
+// --- context scope -----------------------------------------------------------
+
+CudaDevice::Scope::Scope(const CudaDevice& device) : driver_(device.driver_) {
+  cuda::check(driver_, driver_.cuCtxPushCurrent(device.context_), "cuCtxPushCurrent");
+}
+
+CudaDevice::Scope::~Scope() {
+  CUcontext popped;
+  driver_.cuCtxPopCurrent(&popped);
+}
+
+// --- device ------------------------------------------------------------------
+
+std::shared_ptr<CudaDevice> CudaDevice::open(int ordinal) {
+  const Driver& driver = Driver::get();
+  int count = 0;
+  cuda::check(driver, driver.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count) {
+    throw NoDeviceError("no CUDA device " + std::to_string(ordinal) + ": this machine has " +
+                        std::to_string(count) + " visible device(s); pick an ordinal below " +
+                        std::to_string(count) + " or check CUDA_VISIBLE_DEVICES");
+  }
+  CUdevice device;
+  cuda::check(driver, driver.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  CUcontext context;
+  cuda::check(driver, driver.cuDevicePrimaryCtxRetain(&context, device),
+              "cuDevicePrimaryCtxRetain");
+  std::shared_ptr<CudaDevice> result(new CudaDevice(driver, ordinal, device, context));
+  return result;
+}
+
+CudaDevice::CudaDevice(const Driver& driver, int ordinal, CUdevice device, CUcontext context)
+    : driver_(driver), device_(device), context_(context) {
+  try {
+    query_properties(ordinal);
+  } catch (...) {
+    driver_.cuDevicePrimaryCtxRelease(device_);
+    throw;
+  }
+}
+
+CudaDevice::~CudaDevice() { driver_.cuDevicePrimaryCtxRelease(device_); }
+
+void CudaDevice::query_properties(int ordinal) {
+  DeviceProperties& p = properties_;
+  p.backend = "cuda";
+  p.ordinal = ordinal;
+  char name[256] = {};
+  check(driver_.cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
+  p.name = name;
+  auto attribute = [&](CUdevice_attribute which) {
+    int value = 0;
+    check(driver_.cuDeviceGetAttribute(&value, which, device_), "cuDeviceGetAttribute");
+    return value;
+  };
+  p.compute_capability_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  p.compute_capability_minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  p.multiprocessor_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  p.max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  p.warp_size = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  p.max_shared_memory_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  p.max_shared_memory_per_block_optin =
+      attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  p.l2_cache_size = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  p.clock_rate_khz = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+  p.memory_clock_rate_khz = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  p.memory_bus_width_bits = attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  p.virtual_memory_management =
+      attribute(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
+  size_t total = 0;
+  check(driver_.cuDeviceTotalMem(&total, device_), "cuDeviceTotalMem");
+  p.total_memory = total;
+  check(driver_.cuDriverGetVersion(&p.driver_version), "cuDriverGetVersion");
+  if (p.virtual_memory_management) {
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device_;
+    size_t granularity = 0;
+    check(driver_.cuMemGetAllocationGranularity(&granularity, &prop,
+                                                CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+          "cuMemGetAllocationGranularity");
+    p.granularity = granularity;
+    check(driver_.cuMemGetAllocationGranularity(&granularity, &prop,
+                                                CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+          "cuMemGetAllocationGranularity");
+    p.recommended_granularity = granularity;
+  }
+}
+
+std::pair<uint64_t, uint64_t> CudaDevice::memory_info() {
+  Scope scope(*this);
+  size_t free_bytes = 0, total_bytes = 0;
+  check(driver_.cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo");
+  return {free_bytes, total_bytes};
+}
+
+std::unique_ptr<MappingBackend> CudaDevice::mapping_backend() {
+  return std::make_unique<CudaMappingBackend>(shared_from_this());
+}
+
+void CudaDevice::synchronize() {
+  Scope scope(*this);
+  check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+void CudaDevice::copy_to_device(uint64_t dst, const void* src, size_t bytes) {
+  Scope scope(*this);
+  check(driver_.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+}
+
+void CudaDevice::copy_from_device(void* dst, uint64_t src, size_t bytes) {
+  Scope scope(*this);
+  check(driver_.cuMemcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+void CudaDevice::copy_device_to_device(uint64_t dst, uint64_t src, size_t bytes) {
+  Scope scope(*this);
+  check(driver_.cuMemcpyDtoD(dst, src, bytes), "cuMemcpyDtoD");
+}
+
+void CudaDevice::fill(uint64_t dst, uint8_t value, size_t bytes) {
+  Scope scope(*this);
+  check(driver_.cuMemsetD8(dst, value, bytes), "cuMemsetD8");
+}
+
+void CudaDevice::copy_to_device_async(uint64_t dst, const void* src, size_t bytes,
+                                      StreamHandle stream) {
+  Scope scope(*this);
+  check(driver_.cuMemcpyHtoDAsync(dst, src, bytes, from_handle<CUstream>(stream)),
+        "cuMemcpyHtoDAsync");
+}
+
+void CudaDevice::copy_from_device_async(void* dst, uint64_t src, size_t bytes,
+                                        StreamHandle stream) {
+  Scope scope(*this);
+  check(driver_.cuMemcpyDtoHAsync(dst, src, bytes, from_handle<CUstream>(stream)),
+        "cuMemcpyDtoHAsync");
+}
+
+void CudaDevice::copy_device_to_device_async(uint64_t dst, uint64_t src, size_t bytes,
+                                             StreamHandle stream) {
+  Scope scope(*this);
+  check(driver_.cuMemcpyDtoDAsync(dst, src, bytes, from_handle<CUstream>(stream)),
+        "cuMemcpyDtoDAsync");
+}
+
+void CudaDevice::fill_async(uint64_t dst, uint8_t value, size_t bytes, StreamHandle stream) {
+  Scope scope(*this);
+  check(driver_.cuMemsetD8Async(dst, value, bytes, from_handle<CUstream>(stream)),
+        "cuMemsetD8Async");
+}
+
+void* CudaDevice::allocate_pinned(size_t bytes) {
+  Scope scope(*this);
+  void* pointer = nullptr;
+  check(driver_.cuMemHostAlloc(&pointer, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+  return pointer;
+}
+
+// The noexcept releases below run from destructors, possibly after the driver
+// shut down at exit: failures are ignored, never thrown.
+void CudaDevice::free_pinned(void* pointer) noexcept {
+  try {
+    Scope scope(*this);
+    driver_.cuMemFreeHost(pointer);
+  } catch (...) {
+  }
+}
+
+ModuleHandle CudaDevice::load_module(const void* image, size_t bytes) {
+  // PTX must be NUL-terminated; a trailing NUL is harmless after a cubin.
+  std::vector<char> text(static_cast<const char*>(image), static_cast<const char*>(image) + bytes);
+  text.push_back('\0');
+  char error_log[8192] = {};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {error_log, reinterpret_cast<void*>(sizeof error_log - 1)};
+  Scope scope(*this);
+  CUmodule module = nullptr;
+  const CUresult result = driver_.cuModuleLoadDataEx(&module, text.data(), 2, options, values);
+  if (result != CUDA_SUCCESS) {
+    std::string message = describe(driver_, result, "cuModuleLoadDataEx");
+    if (error_log[0] != '\0') message += ": " + std::string(error_log);
+    const char* name = nullptr;
+    driver_.cuGetErrorName(result, &name);
+    throw DriverError(message, static_cast<int>(result), name ? name : "");
+  }
+  return to_handle(module);
+}
+
+void CudaDevice::unload_module(ModuleHandle module) noexcept {
+  try {
+    Scope scope(*this);
+    driver_.cuModuleUnload(from_handle<CUmodule>(module));
+  } catch (...) {
+  }
+}
+
+FunctionHandle CudaDevice::get_function(ModuleHandle module, const std::string& name) {
+  Scope scope(*this);
+  CUfunction function = nullptr;
+  const CUresult result =
+      driver_.cuModuleGetFunction(&function, from_handle<CUmodule>(module), name.c_str());
+  if (result == CUDA_ERROR_NOT_FOUND) {
+    throw DriverError("the module has no kernel named '" + name + "'", result,
+                      "CUDA_ERROR_NOT_FOUND");
+  }
+  check(result, "cuModuleGetFunction");
+  return to_handle(function);
+}
+
+std::pair<uint64_t, uint64_t> CudaDevice::get_global(ModuleHandle module,
+                                                     const std::string& name) {
+  Scope scope(*this);
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+  const CUresult result =
+      driver_.cuModuleGetGlobal(&address, &bytes, from_handle<CUmodule>(module), name.c_str());
+  if (result == CUDA_ERROR_NOT_FOUND) {
+    throw DriverError("the module has no global named '" + name + "'", result,
+                      "CUDA_ERROR_NOT_FOUND");
+  }
+  check(result, "cuModuleGetGlobal");
+  return {address, bytes};
+}
+
+std::vector<ParamInfo> CudaDevice::parameter_info(FunctionHandle function) {
+  if (driver_.cuFuncGetParamInfo == nullptr) {
+    throw NoDriverError(
+        "CUDA driver too old: cuFuncGetParamInfo needs driver 12.4 or newer; install a newer "
+        "NVIDIA driver");
+  }
+  Scope scope(*this);
+  std::vector<ParamInfo> params;
+  for (size_t index = 0;; ++index) {
+    size_t offset = 0, size = 0;
+    const CUresult result =
+        driver_.cuFuncGetParamInfo(from_handle<CUfunction>(function), index, &offset, &size);
+    // The driver signals "past the last parameter" with INVALID_VALUE.
+    if (result == CUDA_ERROR_INVALID_VALUE) break;
+    check(result, "cuFuncGetParamInfo");
+    params.push_back({offset, size});
+  }
+  return params;
+}
+
+FunctionAttributes CudaDevice::function_attributes(FunctionHandle function) {
+  Scope scope(*this);
+  auto attribute = [&](CUfunction_attribute which) {
+    int value = 0;
+    check(driver_.cuFuncGetAttribute(&value, which, from_handle<CUfunction>(function)),
+          "cuFuncGetAttribute");
+    return value;
+  };
+  FunctionAttributes a;
+  a.num_registers = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS);
+  a.local_size_bytes = attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+  a.shared_size_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+  a.const_size_bytes = attribute(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
+  a.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  a.max_dynamic_shared_size_bytes = attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+  a.ptx_version = attribute(CU_FUNC_ATTRIBUTE_PTX_VERSION);
+  a.binary_version = attribute(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+  return a;
+}
+
+void CudaDevice::set_max_dynamic_shared_memory(FunctionHandle function, int bytes) {
+  Scope scope(*this);
+  check(driver_.cuFuncSetAttribute(from_handle<CUfunction>(function),
+                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+        "cuFuncSetAttribute");
+}
+
+void CudaDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                        StreamHandle stream, const void* args, size_t args_bytes) {
+  size_t size = args_bytes;
+  // The driver reads but never writes the buffer; `extra` is untyped void*.
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  Scope scope(*this);
+  check(driver_.cuLaunchKernel(from_handle<CUfunction>(function), grid.x, grid.y, grid.z, block.x,
+                               block.y, block.z, shared_bytes, from_handle<CUstream>(stream),
+                               nullptr, args_bytes ? extra : nullptr),
+        "cuLaunchKernel");
+}
+
+StreamHandle CudaDevice::create_stream() {
+  Scope scope(*this);
+  CUstream stream = nullptr;
+  check(driver_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  return to_handle(stream);
+}
+
+void CudaDevice::destroy_stream(StreamHandle stream) noexcept {
+  try {
+    Scope scope(*this);
+    driver_.cuStreamDestroy(from_handle<CUstream>(stream));
+  } catch (...) {
+  }
+}
+
+void CudaDevice::synchronize_stream(StreamHandle stream) {
+  Scope scope(*this);
+  check(driver_.cuStreamSynchronize(from_handle<CUstream>(stream)), "cuStreamSynchronize");
+}
+
+EventHandle CudaDevice::create_event() {
+  Scope scope(*this);
+  CUevent event = nullptr;
+  check(driver_.cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+  return to_handle(event);
+}
+
+void CudaDevice::destroy_event(EventHandle event) noexcept {
+  try {
+    Scope scope(*this);
+    driver_.cuEventDestroy(from_handle<CUevent>(event));
+  } catch (...) {
+  }
+}
+
+void CudaDevice::record_event(EventHandle event, StreamHandle stream) {
+  Scope scope(*this);
+  check(driver_.cuEventRecord(from_handle<CUevent>(event), from_handle<CUstream>(stream)),
+        "cuEventRecord");
+}
+
+void CudaDevice::synchronize_event(EventHandle event) {
+  Scope scope(*this);
+  check(driver_.cuEventSynchronize(from_handle<CUevent>(event)), "cuEventSynchronize");
+}
+
+float CudaDevice::elapsed_ms(EventHandle start, EventHandle end) {
+  Scope scope(*this);
+  float ms = 0;
+  check(driver_.cuEventElapsedTime(&ms, from_handle<CUevent>(start), from_handle<CUevent>(end)),
+        "cuEventElapsedTime");
+  return ms;
+}
+
+// --- mapping backend -----------------------------------------------------------
+
+CudaMappingBackend::CudaMappingBackend(std::shared_ptr<CudaDevice> device)
+    : device_(std::move(device)) {
+  const DeviceProperties& p = device_->properties();
+  if (!p.virtual_memory_management) {
+    throw NoDeviceError("CUDA device " + std::to_string(p.ordinal) + " (" + p.name +
+                        ") does not support virtual memory management; use another GPU");
+  }
+  allocation_ = {};
+  allocation_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  allocation_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  allocation_.location.id = device_->device();
+  access_ = {};
+  access_.location = allocation_.location;
+  access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  granularity_ = p.granularity;
+}
+
+CudaMappingBackend::~CudaMappingBackend() {
+  // The address space unmaps everything before releasing; this only runs if
+  // a granule outlived it (an error path).
+  std::vector<uint64_t> left;
+  for (const auto& [address, handle] : handles_) left.push_back(address);
+  for (uint64_t address : left) {
+    try {
+      unmap_granule(address);
+    } catch (...) {
+    }
+  }
+}
+
+std::string CudaMappingBackend::name() const {
+  return "CUDA device " + std::to_string(device_->properties().ordinal);
+}
+
+void CudaMappingBackend::reserve(uint64_t base, uint64_t size) {
+  const Driver& d = device_->driver();
+  CudaDevice::Scope scope(*device_);
+  CUdeviceptr got = 0;
+  const CUresult result = d.cuMemAddressReserve(&got, size, 0, base, 0);
+  if (result != CUDA_SUCCESS) {
+    throw RangeUnavailableError("cannot reserve " + format_bytes(size) + " of device address space at " +
+                                format_address(base) + ": " +
+                                describe(d, result, "cuMemAddressReserve") +
+                                "; choose another base address or a smaller range");
+  }
+  if (got != base) {
+    d.cuMemAddressFree(got, size);
+    throw RangeUnavailableError("cannot reserve " + format_bytes(size) + " of device address space at " +
+                                format_address(base) + ": the driver offered " +
+                                format_address(got) +
+                                " instead (part of the range is in use); choose another base address");
+  }
+}
+
+void CudaMappingBackend::release(uint64_t base, uint64_t size) noexcept {
+  try {
+    CudaDevice::Scope scope(*device_);
+    device_->driver().cuMemAddressFree(base, size);
+  } catch (...) {
+  }
+}
+
+void CudaMappingBackend::map(uint64_t address, uint64_t size) {
+  const Driver& d = device_->driver();
+  CudaDevice::Scope scope(*device_);
+  std::vector<uint64_t> done;
+  try {
+    for (uint64_t granule = address; granule < address + size; granule += granularity_) {
+      CUmemGenericAllocationHandle handle;
+      cuda::check(d, d.cuMemCreate(&handle, granularity_, &allocation_, 0), "cuMemCreate");
+      const CUresult mapped = d.cuMemMap(granule, granularity_, 0, handle, 0);
+      if (mapped != CUDA_SUCCESS) {
+        d.cuMemRelease(handle);
+        cuda::check(d, mapped, "cuMemMap");
+      }
+      handles_.emplace(granule, handle);
+      done.push_back(granule);
+    }
+    // One access call covers the whole run of fresh mappings.
+    cuda::check(d, d.cuMemSetAccess(address, size, &access_, 1), "cuMemSetAccess");
+  } catch (...) {
+    for (uint64_t granule : done) {
+      try {
+        unmap_granule(granule);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+}
+
+void CudaMappingBackend::unmap(uint64_t address, uint64_t size) {
+  CudaDevice::Scope scope(*device_);
+  for (uint64_t granule = address; granule < address + size; granule += granularity_) {
+    unmap_granule(granule);
+  }
+}
+
+void CudaMappingBackend::unmap_granule(uint64_t address) {
+  const Driver& d = device_->driver();
+  auto it = handles_.find(address);
+  if (it == handles_.end()) return;
+  const CUmemGenericAllocationHandle handle = it->second;
+  handles_.erase(it);
+  cuda::check(d, d.cuMemUnmap(address, granularity_), "cuMemUnmap");
+  // Physical memory goes back to the device once unmapped and released.
+  cuda::check(d, d.cuMemRelease(handle), "cuMemRelease");
+}
+
+}  // namespace mneme::runtime::cuda

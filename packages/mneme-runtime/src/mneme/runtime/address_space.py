@@ -1,0 +1,112 @@
+"""A fixed virtual address range with an allocator inside it (see docs/runtime.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import SupportsInt
+
+from mneme.runtime import _native
+
+Allocation = _native.Allocation
+AddressSpaceStats = _native.AddressSpaceStats
+
+#: Where ranges are reserved unless told otherwise: 32 TiB, far from the
+#: kernel's mmap area and the CUDA driver's own mappings.
+DEFAULT_BASE: int = _native.DEFAULT_BASE
+#: Default range size (64 GiB); the recorder's ``--vass`` sets it.
+DEFAULT_SIZE: int = _native.DEFAULT_SIZE
+#: Every allocation is aligned to at least this many bytes, like cudaMalloc.
+MIN_ALIGNMENT: int = _native.MIN_ALIGNMENT
+
+GiB = 1 << 30
+
+
+class AddressSpace:
+    """Allocations at stable addresses inside one reserved range.
+
+    Get one from :meth:`mneme.runtime.Device.address_space` (device memory) or
+    :meth:`on_host` (host memory, no GPU needed). Close it (or use ``with``) to
+    give the memory back.
+    """
+
+    def __init__(self, native: _native.AddressSpace, device=None) -> None:
+        self._native = native
+        #: the Device whose memory backs the range, None for host memory
+        self.device = device
+
+    @classmethod
+    def on_host(
+        cls, base: int = DEFAULT_BASE, size: int = DEFAULT_SIZE, granularity: int = 2 << 20
+    ) -> AddressSpace:
+        """A range backed by this process's own memory (mmap), same bookkeeping."""
+        return cls(_native.host_address_space(base, size, granularity))
+
+    @property
+    def base(self) -> int:
+        return self._native.base
+
+    @property
+    def size(self) -> int:
+        return self._native.size
+
+    @property
+    def end(self) -> int:
+        return self._native.base + self._native.size
+
+    @property
+    def granularity(self) -> int:
+        return self._native.granularity
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def allocate(self, size: int, alignment: int = MIN_ALIGNMENT) -> Allocation:
+        return self._native.allocate(size, alignment)
+
+    def allocate_at(self, address: int, size: int) -> Allocation:
+        """Recreate an allocation at exactly ``address`` (replay of a recorded layout)."""
+        return self._native.allocate_at(address, size)
+
+    def free(self, allocation: Allocation | SupportsInt) -> None:
+        self._native.free(int(allocation))
+
+    def live(self) -> list[Allocation]:
+        """Live allocations in address order (what a recording snapshots)."""
+        return self._native.live()
+
+    def __iter__(self) -> Iterator[Allocation]:
+        return iter(self.live())
+
+    def __len__(self) -> int:
+        return self._native.stats().live_allocations
+
+    def find(self, address: int) -> Allocation | None:
+        """The live allocation containing ``address``, or None."""
+        return self._native.find(address)
+
+    def mapped_ranges(self) -> list[tuple[int, int]]:
+        """Physically mapped ``[start, end)`` runs of granules."""
+        return self._native.mapped_ranges()
+
+    def stats(self) -> AddressSpaceStats:
+        return self._native.stats()
+
+    def close(self) -> None:
+        """Unmap everything and release the range; idempotent."""
+        self._native.close()
+
+    def __enter__(self) -> AddressSpace:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "AddressSpace(closed)"
+        return (
+            f"AddressSpace(base={self.base:#x}, size={_native.format_bytes(self.size)}, "
+            f"granularity={_native.format_bytes(self.granularity)}, "
+            f"backend={self._native.backend!r})"
+        )

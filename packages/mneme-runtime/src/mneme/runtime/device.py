@@ -1,0 +1,295 @@
+"""A GPU, its memory, code and streams, on the CUDA driver (loaded at run time)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any, SupportsInt
+
+import numpy as np
+from mneme.runtime import _native
+from mneme.runtime.address_space import DEFAULT_BASE, DEFAULT_SIZE, AddressSpace
+
+DeviceProperties = _native.DeviceProperties
+ParamInfo = _native.ParamInfo
+FunctionAttributes = _native.FunctionAttributes
+
+Dim = int | Sequence[int]
+
+
+def driver_available() -> bool:
+    """True when libcuda.so.1 loads and cuInit succeeds (never raises)."""
+    return _native.cuda_driver_available()
+
+
+def _dim3(value: Dim) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"a grid or block shape has 1 to 3 dimensions, got {value!r}")
+    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def _byte_view(data: Any, writable: bool = False) -> np.ndarray:
+    """A flat uint8 view of a buffer-protocol object (numpy array, bytes, ...).
+
+    No copy unless a source is strided; a destination must be C-contiguous.
+    Raw bytes keep any dtype (structured, float16, bool) away from the binding.
+    """
+    if isinstance(data, bytes | bytearray):
+        array = np.frombuffer(data, dtype=np.uint8)
+    elif isinstance(data, np.ndarray):
+        array = data
+    else:
+        array = np.asarray(memoryview(data))
+    if not array.flags.c_contiguous:
+        if writable:
+            raise ValueError("the destination buffer must be C-contiguous")
+        array = np.ascontiguousarray(array)
+    if writable and not array.flags.writeable:
+        raise ValueError("the destination buffer is read-only")
+    return array.reshape(-1).view(np.uint8)
+
+
+class Stream:
+    """A non-blocking stream; async copies keep their host buffers alive until synchronize()."""
+
+    def __init__(self, native: _native.Stream) -> None:
+        self._native = native
+        self._pending: list[Any] = []
+
+    def _keep(self, buffer: Any) -> None:
+        self._pending.append(buffer)
+
+    def synchronize(self) -> None:
+        self._native.synchronize()
+        self._pending.clear()
+
+
+class Event:
+    def __init__(self, native: _native.Event) -> None:
+        self._native = native
+
+    def record(self, stream: Stream | None = None) -> None:
+        self._native.record(stream._native if stream else None)
+
+    def synchronize(self) -> None:
+        self._native.synchronize()
+
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds between this event and ``end`` (both recorded and complete)."""
+        return self._native.elapsed_ms(end._native)
+
+
+class Function:
+    """A kernel of a loaded module."""
+
+    def __init__(self, native: _native.Function) -> None:
+        self._native = native
+        self._params: list[ParamInfo] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    @property
+    def params(self) -> list[ParamInfo]:
+        """Offset and size of each parameter in the argument buffer (cuFuncGetParamInfo)."""
+        if self._params is None:
+            self._params = self._native.parameter_info()
+        return self._params
+
+    @property
+    def attributes(self) -> FunctionAttributes:
+        return self._native.attributes()
+
+    def set_max_dynamic_shared_memory(self, nbytes: int) -> None:
+        self._native.set_max_dynamic_shared_memory(nbytes)
+
+    def pack_arguments(self, *values: Any) -> bytes:
+        """Lay ``values`` out as the kernel's argument buffer.
+
+        Each value is an int (little-endian, the parameter's size; pointers and
+        :class:`Allocation` objects too), a float (f32 or f64 by size), a numpy
+        scalar/array or bytes of exactly the parameter's size.
+        """
+        params = self.params
+        if len(values) != len(params):
+            raise ValueError(
+                f"kernel {self.name} takes {len(params)} parameters, got {len(values)}"
+            )
+        size = max((p.offset + p.size for p in params), default=0)
+        buffer = bytearray(size)
+        for index, (param, value) in enumerate(zip(params, values, strict=True)):
+            raw = _encode(value, param.size)
+            if len(raw) != param.size:
+                raise ValueError(
+                    f"parameter {index} of {self.name} is {param.size} bytes, "
+                    f"the value gives {len(raw)}"
+                )
+            buffer[param.offset : param.offset + param.size] = raw
+        return bytes(buffer)
+
+    def launch(
+        self,
+        grid: Dim,
+        block: Dim,
+        args: bytes | bytearray | memoryview | np.ndarray = b"",
+        shared_bytes: int = 0,
+        stream: Stream | None = None,
+    ) -> None:
+        """Launch with a raw argument buffer (as recorded, or from :meth:`pack_arguments`)."""
+        self._native.launch(
+            _dim3(grid),
+            _dim3(block),
+            _byte_view(args),
+            shared_bytes,
+            stream._native if stream else None,
+        )
+
+    def __call__(
+        self,
+        grid: Dim,
+        block: Dim,
+        *values: Any,
+        shared_bytes: int = 0,
+        stream: Stream | None = None,
+    ) -> None:
+        self.launch(grid, block, self.pack_arguments(*values), shared_bytes, stream)
+
+
+def _encode(value: Any, size: int) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return np.ascontiguousarray(value).tobytes()
+    if isinstance(value, float):
+        if size == 4:
+            return struct.pack("<f", value)
+        if size == 8:
+            return struct.pack("<d", value)
+        raise ValueError(f"cannot pass a float as a {size}-byte parameter")
+    integer = int(value)  # ints, Allocation (its address), IntEnum …
+    return integer.to_bytes(size, "little", signed=integer < 0)
+
+
+class Module:
+    """Loaded device code (PTX or cubin); unloaded when garbage collected."""
+
+    def __init__(self, native: _native.Module, device: Device) -> None:
+        self._native = native
+        self.device = device
+
+    def function(self, name: str) -> Function:
+        return Function(self._native.function(name))
+
+    def global_address(self, name: str) -> tuple[int, int]:
+        """(address, size in bytes) of a module-scope ``__device__`` variable."""
+        return self._native.global_address(name)
+
+    def set_global(self, name: str, data: Any) -> None:
+        address, size = self.global_address(name)
+        buffer = _byte_view(data)
+        nbytes = buffer.nbytes
+        if nbytes != size:
+            raise ValueError(f"global {name} is {size} bytes, the data gives {nbytes}")
+        self.device.copy_to_device(address, buffer)
+
+    def get_global(self, name: str, dtype: Any = np.uint8) -> np.ndarray:
+        address, size = self.global_address(name)
+        out = np.empty(size // np.dtype(dtype).itemsize, dtype=dtype)
+        self.device.copy_from_device(out, address)
+        return out
+
+
+class Device:
+    """One GPU. On CUDA it works in the device's primary context, the one the CUDA
+    runtime of a recorded application uses too. ``backend="hip"`` needs a build
+    made with ROCm installed."""
+
+    def __init__(self, ordinal: int = 0, backend: str = "cuda") -> None:
+        self._native = _native.open_device(backend, ordinal)
+        self.properties: DeviceProperties = self._native.properties
+
+    @property
+    def ordinal(self) -> int:
+        return self.properties.ordinal
+
+    @property
+    def name(self) -> str:
+        return self.properties.name
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        p = self.properties
+        return (p.compute_capability_major, p.compute_capability_minor)
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes of device memory."""
+        return self._native.memory_info()
+
+    def synchronize(self) -> None:
+        self._native.synchronize()
+
+    def address_space(self, base: int = DEFAULT_BASE, size: int = DEFAULT_SIZE) -> AddressSpace:
+        """Reserve ``[base, base+size)`` of device virtual address space."""
+        return AddressSpace(self._native.address_space(base, size), device=self)
+
+    # --- copies ---------------------------------------------------------------
+
+    def copy_to_device(self, dst: SupportsInt, src: Any, stream: Stream | None = None) -> None:
+        """Copy a host buffer (numpy array, bytes, any buffer) to ``dst``."""
+        buffer = _byte_view(src)
+        self._native.copy_to_device(int(dst), buffer, stream._native if stream else None)
+        if stream:
+            stream._keep(buffer)
+
+    def copy_from_device(self, dst: Any, src: SupportsInt, stream: Stream | None = None) -> None:
+        """Fill the writable, C-contiguous host buffer ``dst`` from ``src``."""
+        buffer = _byte_view(dst, writable=True)
+        self._native.copy_from_device(buffer, int(src), stream._native if stream else None)
+        if stream:
+            stream._keep(buffer)
+
+    def read(
+        self, src: SupportsInt, shape: int | Sequence[int], dtype: Any = np.uint8
+    ) -> np.ndarray:
+        """A new array of ``shape``/``dtype`` read from ``src``."""
+        out = np.empty(shape, dtype=dtype)
+        self.copy_from_device(out, src)
+        return out
+
+    def copy_device_to_device(
+        self, dst: SupportsInt, src: SupportsInt, nbytes: int, stream: Stream | None = None
+    ) -> None:
+        self._native.copy_device_to_device(
+            int(dst), int(src), nbytes, stream._native if stream else None
+        )
+
+    def fill(self, dst: SupportsInt, value: int, nbytes: int, stream: Stream | None = None) -> None:
+        """Set ``nbytes`` bytes at ``dst`` to the byte ``value``."""
+        self._native.fill(int(dst), value, nbytes, stream._native if stream else None)
+
+    def pinned_array(self, shape: int | Sequence[int], dtype: Any = np.uint8) -> np.ndarray:
+        """A numpy array on page-locked host memory (freed with the array)."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape))
+        raw = self._native.pinned_buffer(max(count * dtype.itemsize, 1))
+        return raw[: count * dtype.itemsize].view(dtype).reshape(shape)
+
+    # --- code, streams, events -------------------------------------------------
+
+    def load_module(self, image: str | bytes | bytearray | memoryview) -> Module:
+        """Load PTX text or a cubin/fatbin image."""
+        if isinstance(image, str):
+            image = image.encode()
+        return Module(self._native.load_module(image), self)
+
+    def stream(self) -> Stream:
+        return Stream(self._native.create_stream())
+
+    def event(self) -> Event:
+        return Event(self._native.create_event())
+
+    def __repr__(self) -> str:
+        major, minor = self.compute_capability
+        return f"Device({self.ordinal}, {self.name!r}, sm_{major}{minor})"

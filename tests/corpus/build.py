@@ -1,0 +1,364 @@
+"""Build the mneme instrumentation corpus (stdlib only).
+
+Usable as a module (load it by path, e.g. with importlib, under a name of your choice)::
+
+    build_program(program_dir, out_dir, compiler="clang++-22", extra_flags=[...])
+    device_kernels(program_dir, compiler="clang++-22")
+
+and as a CLI::
+
+    python tests/corpus/build.py [--compiler CMD] [--out DIR] [--list-kernels] [PROGRAM_DIR ...]
+
+The compiler is only ever assumed to behave like clang++ (the mneme wrapper is passed in
+its place later). See tests/corpus/README.md for the exact command lines this produces.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CORPUS_DIR = Path(__file__).resolve().parent
+CUDA_COMMON_DIR = CORPUS_DIR / "cuda" / "common"
+# Holds an empty curand_mtgp32_kernel.h: clang's CUDA wrapper includes it unconditionally,
+# and minimal CUDA installs ship no curand.
+CUDA_COMPAT_DIR = CUDA_COMMON_DIR / "compat"
+HIP_INCLUDE_DIR = CORPUS_DIR / "hip"
+
+DEFAULT_COMPILER = "clang++-22"
+DEFAULT_CXXFILT = "llvm-cxxfilt-22"
+CUDA_ARCH = "sm_90"
+HIP_ARCH = "gfx90a"
+
+# Program flags that change how objects must be linked, so the link line repeats them.
+LINK_RELEVANT_FLAGS = ("-fgpu-rdc", "--offload-new-driver")
+
+MANIFEST_KEYS = {
+    "sources": list,
+    "flags": list,
+    "link_flags": list,
+    "args": list,
+    "kernels": list,
+    "expect_exit": int,
+    "features": list,
+}
+
+
+class CorpusError(Exception):
+    """A corpus program could not be loaded or built; the message says why."""
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    directory: Path
+    language: str  # "cuda" or "hip"
+    sources: tuple[str, ...]
+    flags: tuple[str, ...]
+    link_flags: tuple[str, ...]
+    args: tuple[str, ...]
+    kernels: tuple[str, ...]
+    expect_exit: int
+    features: tuple[str, ...]
+    nvcc: dict = field(default_factory=dict)
+
+    @property
+    def is_rdc(self) -> bool:
+        return "-fgpu-rdc" in self.flags
+
+
+@dataclass
+class BuildResult:
+    program: Program
+    objects: list[Path]
+    executable: Path | None  # None for HIP programs (compile-only)
+    commands: list[list[str]]
+
+
+def load_program(program_dir: str | os.PathLike) -> Program:
+    directory = Path(program_dir).resolve()
+    manifest_path = directory / "program.json"
+    if not manifest_path.is_file():
+        raise CorpusError(f"{directory}: no program.json here; pass a corpus program directory")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{manifest_path}: invalid JSON ({exc}); fix the manifest") from None
+    for key, kind in MANIFEST_KEYS.items():
+        if not isinstance(manifest.get(key), kind):
+            raise CorpusError(f"{manifest_path}: key {key!r} must be a {kind.__name__}")
+    for source in manifest["sources"]:
+        if not (directory / source).is_file():
+            raise CorpusError(f"{manifest_path}: source {source!r} does not exist")
+    language = directory.parent.name
+    if language not in ("cuda", "hip"):
+        raise CorpusError(f"{directory}: programs live under corpus/cuda/ or corpus/hip/")
+    return Program(
+        name=directory.name,
+        directory=directory,
+        language=language,
+        sources=tuple(manifest["sources"]),
+        flags=tuple(manifest["flags"]),
+        link_flags=tuple(manifest["link_flags"]),
+        args=tuple(str(a) for a in manifest["args"]),
+        kernels=tuple(manifest["kernels"]),
+        expect_exit=manifest["expect_exit"],
+        features=tuple(manifest["features"]),
+        nvcc=dict(manifest.get("nvcc", {})),
+    )
+
+
+def discover_programs(language: str | None = None, root: Path = CORPUS_DIR) -> list[Program]:
+    """All programs of the corpus (optionally of one language), sorted by name."""
+    languages = [language] if language else ["cuda", "hip"]
+    programs = []
+    for lang in languages:
+        for manifest in sorted((root / lang).glob("*/program.json")):
+            programs.append(load_program(manifest.parent))
+    return programs
+
+
+def find_cuda_root() -> Path:
+    for candidate in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if candidate and (Path(candidate) / "include" / "cuda_runtime.h").is_file():
+            return Path(candidate)
+    raise CorpusError(
+        "no CUDA toolkit found: set CUDA_PATH to the CUDA root (the folder with include/cuda_runtime.h)"
+    )
+
+
+def cuda_library_dir(cuda_root: Path) -> Path:
+    for name in ("lib64", "lib"):
+        if (cuda_root / name / "libcudart.so").exists():
+            return cuda_root / name
+    raise CorpusError(f"{cuda_root}: no lib64/libcudart.so; is this a complete CUDA toolkit?")
+
+
+def cuda_compile_flags(cuda_root: Path) -> list[str]:
+    """Flags every CUDA translation unit gets from clang++-22 (before the program's own)."""
+    flags = [
+        "-x",
+        "cuda",
+        f"--cuda-gpu-arch={CUDA_ARCH}",
+        f"--cuda-path={cuda_root}",
+        "-Wno-unknown-cuda-version",
+        "-O2",
+        f"-I{CUDA_COMMON_DIR}",
+    ]
+    cccl = cuda_root / "include" / "cccl"
+    if (
+        cccl.is_dir()
+    ):  # CUDA 13 keeps cuda/std (needed by cooperative_groups) here; nvcc adds it itself
+        flags.append(f"-I{cccl}")
+    if not (cuda_root / "include" / "curand_mtgp32_kernel.h").exists():
+        flags.append(f"-I{CUDA_COMPAT_DIR}")
+    return flags
+
+
+def hip_compile_flags() -> list[str]:
+    return [
+        "-x",
+        "hip",
+        f"--offload-arch={HIP_ARCH}",
+        "-nogpulib",
+        "-nogpuinc",
+        "-O2",
+        f"-I{HIP_INCLUDE_DIR}",
+    ]
+
+
+def cuda_link_flags(program: Program, cuda_root: Path) -> list[str]:
+    libdir = cuda_library_dir(cuda_root)
+    flags = [f for f in program.flags if f in LINK_RELEVANT_FLAGS]
+    if program.is_rdc:
+        flags.append(
+            f"--cuda-path={cuda_root}"
+        )  # the device link runs nvlink and fatbinary from here
+    flags += [f"-L{libdir}", "-lcudart", f"-Wl,-rpath,{libdir}"]
+    if "-lcuda" in program.link_flags and (libdir / "stubs" / "libcuda.so").exists():
+        flags.append(
+            f"-L{libdir / 'stubs'}"
+        )  # the real libcuda.so.1 comes from the driver at run time
+    return flags + list(program.link_flags)
+
+
+def _compiler_argv(compiler: str | Sequence[str]) -> list[str]:
+    return shlex.split(compiler) if isinstance(compiler, str) else list(compiler)
+
+
+def _run(cmd: list[str], verbose: bool) -> None:
+    if verbose:
+        print(shlex.join(cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CorpusError(
+            f"command failed (exit {proc.returncode}): {shlex.join(cmd)}\n{proc.stderr.strip()}"
+        )
+
+
+def compile_commands(
+    program: Program,
+    out_dir: Path,
+    compiler: str | Sequence[str] = DEFAULT_COMPILER,
+    extra_flags: Sequence[str] = (),
+    cuda_root: Path | None = None,
+) -> list[tuple[list[str], Path]]:
+    """(command, object path) for each translation unit of the program."""
+    base = _compiler_argv(compiler)
+    lang_flags = (
+        hip_compile_flags()
+        if program.language == "hip"
+        else cuda_compile_flags(cuda_root or find_cuda_root())
+    )
+    commands = []
+    for source in program.sources:
+        obj = out_dir / (Path(source).stem + ".o")
+        cmd = (
+            base
+            + lang_flags
+            + list(program.flags)
+            + list(extra_flags)
+            + ["-c", str(program.directory / source), "-o", str(obj)]
+        )
+        commands.append((cmd, obj))
+    return commands
+
+
+def build_program(
+    program_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    compiler: str | Sequence[str] = DEFAULT_COMPILER,
+    extra_flags: Sequence[str] = (),
+    extra_link_flags: Sequence[str] = (),
+    cuda_root: str | os.PathLike | None = None,
+    verbose: bool = False,
+) -> BuildResult:
+    """Compile every TU to an object in out_dir; CUDA programs are then linked to out_dir/<name>."""
+    program = load_program(program_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    root = (
+        Path(cuda_root) if cuda_root else (find_cuda_root() if program.language == "cuda" else None)
+    )
+    executed: list[list[str]] = []
+    objects = []
+    for cmd, obj in compile_commands(program, out, compiler, extra_flags, root):
+        _run(cmd, verbose)
+        executed.append(cmd)
+        objects.append(obj)
+    if program.language == "hip":
+        return BuildResult(program, objects, None, executed)
+    exe = out / program.name
+    link = _compiler_argv(compiler) + [str(o) for o in objects] + ["-o", str(exe)]
+    link += cuda_link_flags(program, root) + list(extra_link_flags)
+    _run(link, verbose)
+    executed.append(link)
+    return BuildResult(program, objects, exe, executed)
+
+
+_KERNEL_DEFINE = re.compile(
+    r'^define\b[^@]*\b(?:ptx_kernel|amdgpu_kernel)\b[^@]*@("(?:[^"\\]|\\.)*"|[\w.$]+)\(', re.M
+)
+
+
+def kernels_in_ir(ir_text: str) -> list[str]:
+    """Mangled names of the functions defined with a kernel calling convention."""
+    return [m.group(1).strip('"') for m in _KERNEL_DEFINE.finditer(ir_text)]
+
+
+def demangle(names: Sequence[str], cxxfilt: str = DEFAULT_CXXFILT) -> list[str]:
+    if not names:
+        return []
+    proc = subprocess.run(
+        [cxxfilt], input="\n".join(names) + "\n", capture_output=True, text=True, check=True
+    )
+    return proc.stdout.splitlines()
+
+
+def device_kernels(
+    program_dir: str | os.PathLike,
+    compiler: str | Sequence[str] = DEFAULT_COMPILER,
+    cuda_root: str | os.PathLike | None = None,
+    cxxfilt: str = DEFAULT_CXXFILT,
+) -> list[str]:
+    """Sorted demangled names of every kernel in the program's device IR (all TUs)."""
+    program = load_program(program_dir)
+    root = (
+        Path(cuda_root) if cuda_root else (find_cuda_root() if program.language == "cuda" else None)
+    )
+    lang_flags = hip_compile_flags() if program.language == "hip" else cuda_compile_flags(root)
+    mangled: set[str] = set()
+    for source in program.sources:
+        cmd = (
+            _compiler_argv(compiler)
+            + lang_flags
+            + list(program.flags)
+            + ["--cuda-device-only", "-emit-llvm", "-S", str(program.directory / source), "-o", "-"]
+        )
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CorpusError(
+                f"device IR failed (exit {proc.returncode}): {shlex.join(cmd)}\n{proc.stderr.strip()}"
+            )
+        mangled.update(kernels_in_ir(proc.stdout))
+    return sorted(demangle(sorted(mangled), cxxfilt))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Build mneme corpus programs with a clang++-like compiler."
+    )
+    parser.add_argument(
+        "programs", nargs="*", help="program directories (default: the whole corpus)"
+    )
+    parser.add_argument(
+        "--compiler", default=DEFAULT_COMPILER, help="compiler command (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--out", default="build/corpus", help="output folder; each program gets a subfolder"
+    )
+    parser.add_argument(
+        "--flag", action="append", default=[], help="extra compile flag (repeatable)"
+    )
+    parser.add_argument(
+        "--list-kernels", action="store_true", help="print the device kernels instead of building"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each command")
+    args = parser.parse_args(argv)
+    try:
+        dirs = [Path(p) for p in args.programs] or [p.directory for p in discover_programs()]
+        for directory in dirs:
+            if args.list_kernels:
+                for kernel in device_kernels(directory, args.compiler):
+                    print(f"{directory.name}: {kernel}")
+                continue
+            result = build_program(
+                directory,
+                Path(args.out) / directory.name,
+                args.compiler,
+                args.flag,
+                verbose=args.verbose,
+            )
+            print(
+                f"{result.program.name}: {result.executable or ', '.join(map(str, result.objects))}"
+            )
+    except CorpusError as exc:
+        print(f"build.py: error: {exc}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as exc:
+        print(
+            f"build.py: error: {exc.filename} not found; pass --compiler or install it",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

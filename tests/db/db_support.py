@@ -1,0 +1,43 @@
+"""Shared helpers of the recording-database tests (importable: conftest is not)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from mneme.replay.db import (
+    InstanceRecord,
+    KernelRecord,
+    Param,
+    RecordingInfo,
+    Region,
+)
+
+BASE = 0x7F0000000000
+INFO = RecordingInfo(vas_base=BASE, vas_size=1 << 30, gpu_name="test GPU", compute_capability="9.0")
+STATIC = "00112233445566ff"
+BITCODE = b"BC\xc0\xde" + bytes(range(60))
+
+warnings.filterwarnings("ignore", message="Object at .mneme is not recognized")
+
+
+def kernel_record(static: str = STATIC) -> KernelRecord:
+    return KernelRecord(static, "_Z1kPfi", BITCODE, "k(float*, int)", (Param(8, 8, 0, True), Param(4, 4, 8)))
+
+
+def simple_instance(seed: int = 0, size: int = 1 << 16, changed: float = 0.01) -> InstanceRecord:
+    rng = np.random.default_rng(seed)
+    before = rng.integers(0, 256, size, dtype=np.uint8)
+    after = before.copy()
+    idx = rng.choice(size, max(1, int(size * changed)), replace=False)
+    after[idx] ^= 0xFF
+    g_before = rng.integers(0, 256, 64, dtype=np.uint8)
+    g_after = g_before[::-1].copy()
+    args = seed.to_bytes(8, "little") + bytes(4)
+    return InstanceRecord(
+        grid=(1 + seed % 7, 1, 1),
+        block=(128, 1, 1),
+        args=args,
+        prologue=(Region("heap", BASE, before), Region("global", 0x1000, g_before, "g_table")),
+        epilogue=(Region("heap", BASE, after), Region("global", 0x1000, g_after, "g_table")),
+    )

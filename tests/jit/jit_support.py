@@ -1,0 +1,101 @@
+"""Shared helpers of the LLVM binding tests: compile test kernels with clang++-22 once per session."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+CORPUS_DIR = TESTS_DIR / "corpus"
+MAX_JOBS = 2  # the machines have 2 cores shared with other work
+CLANG = "clang++-22"
+OPT = "opt-22"
+LEVELS = ("O0", "O1", "O2", "O3", "Os", "Oz")
+
+# Unoptimized device IR, as the mneme compiler wrapper records it.
+DEVICE_IR_FLAGS = ["--cuda-device-only", "-emit-llvm", "-c", "-Xclang", "-disable-llvm-passes"]
+
+
+def _load_corpus_build():
+    name = "mneme_corpus_build"  # the name tests/corpus_check uses: one copy per session
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, CORPUS_DIR / "build.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+corpus_build = _load_corpus_build()
+
+
+def require_tools(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)}")
+
+
+def cuda_device_ir_command(source: Path, output: Path, extra: list[str] = ()) -> list[str]:
+    flags = corpus_build.cuda_compile_flags(corpus_build.find_cuda_root())
+    return [CLANG, *flags, *extra, *DEVICE_IR_FLAGS, str(source), "-o", str(output)]
+
+
+def hip_device_ir_command(source: Path, output: Path) -> list[str]:
+    return [
+        CLANG,
+        *corpus_build.hip_compile_flags(),
+        *DEVICE_IR_FLAGS,
+        str(source),
+        "-o",
+        str(output),
+    ]
+
+
+def run_all(commands: list[list[str]]) -> None:
+    def run(command):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr}")
+
+    with ThreadPoolExecutor(MAX_JOBS) as pool:
+        list(pool.map(run, commands))
+
+
+def build_test_kernels(out: Path) -> dict[str, Path]:
+    """Bitcode of every tests/jit/kernels source; 'math_nolib' keeps __nv_* undefined."""
+    require_tools(CLANG)
+    outputs: dict[str, Path] = {}
+    commands = []
+    for source in sorted(KERNELS_DIR.glob("*.cu")):
+        outputs[source.stem] = out / f"{source.stem}.bc"
+        commands.append(cuda_device_ir_command(source, outputs[source.stem]))
+    outputs["math_nolib"] = out / "math_nolib.bc"
+    commands.append(
+        cuda_device_ir_command(KERNELS_DIR / "math.cu", outputs["math_nolib"], ["-nocudalib"])
+    )
+    outputs["tiny_hip"] = out / "tiny_hip.bc"
+    commands.append(hip_device_ir_command(KERNELS_DIR / "tiny.hip", outputs["tiny_hip"]))
+    run_all(commands)
+    return outputs
+
+
+def build_corpus_ir(out: Path) -> dict[str, list[Path]]:
+    """Device bitcode of every CUDA corpus translation unit, per program."""
+    require_tools(CLANG)
+    outputs: dict[str, list[Path]] = {}
+    commands = []
+    for program in corpus_build.discover_programs("cuda"):
+        for source in program.sources:
+            target = out / program.name / (Path(source).stem + ".bc")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            outputs.setdefault(program.name, []).append(target)
+            commands.append(
+                cuda_device_ir_command(program.directory / source, target, list(program.flags))
+            )
+    run_all(commands)
+    return outputs
