@@ -3,6 +3,7 @@
 import ctypes
 import ctypes.util
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -118,7 +119,16 @@ def corpus_outputs(tmp_path_factory):
     """Builds of every program and the kernel list of its device IR, keyed by (language, name).
 
     Values are a BuildResult / list of names, or the exception that building raised.
+    With MNEME_CORPUS_PREBUILT=DIR (a GPU host without clang), the CUDA executables are
+    taken from DIR/<program>/<program>, as `tests/corpus/build.py --out DIR` leaves them.
     """
+    prebuilt = os.environ.get("MNEME_CORPUS_PREBUILT")
+    if prebuilt:
+        return {
+            ("build", "cuda", p.name): corpus_build.BuildResult(
+                p, [], Path(prebuilt) / p.name / p.name, [])
+            for p in CUDA_PROGRAMS
+        }
     require_tools(corpus_build.DEFAULT_COMPILER, corpus_build.DEFAULT_CXXFILT)
     cuda_root = corpus_build.find_cuda_root()
     out_root = tmp_path_factory.mktemp("corpus")

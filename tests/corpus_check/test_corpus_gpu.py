@@ -34,4 +34,10 @@ def test_program_runs_and_reports_every_launch(corpus_outputs, program):
     for index, phases in launches.items():
         assert phases["before"] == phases["after"], f"launch {index}: same regions before and after"
     launched = {c.kernel for c in checks}
-    assert launched == set(program.kernels), "every kernel of the manifest is launched"
+    silent = set(program.kernels) - launched
+    # A kernel that touches no device memory reports no region (the protocol allows it);
+    # such programs carry the no-buffer-kernel feature and print from the device instead.
+    if "no-buffer-kernel" in program.features:
+        assert len(silent) <= 1 and "device:" in proc.stdout
+    else:
+        assert not silent, "every kernel of the manifest is launched"

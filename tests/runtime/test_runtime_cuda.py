@@ -119,7 +119,8 @@ def test_parameter_info_and_attributes(module):
     assert attributes.local_size_bytes == 0
     assert attributes.shared_size_bytes == 0
     assert attributes.max_threads_per_block >= 256
-    assert attributes.ptx_version == 70
+    # measured on the H100 host: the driver reports the PTX target (.target sm_52), not .version 7.0
+    assert attributes.ptx_version == 52
 
 
 def test_module_globals(device: Device, space: AddressSpace, module):
