@@ -17,6 +17,7 @@
 #include "mneme/runtime/devices.hpp"
 #include "mneme/runtime/errors.hpp"
 #include "mneme/runtime/host_mapping_backend.hpp"
+#include "mneme/runtime/recording_writer.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -337,4 +338,59 @@ NB_MODULE(_native, m) {
   m.def("available_backends", &rt::available_backends);
   m.def("open_device", &rt::open_device, "backend"_a, "ordinal"_a, ReleaseGil(),
         "Open a device (CUDA: retain the primary context of device `ordinal`).");
+
+  // The recorder's database writer, bound for conformance tests and tools.
+  using RegionTuple = std::tuple<std::string, uint64_t, std::string, ReadBuffer, ReadBuffer>;
+  nb::class_<rt::RecordingWriter>(m, "RecordingWriter")
+      .def("__init__",
+           [](rt::RecordingWriter* self, const std::string& root, uint64_t vas_base, uint64_t vas_size,
+              const std::string& gpu_name, const std::string& compute_capability,
+              const std::vector<std::string>& command_line, const std::string& epilogue_format,
+              uint64_t chunk_size, int level) {
+             rt::RecordingInfo info;
+             info.vas_base = vas_base;
+             info.vas_size = vas_size;
+             info.gpu_name = gpu_name;
+             info.compute_capability = compute_capability;
+             info.command_line = command_line;
+             new (self) rt::RecordingWriter(root, info, epilogue_format, chunk_size, level);
+           },
+           "root"_a, "vas_base"_a, "vas_size"_a, "gpu_name"_a = "", "compute_capability"_a = "",
+           "command_line"_a = std::vector<std::string>{}, "epilogue_format"_a = "diff",
+           "chunk_size"_a = uint64_t(4) << 20, "level"_a = 1)
+      .def("add_kernel",
+           [](rt::RecordingWriter& w, const std::string& static_hash, const std::string& name,
+              const std::string& demangled, nb::bytes ir,
+              const std::vector<std::tuple<uint32_t, uint32_t, uint32_t, bool, bool>>& params,
+              const std::vector<std::tuple<std::string, uint64_t, uint32_t>>& globals) {
+             rt::KernelInfo k{static_hash, name, demangled, {}, {}, std::string(ir.c_str(), ir.size())};
+             for (auto& [size, align, offset, ptr, byval] : params) k.params.push_back({size, align, offset, ptr, byval});
+             for (auto& [gname, size, space] : globals) k.globals.push_back({gname, size, space});
+             return w.add_kernel(k);
+           })
+      .def("add_instance",
+           [](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
+              std::tuple<uint32_t, uint32_t, uint32_t> block, uint32_t shared_mem, nb::bytes args,
+              const std::vector<RegionTuple>& regions) {
+             rt::InstanceInfo inst;
+             inst.grid[0] = std::get<0>(grid); inst.grid[1] = std::get<1>(grid); inst.grid[2] = std::get<2>(grid);
+             inst.block[0] = std::get<0>(block); inst.block[1] = std::get<1>(block); inst.block[2] = std::get<2>(block);
+             inst.shared_mem = shared_mem;
+             inst.args.assign(args.c_str(), args.size());
+             for (auto& [kind, address, symbol, before, after] : regions) {
+               if (before.nbytes() != after.nbytes())
+                 throw rt::Error("prologue and epilogue of a region differ in size");
+               inst.regions.push_back({kind, address, before.nbytes(),
+                                       static_cast<const uint8_t*>(before.data()),
+                                       static_cast<const uint8_t*>(after.data()), symbol});
+             }
+             nb::gil_scoped_release release;
+             return w.add_instance(static_hash, inst);
+           });
+  m.def("dynamic_hash", [](const std::string& s, std::tuple<uint32_t, uint32_t, uint32_t> g,
+                           std::tuple<uint32_t, uint32_t, uint32_t> b, uint32_t shm, nb::bytes args) {
+    uint32_t grid[3] = {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
+    uint32_t block[3] = {std::get<0>(b), std::get<1>(b), std::get<2>(b)};
+    return rt::dynamic_hash(s, grid, block, shm, std::string(args.c_str(), args.size()));
+  });
 }

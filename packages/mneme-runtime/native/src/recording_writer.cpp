@@ -1,0 +1,353 @@
+#include "mneme/runtime/recording_writer.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "mneme/runtime/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mneme::runtime {
+namespace {
+
+// CRC-32C (Castagnoli), reflected, as Zarr's crc32c codec computes it.
+uint32_t crc32c(const uint8_t* data, size_t size) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+uint64_t fnv1a64(const void* data, size_t size, uint64_t value = 0xcbf29ce484222325ull) {
+  auto bytes = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < size; ++i) value = (value ^ bytes[i]) * 0x100000001b3ull;
+  return value;
+}
+
+std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S+00:00", &tm);
+  return buf;
+}
+
+void write_file(const fs::path& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) throw Error("cannot write " + path.string());
+}
+
+// Metadata documents are replaced atomically: temporary file, then rename.
+void write_json(const fs::path& path, const std::string& text) {
+  fs::path tmp = path.parent_path() / ("." + path.filename().string() + "." + std::to_string(getpid()) + ".tmp");
+  write_file(tmp, text.data(), text.size());
+  fs::rename(tmp, path);
+}
+
+std::string group_json(const std::string& mneme_attrs) {
+  std::string attrs = mneme_attrs.empty() ? "{}" : "{\"mneme\": " + mneme_attrs + "}";
+  return "{\"zarr_format\": 3, \"node_type\": \"group\", \"attributes\": " + attrs + "}";
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool commit(const fs::path& node, const fs::path& final_path) {
+  if (::rename(node.c_str(), final_path.c_str()) == 0) return true;
+  if (errno == ENOTEMPTY || errno == EEXIST) return false;
+  throw Error("cannot commit " + final_path.string() + ": " + std::strerror(errno));
+}
+
+class Staging {
+ public:
+  explicit Staging(fs::path dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
+  ~Staging() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  const fs::path& dir() const { return dir_; }
+
+ private:
+  fs::path dir_;
+};
+
+std::string region_name(uint64_t address) { return "r-" + hex16(address); }
+
+}  // namespace
+
+std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3], const uint32_t block[3],
+                         uint32_t shared_mem, const std::string& args) {
+  uint8_t head[7 * 4];
+  const uint32_t dims[7] = {grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem};
+  for (int i = 0; i < 7; ++i)
+    for (int b = 0; b < 4; ++b) head[i * 4 + b] = static_cast<uint8_t>(dims[i] >> (8 * b));
+  uint64_t h = fnv1a64(static_hash.data(), static_hash.size());
+  h = fnv1a64(head, sizeof head, h);
+  return hex16(fnv1a64(args.data(), args.size(), h));
+}
+
+RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string epilogue_format,
+                                 uint64_t chunk_size, int level)
+    : root_(std::move(root)), info_(std::move(info)), epilogue_format_(std::move(epilogue_format)),
+      chunk_size_(chunk_size), level_(level) {
+  if (epilogue_format_ != "diff" && epilogue_format_ != "bytes" && epilogue_format_ != "best")
+    throw UserError("unknown epilogue format '" + epilogue_format_ + "': use diff, bytes or best");
+  std::error_code ec;
+  fs::create_directories(root_, ec);
+  if (ec) throw UserError("cannot create " + root_.string() + ": " + ec.message());
+  if (::access(root_.c_str(), W_OK | X_OK) != 0)
+    throw UserError(root_.string() + " is not writable: choose another --record-db-dir");
+  fs::path meta = root_ / "zarr.json";
+  if (fs::exists(meta)) {
+    std::string text = read_text(meta);
+    std::string want_base = "\"base\": " + std::to_string(info_.vas_base);
+    std::string want_size = "\"size\": " + std::to_string(info_.vas_size);
+    if (text.find("\"mneme\"") == std::string::npos)
+      throw UserError(root_.string() + " is a Zarr hierarchy but not a mneme database");
+    if (text.find(want_base) == std::string::npos || text.find(want_size) == std::string::npos)
+      throw UserError(root_.string() + " holds a recording of another address range: use a new directory");
+  } else {
+    for (const auto& entry : fs::directory_iterator(root_))
+      if (entry.path().filename() != ".mneme")
+        throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
+    fs::create_directories(root_ / "kernels");
+    fs::create_directories(staging());
+    write_json(root_ / "kernels" / "zarr.json", group_json(""));
+    std::ostringstream a;
+    a << "{\"format_version\": 1, \"tool_version\": " << json_string(info_.tool_version)
+      << ", \"created\": " << json_string(now_iso()) << ", \"host\": " << json_string(info_.host)
+      << ", \"gpu\": {\"name\": " << json_string(info_.gpu_name)
+      << ", \"compute_capability\": " << json_string(info_.compute_capability) << "}"
+      << ", \"driver_version\": " << json_string(info_.driver_version)
+      << ", \"runtime_version\": " << json_string(info_.runtime_version)
+      << ", \"address_space\": {\"base\": " << info_.vas_base << ", \"size\": " << info_.vas_size << "}"
+      << ", \"command_line\": [";
+    for (size_t i = 0; i < info_.command_line.size(); ++i)
+      a << (i ? ", " : "") << json_string(info_.command_line[i]);
+    a << "]}";
+    write_json(meta, group_json(a.str()));  // last: this makes the directory a database
+  }
+  fs::create_directories(staging());
+}
+
+fs::path RecordingWriter::staging() const { return root_ / ".mneme" / "staging"; }
+
+bool RecordingWriter::has_kernel(const std::string& static_hash) const {
+  return fs::exists(root_ / "kernels" / static_hash / "zarr.json");
+}
+
+bool RecordingWriter::has_instance(const std::string& static_hash, const std::string& dyn) const {
+  return fs::exists(root_ / "kernels" / static_hash / "instances" / dyn / "zarr.json");
+}
+
+uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, uint64_t size,
+                                      const std::string& encoding, bool skip_zero_chunks) const {
+  // Small arrays get one chunk of their own size (Zarr pads edge chunks to the full shape).
+  uint64_t chunk = std::max<uint64_t>(1, std::min(chunk_size_, size));
+  fs::create_directories(dir / "c");
+  uint64_t stored = 0;
+  std::vector<uint8_t> padded, compressed(ZSTD_compressBound(chunk) + 4);
+  ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  for (uint64_t index = 0, start = 0; start < size; ++index, start += chunk) {
+    uint64_t n = std::min(chunk, size - start);
+    const uint8_t* piece = data + start;
+    if (skip_zero_chunks && std::all_of(piece, piece + n, [](uint8_t b) { return b == 0; })) continue;
+    if (n < chunk) {
+      padded.assign(chunk, 0);
+      std::memcpy(padded.data(), piece, n);
+      piece = padded.data();
+    }
+    size_t z = ZSTD_compressCCtx(ctx, compressed.data(), compressed.size() - 4, piece, chunk, level_);
+    if (ZSTD_isError(z)) {
+      ZSTD_freeCCtx(ctx);
+      throw Error(std::string("zstd: ") + ZSTD_getErrorName(z));
+    }
+    uint32_t crc = crc32c(compressed.data(), z);
+    for (int b = 0; b < 4; ++b) compressed[z + b] = static_cast<uint8_t>(crc >> (8 * b));
+    write_file(dir / "c" / std::to_string(index), compressed.data(), z + 4);
+    stored += z + 4;
+  }
+  ZSTD_freeCCtx(ctx);
+  std::ostringstream m;
+  m << "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [" << size
+    << "], \"data_type\": \"uint8\", \"chunk_grid\": {\"name\": \"regular\", \"configuration\": "
+       "{\"chunk_shape\": ["
+    << chunk
+    << "]}}, \"chunk_key_encoding\": {\"name\": \"default\", \"configuration\": {\"separator\": "
+       "\"/\"}}, \"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}, {\"name\": \"zstd\", "
+       "\"configuration\": {\"level\": "
+    << level_ << ", \"checksum\": false}}, {\"name\": \"crc32c\"}], \"attributes\": {\"mneme\": "
+    << "{\"encoding\": " << json_string(encoding) << "}}, \"storage_transformers\": []}";
+  write_json(dir / "zarr.json", m.str());
+  return stored;
+}
+
+bool RecordingWriter::add_kernel(const KernelInfo& k) {
+  fs::path final_path = root_ / "kernels" / k.static_hash;
+  if (fs::exists(final_path / "zarr.json")) return false;
+  Staging stage(staging() / (std::to_string(getpid()) + "-" + hex16(std::random_device{}())));
+  fs::path node = stage.dir() / k.static_hash;
+  fs::create_directories(node / "instances");
+  write_array(node / "ir", reinterpret_cast<const uint8_t*>(k.ir.data()), k.ir.size(), "llvm-bitcode", false);
+  write_json(node / "instances" / "zarr.json", group_json(""));
+  std::ostringstream a;
+  a << "{\"kind\": \"kernel\", \"static_hash\": " << json_string(k.static_hash)
+    << ", \"name\": " << json_string(k.name)
+    << ", \"demangled_name\": " << json_string(k.demangled_name.empty() ? k.name : k.demangled_name)
+    << ", \"params\": [";
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const auto& p = k.params[i];
+    a << (i ? ", " : "") << "{\"size\": " << p.size << ", \"align\": " << p.align << ", \"offset\": " << p.offset
+      << ", \"is_pointer\": " << (p.is_pointer ? "true" : "false")
+      << ", \"by_value\": " << (p.by_value ? "true" : "false") << "}";
+  }
+  a << "], \"globals\": [";
+  for (size_t i = 0; i < k.globals.size(); ++i) {
+    const auto& g = k.globals[i];
+    a << (i ? ", " : "") << "{\"name\": " << json_string(g.name) << ", \"size\": " << g.size
+      << ", \"address_space\": " << g.address_space << "}";
+  }
+  a << "], \"launch_bounds\": null, \"ir_size\": " << k.ir.size() << "}";
+  write_json(node / "zarr.json", group_json(a.str()));
+  return commit(node, final_path);
+}
+
+void RecordingWriter::count_occurrence(const std::string& static_hash, const std::string& dyn) {
+  fs::path meta = root_ / "kernels" / static_hash / "instances" / dyn / "zarr.json";
+  fs::path lock_path = root_ / ".mneme" / "lock";
+  int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
+  if (fd < 0) throw Error("cannot open " + lock_path.string());
+  ::flock(fd, LOCK_EX);
+  std::string text = read_text(meta);
+  const std::string key = "\"occurrences\": ";
+  size_t at = text.find(key);
+  if (at != std::string::npos) {
+    size_t start = at + key.size(), end = start;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    uint64_t count = std::stoull(text.substr(start, end - start)) + 1;
+    text.replace(start, end - start, std::to_string(count));
+    write_json(meta, text);
+  }
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  if (at == std::string::npos) throw Error(meta.string() + ": malformed instance metadata");
+}
+
+std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& static_hash,
+                                                           const InstanceInfo& inst) {
+  if (!has_kernel(static_hash)) throw Error("kernel " + static_hash + " is not stored: add_kernel first");
+  std::string dyn = dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+  fs::path final_path = root_ / "kernels" / static_hash / "instances" / dyn;
+  if (fs::exists(final_path / "zarr.json")) {
+    count_occurrence(static_hash, dyn);
+    return {dyn, false};
+  }
+  std::vector<RegionSnapshot> regions = inst.regions;
+  std::sort(regions.begin(), regions.end(), [](auto& a, auto& b) { return a.address < b.address; });
+  Staging stage(staging() / (std::to_string(getpid()) + "-" + hex16(std::random_device{}())));
+  fs::path node = stage.dir() / dyn;
+  fs::create_directories(node / "prologue");
+  fs::create_directories(node / "epilogue");
+  write_array(node / "args", reinterpret_cast<const uint8_t*>(inst.args.data()), inst.args.size(), "bytes", false);
+  write_json(node / "prologue" / "zarr.json", group_json(""));
+  write_json(node / "epilogue" / "zarr.json", group_json(""));
+  std::ostringstream rs;
+  std::vector<uint8_t> delta;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const auto& r = regions[i];
+    std::string name = region_name(r.address);
+    write_array(node / "prologue" / name, r.before, r.size, "bytes", false);
+    std::string encoding = "xor-prologue";
+    fs::path epi = node / "epilogue" / name;
+    if (epilogue_format_ == "bytes") {
+      encoding = "bytes";
+      write_array(epi, r.after, r.size, "bytes", false);
+    } else {
+      delta.resize(r.size);
+      for (uint64_t b = 0; b < r.size; ++b) delta[b] = r.before[b] ^ r.after[b];
+      uint64_t delta_size = write_array(epi, delta.data(), r.size, encoding, true);
+      if (epilogue_format_ == "best") {
+        fs::path alt = node / "epilogue" / (name + ".bytes");
+        if (write_array(alt, r.after, r.size, "bytes", false) < delta_size) {
+          fs::remove_all(epi);
+          fs::rename(alt, epi);
+          encoding = "bytes";
+        } else {
+          fs::remove_all(alt);
+        }
+      }
+    }
+    rs << (i ? ", " : "") << "{\"name\": " << json_string(name) << ", \"kind\": " << json_string(r.kind)
+       << ", \"address\": " << r.address << ", \"size\": " << r.size
+       << ", \"symbol\": " << (r.symbol.empty() ? "null" : json_string(r.symbol))
+       << ", \"epilogue_encoding\": " << json_string(encoding) << "}";
+  }
+  std::ostringstream a;
+  a << "{\"kind\": \"instance\", \"dynamic_hash\": " << json_string(dyn) << ", \"grid\": [" << inst.grid[0]
+    << ", " << inst.grid[1] << ", " << inst.grid[2] << "], \"block\": [" << inst.block[0] << ", "
+    << inst.block[1] << ", " << inst.block[2] << "], \"shared_mem\": " << inst.shared_mem
+    << ", \"stream\": " << inst.stream << ", \"args_size\": " << inst.args.size()
+    << ", \"occurrences\": 1, \"epilogue_format\": " << json_string(epilogue_format_)
+    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
+    << "}";
+  write_json(node / "zarr.json", group_json(a.str()));
+  if (commit(node, final_path)) return {dyn, true};
+  count_occurrence(static_hash, dyn);
+  return {dyn, false};
+}
+
+}  // namespace mneme::runtime
