@@ -46,7 +46,7 @@ def instances(draw):
                 atol=draw(st.floats(0, 1)), rtol=draw(st.floats(0, 1)),
                 norm=draw(st.sampled_from([None, "l2", "max"])),
             )
-        address += size + draw(st.integers(0, 4096))
+        address += size + draw(st.integers(1, 4096))  # distinct, even for empty regions
     grid = tuple(draw(st.integers(1, 1 << 20)) for _ in range(3))
     block = tuple(draw(st.integers(1, 1024)) for _ in range(3))
     args = draw(st.binary(max_size=512))
@@ -82,6 +82,20 @@ def test_random_instances_round_trip_exactly(tmp_path_factory, record, fmt):
         if before.info().size > 10:
             lo, hi = 3, before.info().size - 2
             assert inst.epilogue(name, lo, hi).tobytes() == bytes(after.data)[lo:hi]
+
+
+def test_regions_at_one_address_are_refused(db_path):
+    import pytest
+    from mneme.replay.db import DatabaseError
+
+    empty = np.zeros(0, np.uint8)
+    record = InstanceRecord((1, 1, 1), (1, 1, 1), b"",
+                            (Region("heap", BASE, empty), Region("global", BASE, empty, "g")),
+                            (Region("heap", BASE, empty), Region("global", BASE, empty, "g")))
+    with DatabaseWriter.create(db_path, INFO) as writer:
+        writer.add_kernel(kernel_record())
+        with pytest.raises(DatabaseError, match="overlap"):
+            writer.add_instance(STATIC, record)
 
 
 def test_repeat_only_counts_occurrences(db_path):

@@ -1,6 +1,7 @@
 """compile_kernel: every level to PTX and cubin, libdevice, AMDGPU, configuration, cache."""
 
 import json
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -162,3 +163,33 @@ def test_ptxas_errors_are_one_line():
     with pytest.raises(PtxasError, match="ptxas failed for sm_90") as error:
         run_ptxas(".version 8.0\n.target sm_90\n.address_size 64\n.entry k() { bogus; }\n", "sm_90")
     assert "\n" not in str(error.value)
+
+
+CANNOT_SELECT = """target triple = "nvptx64-nvidia-cuda"
+declare i32 @llvm.amdgcn.workitem.id.x()
+define ptx_kernel void @k(ptr %p) {
+  %v = call i32 @llvm.amdgcn.workitem.id.x()
+  store i32 %v, ptr %p
+  ret void
+}
+"""
+
+
+def test_codegen_failure_carries_llvms_message(tmp_path):
+    from jit_support import require_tools
+    from mneme.replay.jit import CodegenError, PipelineError
+
+    module = parse_module(CANNOT_SELECT)
+    with pytest.raises(CodegenError, match="Cannot select: intrinsic %llvm.amdgcn.workitem.id.x"):
+        module.emit_assembly("sm_90", "", 2)
+    # the process survives; the module is unusable and says so
+    with pytest.raises(PipelineError, match="parse it again"):
+        str(module)
+    with pytest.raises(CodegenError, match="Cannot select"):
+        compile_kernel(CANNOT_SELECT, CompileConfig())
+    # llc-22 stops with the same message
+    require_tools("llc-22")
+    (tmp_path / "k.ll").write_text(CANNOT_SELECT)
+    llc = subprocess.run(["llc-22", "-mcpu=sm_90", str(tmp_path / "k.ll"), "-o", "/dev/null"],
+                         capture_output=True, text=True)
+    assert llc.returncode != 0 and "Cannot select: intrinsic %llvm.amdgcn.workitem.id.x" in llc.stderr

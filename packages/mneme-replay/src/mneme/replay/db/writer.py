@@ -107,27 +107,33 @@ class DatabaseWriter:
         if not os.access(root, os.W_OK | os.X_OK):
             raise DatabaseError(f"{root} is not writable: choose another --record-db-dir")
         meta = root / "zarr.json"
-        if meta.exists():
-            existing = _existing_info(root)
-            if (existing.vas_base, existing.vas_size) != (info.vas_base, info.vas_size):
-                raise IncompatibleDatabaseError(
-                    f"{root} holds a recording of address range {existing.vas_base:#x}+"
-                    f"{existing.vas_size:#x}, not {info.vas_base:#x}+{info.vas_size:#x}: "
-                    "use a new directory"
-                )
-            info = existing
-        else:
-            visible = [p for p in root.iterdir() if p.name != layout.PRIVATE_DIR]
-            if visible:
-                raise NotADatabaseError(
-                    f"{root} is not empty and not a mneme database: choose a new or empty directory"
-                )
-            layout.staging_root(root).mkdir(parents=True, exist_ok=True)
-            kernels = root / layout.KERNELS
-            kernels.mkdir(exist_ok=True)
-            write_json(kernels / "zarr.json", group_metadata({}))
-            # The root metadata comes last: it is what makes the directory a database.
-            write_json(meta, group_metadata({layout.ATTRS_KEY: info.to_json()}))
+        if not meta.exists() and _foreign(root):
+            raise NotADatabaseError(
+                f"{root} is not empty and not a mneme database: choose a new or empty directory"
+            )
+        # Several ranks may create the same database at once: decide under the lock.
+        (root / layout.PRIVATE_DIR).mkdir(exist_ok=True)
+        with _locked(root):
+            if meta.exists():
+                existing = _existing_info(root)
+                if (existing.vas_base, existing.vas_size) != (info.vas_base, info.vas_size):
+                    raise IncompatibleDatabaseError(
+                        f"{root} holds a recording of address range {existing.vas_base:#x}+"
+                        f"{existing.vas_size:#x}, not {info.vas_base:#x}+{info.vas_size:#x}: "
+                        "use a new directory"
+                    )
+                info = existing
+            else:
+                if _foreign(root):
+                    raise NotADatabaseError(
+                        f"{root} is not empty and not a mneme database: choose a new or empty directory"
+                    )
+                layout.staging_root(root).mkdir(parents=True, exist_ok=True)
+                kernels = root / layout.KERNELS
+                kernels.mkdir(exist_ok=True)
+                write_json(kernels / "zarr.json", group_metadata({}))
+                # The root metadata comes last: it is what makes the directory a database.
+                write_json(meta, group_metadata({layout.ATTRS_KEY: info.to_json()}))
         layout.staging_root(root).mkdir(parents=True, exist_ok=True)
         return cls(root, info, **options)
 
@@ -198,8 +204,8 @@ class DatabaseWriter:
             raise DatabaseError("prologue and epilogue must hold the same regions")
         pro.sort(key=lambda r: r.address)
         for a, b in zip(pro, pro[1:], strict=False):
-            if a.address + a.size > b.address:
-                raise DatabaseError(f"regions {a.name} and {b.name} overlap")
+            if a.address + a.size > b.address or a.address == b.address:
+                raise DatabaseError(f"regions {a.name} and {b.name} overlap (same name or bytes)")
         lo, hi = self.info.vas_base, self.info.vas_base + self.info.vas_size
         for r in pro:
             if r.kind == "heap" and not (lo <= r.address and r.address + r.size <= hi):
@@ -271,15 +277,24 @@ class DatabaseWriter:
         finally:
             shutil.rmtree(stage, ignore_errors=True)
 
-    @contextlib.contextmanager
     def _lock(self):
-        path = self.root / layout.PRIVATE_DIR / layout.LOCK_FILE
-        with open(path, "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return _locked(self.root)
+
+
+@contextlib.contextmanager
+def _locked(root: Path):
+    """The database-wide writer lock (.mneme/lock): creation and occurrence updates."""
+    with open(root / layout.PRIVATE_DIR / layout.LOCK_FILE, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _foreign(root: Path) -> bool:
+    """Holds something other than a database (being) created by mneme."""
+    return any(p.name not in (layout.PRIVATE_DIR, layout.KERNELS) for p in root.iterdir())
 
 
 def _write_epilogue(path: Path, before: np.ndarray, after: np.ndarray, fmt: str, options) -> str:

@@ -93,8 +93,12 @@ _EXTERN_FUNC = re.compile(r"^\.extern \.func\s*(?:\([^)]*\)\s*)?([\w$.]+)", re.M
 
 def needs_relocatable(ptx: str) -> bool:
     """True when the PTX refers to device code or data of another unit (-fgpu-rdc):
-    ptxas must then compile with -c instead of linking a whole program."""
-    if re.search(r"^\.extern \.(?:global|const|shared)", ptx, re.M):
+    ptxas must then compile with -c instead of linking a whole program.
+
+    ``.extern .shared`` is not such a reference: it is how PTX declares dynamic shared
+    memory (``extern __shared__ T tile[]``), in whole-program code too. A relocatable
+    cubin does not load as a module (CUDA_ERROR_INVALID_IMAGE / kernel not found)."""
+    if re.search(r"^\.extern \.(?:global|const)\b", ptx, re.M):
         return True
     return any(name not in _SYSTEM_CALLS for name in _EXTERN_FUNC.findall(ptx))
 

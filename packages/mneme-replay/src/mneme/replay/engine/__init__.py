@@ -1,0 +1,76 @@
+"""The replay engine: restore a recorded instance's memory at its recorded addresses,
+recompile its kernel under any configuration, run it, verify it on the device, measure.
+
+    from mneme.replay.db import Database
+    from mneme.replay.engine import ReplayConfig, ReplaySession
+    from mneme.replay.jit import CompileConfig
+
+    instance = Database.open("app.rdb").instance("saxpy")
+    with ReplaySession(instance) as session:
+        result = session.run(CompileConfig.for_level("O3"), ReplayConfig(iterations=10))
+    result.exec_time, result.verified, result.reg_usage, result.to_json()
+
+See docs/replay.md.
+"""
+
+from .config import ReplayConfig, ReplaySettings
+from .errors import (
+    InstanceNotFoundError,
+    KernelFailedError,
+    LaunchConfigError,
+    NoGpuError,
+    ReplayConfigError,
+    ReplayError,
+    RestoreError,
+)
+from .restore import DeviceImage, Span, merge_spans
+from .result import ReplayResult
+from .select import open_database, select_instance
+from .session import (
+    ReplaySession,
+    arch_of,
+    check_launch,
+    derive_compile_config,
+    replay,
+)
+from .verify import (
+    DeviceVerifier,
+    Mismatch,
+    RegionCheck,
+    Tolerance,
+    evaluate,
+    plan_check,
+    reference_words,
+    verify_host,
+)
+
+__all__ = [
+    "DeviceImage",
+    "DeviceVerifier",
+    "InstanceNotFoundError",
+    "KernelFailedError",
+    "LaunchConfigError",
+    "Mismatch",
+    "NoGpuError",
+    "RegionCheck",
+    "ReplayConfig",
+    "ReplayConfigError",
+    "ReplayError",
+    "ReplayResult",
+    "ReplaySession",
+    "ReplaySettings",
+    "RestoreError",
+    "Span",
+    "Tolerance",
+    "arch_of",
+    "check_launch",
+    "derive_compile_config",
+    "evaluate",
+    "merge_spans",
+    "open_database",
+    "plan_check",
+    "reference_words",
+    "replay",
+    "select_instance",
+    "verify_host",
+]

@@ -1,0 +1,174 @@
+"""ReplayConfig: how a compiled kernel is launched, timed and verified (plain data).
+
+The compile side is ``mneme.replay.jit.CompileConfig``; ``ReplaySettings`` pairs the two
+and is what ``--config FILE`` reads and what a result carries as its configuration.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from ..jit import CompileConfig, ConfigError
+from .errors import ReplayConfigError
+from .verify import Tolerance
+
+Dim3 = tuple[int, int, int]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dim3(value: Any, name: str) -> Dim3 | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 3
+        or not all(_is_int(v) and 0 < v < 2**31 for v in value)
+    ):
+        raise ReplayConfigError(f"{name} must be three positive integers (x, y, z), not {value!r}")
+    return tuple(int(v) for v in value)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Launch overrides, iterations and verification of one replay.
+
+    ``grid``/``block``/``shared_mem`` of ``None`` keep the recorded values.
+    ``specialize`` folds the recorded scalar (non-pointer) arguments into the code,
+    ``specialize_dims`` the launch dimensions, ``set_launch_bounds`` sets the kernel's
+    max-threads bound to the block size (each into the CompileConfig the engine derives).
+    ``tolerances`` maps region names to a Tolerance and overrides the recording's
+    annotations; ``arch`` overrides the target (default: the GPU present, else the
+    recorded one).
+    """
+
+    grid: Dim3 | None = None
+    block: Dim3 | None = None
+    shared_mem: int | None = None
+    iterations: int = 5
+    warmup: int = 1
+    verify: bool = True
+    flush_l2: bool = False
+    specialize: bool = False
+    specialize_dims: bool = False
+    set_launch_bounds: bool = False
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    arch: str | None = None
+    compile_only: bool = False
+    device: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", _dim3(self.grid, "grid"))
+        object.__setattr__(self, "block", _dim3(self.block, "block"))
+        if self.shared_mem is not None and (not _is_int(self.shared_mem) or self.shared_mem < 0):
+            raise ReplayConfigError(f"shared_mem must be >= 0 bytes, not {self.shared_mem!r}")
+        if not _is_int(self.iterations) or self.iterations < 1:
+            raise ReplayConfigError(f"iterations must be at least 1, not {self.iterations!r}")
+        if not _is_int(self.warmup) or self.warmup < 0:
+            raise ReplayConfigError(f"warmup must be 0 or more, not {self.warmup!r}")
+        if not _is_int(self.device) or self.device < 0:
+            raise ReplayConfigError(f"device must be a device ordinal, not {self.device!r}")
+        for name in (
+            "verify",
+            "flush_l2",
+            "specialize",
+            "specialize_dims",
+            "set_launch_bounds",
+            "compile_only",
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise ReplayConfigError(f"{name} must be true or false")
+        if not isinstance(self.tolerances, dict):
+            raise ReplayConfigError("tolerances must map region names to tolerances")
+        tolerances = {}
+        for region, value in self.tolerances.items():
+            tolerances[str(region)] = (
+                value if isinstance(value, Tolerance) else Tolerance.from_dict(value)
+            )
+        object.__setattr__(self, "tolerances", dict(sorted(tolerances.items())))
+        if self.arch is not None:
+            try:
+                CompileConfig(arch=self.arch)
+            except ConfigError as error:
+                raise ReplayConfigError(str(error)) from None
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tolerances"] = {k: v.to_dict() for k, v in self.tolerances.items()}
+        for name in ("grid", "block"):
+            if out[name] is not None:
+                out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplayConfig:
+        if not isinstance(data, dict):
+            raise ReplayConfigError("a replay configuration must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ReplayConfigError(
+                f"unknown replay configuration field(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ReplayConfig:
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as error:
+            raise ReplayConfigError(f"replay configuration is not valid JSON: {error}") from None
+
+    def with_(self, **changes: Any) -> ReplayConfig:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """A complete configuration: how to compile and how to replay."""
+
+    compile: CompileConfig = field(default_factory=CompileConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"compile": self.compile.to_dict(), "replay": self.replay.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplaySettings:
+        """Accepts ``{"compile": ..., "replay": ...}``, a whole result (its
+        ``configuration``), or a bare CompileConfig object."""
+        if not isinstance(data, dict):
+            raise ReplayConfigError("a configuration must be a JSON object")
+        if "configuration" in data and isinstance(data["configuration"], dict):
+            data = data["configuration"]
+        try:
+            if set(data) <= {"compile", "replay"}:
+                return cls(
+                    CompileConfig.from_dict(data.get("compile", {})),
+                    ReplayConfig.from_dict(data.get("replay", {})),
+                )
+            return cls(CompileConfig.from_dict(data), ReplayConfig())
+        except ConfigError as error:
+            raise ReplayConfigError(str(error)) from None
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> ReplaySettings:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ReplayConfigError(f"configuration is not valid JSON: {error}") from None
+        return cls.from_dict(data)

@@ -1,0 +1,239 @@
+"""Restore: recreate a recorded instance's device memory at its recorded addresses.
+
+``DeviceImage`` reserves the recorded virtual address range with the runtime's
+``AddressSpace``, recreates every heap region at its recorded address, uploads the
+prologue once and keeps a pristine device copy of it, so resetting memory before each
+iteration is device-to-device copies only. Device globals live in the loaded module:
+``bind_module`` points them at the module's addresses and resets them the same way.
+Recorded epilogues are uploaded once too, for on-device verification.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import RestoreError
+from .verify_kernels import RESULT_BYTES
+
+ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
+_SCRATCH_ALIGNMENT = 4096
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of recorded heap memory allocated as one piece (regions merged)."""
+
+    address: int
+    size: int
+
+
+def merge_spans(regions: list, alignment: int = ALIGNMENT) -> list[Span]:
+    """Heap regions → disjoint spans aligned to ``alignment`` (overlaps and touching
+    neighbours merged), in address order."""
+    spans: list[list[int]] = []
+    for region in sorted(regions, key=lambda r: r.address):
+        if region.size == 0:
+            continue
+        start = region.address // alignment * alignment
+        end = _round_up(region.address + region.size, alignment)
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    return [Span(start, end - start) for start, end in spans]
+
+
+@dataclass
+class _Global:
+    region: object  # RegionInfo
+    pristine: int  # device address of the recorded prologue bytes
+    expected: int | None
+    address: int | None = None  # in the currently bound module
+
+
+class DeviceImage:
+    """The recorded memory of one instance, live on one device.
+
+    Use as a context manager or call ``close()``; closing releases every byte it mapped.
+    """
+
+    def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0):
+        self.device = device
+        self.instance = instance
+        regions = list(instance.regions)
+        self.heap = [r for r in regions if r.kind == "heap"]
+        self.globals_info = [r for r in regions if r.kind == "global"]
+        self.spans = merge_spans(self.heap)
+        base, size = int(info.vas_base), int(info.vas_size)
+        for span in self.spans:
+            if span.address < base or span.address + span.size > base + size:
+                raise RestoreError(
+                    f"region at {span.address:#x} lies outside the recorded address range "
+                    f"{base:#x}+{size:#x}: the database is inconsistent"
+                )
+        epilogues = self._epilogues(verify)
+        # Scratch (pristine copies, expected epilogues, verification results, L2 flush)
+        # lives in the same reservation, past the recorded range.
+        scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans)
+        scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
+        scratch += sum(_round_up(len(e), _SCRATCH_ALIGNMENT) for e in epilogues.values())
+        scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
+        scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
+        scratch += self._flush_size()  # address space only until flush_l2 is used
+        granularity = int(device.properties.granularity) or (2 << 20)
+        # every scratch allocation may start a fresh granule; keep room for that
+        scratch += granularity * (len(self.spans) + len(regions) + 4)
+        reserve = _round_up(size + scratch, granularity)
+        self.space = device.address_space(base, reserve)
+        self._allocations: list = []
+        try:
+            self._restore(info, epilogues)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- construction ----------------------------------------------------------------
+
+    def _epilogues(self, verify: bool) -> dict[str, np.ndarray]:
+        if not verify:
+            return {}
+        out = {}
+        for region in self.heap + self.globals_info:
+            data = np.ascontiguousarray(self.instance.epilogue(region.name)).view(np.uint8)
+            data = data.reshape(-1)
+            if data.size != region.size:
+                raise RestoreError(
+                    f"epilogue of {region.name} has {data.size} bytes, the region {region.size}"
+                )
+            out[region.name] = data
+        return out
+
+    def _allocate(self, size: int) -> int:
+        allocation = self.space.allocate(max(size, 1), _SCRATCH_ALIGNMENT)
+        self._allocations.append(allocation)
+        return int(allocation.address)
+
+    def _restore(self, info, epilogues: dict[str, np.ndarray]) -> None:
+        device = self.device
+        for span in self.spans:
+            self._allocations.append(self.space.allocate_at(span.address, span.size))
+            device.fill(span.address, 0, span.size)  # bytes between regions: zero
+        for region in self.heap:
+            data = self._prologue(region)
+            if data.size:
+                device.copy_to_device(region.address, data)
+        # pristine copies: one per span, the reset is one D2D copy per span
+        self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)
+        for span in self.spans:
+            copy = self._allocate(span.size)
+            device.copy_device_to_device(copy, span.address, span.size)
+            self.pristine.append((span.address, copy, span.size))
+        self.globals: list[_Global] = []
+        for region in self.globals_info:
+            pristine = self._allocate(region.size)
+            data = self._prologue(region)
+            if data.size:
+                device.copy_to_device(pristine, data)
+            self.globals.append(_Global(region, pristine, None))
+        self.expected: dict[str, int] = {}
+        for name, data in epilogues.items():
+            self.expected[name] = self._allocate(data.size)
+            if data.size:
+                device.copy_to_device(self.expected[name], data)
+        for g in self.globals:
+            g.expected = self.expected.get(g.region.name)
+        self.results = self._allocate(RESULT_BYTES * (len(epilogues) + 1))
+        self._flush: tuple[int, int] | None = None
+        device.synchronize()
+
+    def _prologue(self, region) -> np.ndarray:
+        data = np.ascontiguousarray(self.instance.prologue(region.name)).view(np.uint8).reshape(-1)
+        if data.size != region.size:
+            raise RestoreError(
+                f"prologue of {region.name} has {data.size} bytes, the region {region.size}"
+            )
+        return data
+
+    # -- modules -----------------------------------------------------------------------
+
+    def bind_module(self, module) -> list[str]:
+        """Point the device globals at ``module`` (a loaded mneme.runtime Module) and set
+        them to their recorded values. Returns the symbols the module does not have
+        (optimized away: the kernel cannot read or write them)."""
+        missing = []
+        for g in self.globals:
+            symbol = g.region.symbol or ""
+            try:
+                address, size = module.global_address(symbol)
+            except Exception:  # noqa: BLE001 - the driver's "not found" is a DriverError
+                g.address = None
+                missing.append(symbol)
+                continue
+            if size < g.region.size:
+                raise RestoreError(
+                    f"global {symbol} is {size} bytes in the compiled module but was recorded "
+                    f"with {g.region.size}"
+                )
+            g.address = int(address)
+        self.reset()
+        self.device.synchronize()
+        return missing
+
+    # -- per iteration -------------------------------------------------------------------
+
+    @property
+    def reset_bytes(self) -> int:
+        return sum(size for _, _, size in self.pristine) + sum(
+            g.region.size for g in self.globals if g.address is not None
+        )
+
+    def reset(self, stream=None) -> None:
+        """Bring every recorded byte back to the prologue (device-to-device copies)."""
+        copy = self.device.copy_device_to_device
+        for dst, src, size in self.pristine:
+            copy(dst, src, size, stream)
+        for g in self.globals:
+            if g.address is not None and g.region.size:
+                copy(g.address, g.pristine, g.region.size, stream)
+
+    def flush_l2(self, stream=None) -> None:
+        """Evict the L2 cache by writing a buffer twice its size."""
+        if self._flush is None:
+            size = self._flush_size()
+            self._flush = (self._allocate(size), size)
+        address, size = self._flush
+        self.device.fill(address, 0, size, stream)
+
+    def _flush_size(self) -> int:
+        return max(int(self.device.properties.l2_cache_size) * 2, 1 << 20)
+
+    # -- verification ----------------------------------------------------------------------
+
+    def actual_address(self, region) -> int | None:
+        """Where the replayed bytes of ``region`` are (None: global not in the module)."""
+        if region.kind == "heap":
+            return int(region.address)
+        for g in self.globals:
+            if g.region.name == region.name:
+                return g.address
+        return None
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        space = getattr(self, "space", None)
+        if space is not None and not space.closed:
+            space.close()
+        self._allocations = []
+
+    def __enter__(self) -> DeviceImage:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

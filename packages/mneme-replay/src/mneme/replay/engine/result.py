@@ -1,0 +1,110 @@
+"""ReplayResult: what one replay (or compile-only analysis) measured, as plain data."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .config import ReplaySettings
+from .verify import Mismatch
+
+
+@dataclass
+class ReplayResult:
+    """One observation.
+
+    ``exec_time`` holds every timed iteration in milliseconds (empty in compile-only
+    mode); ``verified`` is True/False, or None when verification did not run.
+    ``spills`` is spill-store + spill-load bytes; ``obj_size`` the cubin/code object size;
+    ``compile_time`` seconds spent compiling for this observation (0 when the compile
+    came from the cache, see ``compile_cached``).
+    """
+
+    kernel: str
+    instance: str
+    configuration: ReplaySettings
+    exec_time: list[float] = field(default_factory=list)
+    verified: bool | None = None
+    mismatches: list[Mismatch] = field(default_factory=list)
+    reg_usage: int = 0
+    spills: int = 0
+    obj_size: int = 0
+    compile_time: float = 0.0
+    compile_cached: bool = False
+    compile_only: bool = False
+    #: static metrics from ptxas (registers, spills, stack, shared/local/const bytes, size)
+    metrics: dict[str, int] = field(default_factory=dict)
+    #: the launch actually used: grid, block, shared_mem
+    launch: dict[str, Any] = field(default_factory=dict)
+    arch: str = ""
+    device: str = ""
+    #: seconds for restore (first replay of the session only), reset, run, verify
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mean_time(self) -> float | None:
+        return statistics.fmean(self.exec_time) if self.exec_time else None
+
+    @property
+    def min_time(self) -> float | None:
+        return min(self.exec_time) if self.exec_time else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["configuration"] = self.configuration.to_dict()
+        out["mismatches"] = [m.to_dict() for m in self.mismatches]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplayResult:
+        values = dict(data)
+        values["configuration"] = ReplaySettings.from_dict(values["configuration"])
+        values["mismatches"] = [Mismatch.from_dict(m) for m in values.get("mismatches", [])]
+        return cls(**values)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str) -> ReplayResult:
+        return cls.from_dict(json.loads(text))
+
+    def summary(self) -> str:
+        """A readable multi-line summary (what `mneme replay` prints)."""
+        c = self.configuration.compile
+        lines = [f"kernel     {self.kernel}", f"instance   {self.instance}"]
+        lines.append(
+            f"pipeline   {c.pipeline}  (arch {self.arch}, codegen -O{c.codegen_opt_level})"
+        )
+        if self.launch:
+            lines.append(
+                "launch     grid {} block {} shared {} B".format(
+                    "x".join(map(str, self.launch["grid"])),
+                    "x".join(map(str, self.launch["block"])),
+                    self.launch["shared_mem"],
+                )
+            )
+        cached = " (cached)" if self.compile_cached else ""
+        lines.append(
+            f"compile    {self.compile_time * 1e3:.1f} ms{cached}; {self.reg_usage} registers, "
+            f"{self.spills} spill bytes, {self.obj_size} B binary"
+        )
+        if self.compile_only:
+            lines.append("mode       compile-only (no launch)")
+        if self.exec_time:
+            lines.append(
+                f"time       mean {self.mean_time:.4f} ms, min {self.min_time:.4f} ms "
+                f"over {len(self.exec_time)} iterations"
+            )
+        if self.verified is None:
+            lines.append("verified   not checked")
+        elif self.verified:
+            lines.append("verified   yes")
+        else:
+            lines.append(f"verified   NO: {len(self.mismatches)} region(s) differ")
+            lines.extend(f"  {m.describe()}" for m in self.mismatches)
+        lines.extend(f"note       {n}" for n in self.notes)
+        return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""Finding the instance to replay from what a user typed (-rdb, -rid)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..db import Database, DatabaseError
+from .errors import InstanceNotFoundError
+
+
+def open_database(spec: str | os.PathLike) -> tuple[Database, str | None]:
+    """``DB`` or ``DB/KERNEL`` (also ``DB/kernels/KERNEL``, ``DB:KERNEL``) → (database, kernel
+    key or None). KERNEL is a static hash (or prefix) or a kernel name."""
+    text = str(spec)
+    try:
+        return Database.open(Path(text)), None
+    except DatabaseError as first_error:
+        candidates = []
+        path = Path(text)
+        if ":" in text:
+            root, _, kernel = text.rpartition(":")
+            candidates.append((Path(root), kernel))
+        if path.parent != path:
+            candidates.append((path.parent, path.name))
+            if path.parent.name == "kernels":
+                candidates.append((path.parent.parent, path.name))
+        for root, kernel in candidates:
+            if kernel and (root / "zarr.json").is_file():
+                try:
+                    return Database.open(root), kernel
+                except DatabaseError:
+                    continue
+        raise first_error from None
+
+
+def instance_ids(db: Database) -> list[str]:
+    return [i.id for i in db.instances()]
+
+
+def select_instance(db: Database, kernel: str | None = None, record_id: str | None = None):
+    """The instance named by ``record_id`` (``KERNEL/INSTANCE`` or an instance hash or
+    prefix), within ``kernel`` if given; without a record id the kernel (or the database)
+    must hold exactly one instance."""
+    if record_id and "/" in record_id:
+        return db.instance(record_id)
+    if kernel is not None:
+        k = db.kernel(kernel)
+        if record_id:
+            return k.instance(record_id)
+        return db.instance(k.static_hash)
+    instances = list(db.instances())
+    if record_id:
+        matches = [i for i in instances if i.dynamic_hash == record_id] or [
+            i for i in instances if i.dynamic_hash.startswith(record_id)
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches and record_id in db.kernel_hashes():
+            return db.instance(record_id)  # a kernel's static hash: its only instance
+        listed = ", ".join(i.id for i in instances) or "none"
+        what = "no" if not matches else f"{len(matches)} instances match"
+        raise InstanceNotFoundError(
+            f"{what} record id {record_id!r} in {db.root}; recorded: {listed}"
+        )
+    if len(instances) == 1:
+        return instances[0]
+    listed = ", ".join(i.id for i in instances) or "none"
+    raise InstanceNotFoundError(
+        f"{db.root} holds {len(instances)} instances; choose one with -rid: {listed}"
+    )

@@ -1,0 +1,407 @@
+"""ReplaySession: one recorded instance, restored once, replayed under many configurations.
+
+    with ReplaySession(instance) as session:               # restores on first run
+        result = session.run(CompileConfig.for_level("O3"), ReplayConfig(iterations=10))
+        other = session.run(CompileConfig(), ReplayConfig(block=(128, 1, 1)))
+
+Compile-only (``ReplayConfig(compile_only=True)``, or no GPU/driver on the machine): the
+kernel is compiled to a cubin with ptxas's static metrics and nothing is launched.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import replace
+from typing import Any
+
+from ..jit import CompileCache, CompileConfig, CompileResult, compile_kernel
+from .config import ReplayConfig, ReplaySettings
+from .errors import KernelFailedError, LaunchConfigError, NoGpuError, ReplayConfigError
+from .restore import DeviceImage
+from .result import ReplayResult
+from .verify import DeviceVerifier, RegionCheck, Tolerance
+
+#: CUDA's fixed limits on launch shapes
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+DEFAULT_SHARED_LIMIT = 48 * 1024
+LOADED_MODULES = 8  # compiled modules kept loaded per session (LRU)
+
+
+def arch_of(compute_capability: str | tuple[int, int]) -> str:
+    """'9.0' or (9, 0) → 'sm_90'."""
+    if isinstance(compute_capability, str):
+        major, _, minor = compute_capability.partition(".")
+        return f"sm_{int(major)}{int(minor or 0)}"
+    major, minor = compute_capability
+    return f"sm_{major}{minor}"
+
+
+def _product(dims) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def check_launch(grid, block, shared_mem: int, properties=None) -> None:
+    """Raise LaunchConfigError when the launch cannot run (on this device)."""
+    for axis, (value, limit) in enumerate(zip(block, MAX_BLOCK, strict=True)):
+        if value > limit:
+            raise LaunchConfigError(
+                f"block dimension {'xyz'[axis]} = {value} exceeds CUDA's limit of {limit}"
+            )
+    for axis, (value, limit) in enumerate(zip(grid, MAX_GRID, strict=True)):
+        if value > limit:
+            raise LaunchConfigError(
+                f"grid dimension {'xyz'[axis]} = {value} exceeds CUDA's limit of {limit}"
+            )
+    threads = _product(block)
+    limit = int(properties.max_threads_per_block) if properties is not None else 1024
+    if threads > limit:
+        raise LaunchConfigError(
+            f"block of {'x'.join(map(str, block))} = {threads} threads exceeds the device "
+            f"limit of {limit} threads per block"
+        )
+    if properties is not None:
+        optin = int(properties.max_shared_memory_per_block_optin) or int(
+            properties.max_shared_memory_per_block
+        )
+        if shared_mem > optin:
+            raise LaunchConfigError(
+                f"{shared_mem} bytes of dynamic shared memory exceed the device limit of "
+                f"{optin} bytes per block"
+            )
+
+
+def derive_compile_config(
+    base: CompileConfig,
+    kernel,
+    instance,
+    replay: ReplayConfig,
+    grid,
+    block,
+    arch: str,
+    args: bytes | None = None,
+) -> CompileConfig:
+    """The CompileConfig a replay uses: ``base`` plus the target arch and the
+    specializations/bounds the replay configuration asks for."""
+    changes: dict[str, Any] = {"arch": arch}
+    if replay.specialize:
+        args = instance.args if args is None else args
+        values = {}
+        for index, param in enumerate(kernel.params):
+            if param.is_pointer:
+                continue
+            raw = args[param.offset : param.offset + param.size]
+            if len(raw) == param.size and param.size:
+                values[index] = raw
+        changes["specialize_args"] = {**values, **base.specialize_args}
+    if replay.specialize_dims:
+        changes["block_dim"] = base.block_dim or tuple(block)
+        changes["grid_dim"] = base.grid_dim or tuple(grid)
+    if replay.set_launch_bounds and base.max_threads is None:
+        changes["max_threads"] = _product(block)
+    return replace(base, **changes)
+
+
+class _Loaded:
+    def __init__(self, module, function):
+        self.module = module
+        self.function = function
+
+
+class ReplaySession:
+    """Replays one recorded instance (``mneme.replay.db`` Instance).
+
+    ``device``: a ``mneme.runtime.Device`` to use (default: opened on first GPU replay).
+    ``cache``: a CompileCache (default: in memory for this session).
+    ``gpu``: False forces compile-only; None (default) uses the GPU when a driver is there.
+    """
+
+    def __init__(self, instance, *, device=None, cache: CompileCache | None = None, gpu=None):
+        self.instance = instance
+        self.kernel = instance.kernel
+        self.info = self.kernel.db.info
+        self.cache = cache if cache is not None else CompileCache(None)
+        self._device = device
+        if gpu is None:
+            from mneme.runtime import driver_available
+
+            gpu = device is not None or driver_available()
+        self.gpu = bool(gpu)
+        self._ir: bytes | None = None
+        self._args: bytes | None = None
+        self._image: DeviceImage | None = None
+        self._verifier: DeviceVerifier | None = None
+        self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
+        self._stream = None
+        self._events: list = []
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    @property
+    def device(self):
+        if self._device is None:
+            if not self.gpu:
+                raise NoGpuError("this replay needs a GPU; none is available (use --compile-only)")
+            from mneme.runtime import Device
+
+            self._device = Device(0)
+        return self._device
+
+    @property
+    def ir(self) -> bytes:
+        if self._ir is None:
+            self._ir = self.kernel.ir()
+        return self._ir
+
+    @property
+    def args(self) -> bytes:
+        """The recorded argument buffer (read once)."""
+        if self._args is None:
+            self._args = bytes(self.instance.args)
+        return self._args
+
+    @property
+    def recorded_arch(self) -> str | None:
+        try:
+            return arch_of(self.info.compute_capability) if self.info.compute_capability else None
+        except ValueError:
+            return None
+
+    def target_arch(self, replay: ReplayConfig, compile_only: bool) -> tuple[str, list[str]]:
+        notes = []
+        if replay.arch:
+            return replay.arch, notes
+        if not compile_only:
+            present = arch_of(self.device.compute_capability)
+            recorded = self.recorded_arch
+            if recorded and recorded != present:
+                notes.append(
+                    f"recorded on {self.info.gpu_name or 'a GPU'} ({recorded}); compiled for "
+                    f"the present {self.device.name} ({present})"
+                )
+            return present, notes
+        return self.recorded_arch or CompileConfig().arch, notes
+
+    def launch_shape(self, replay: ReplayConfig) -> tuple[tuple, tuple, int]:
+        grid = replay.grid or tuple(self.instance.grid)
+        block = replay.block or tuple(self.instance.block)
+        shared = self.instance.shared_mem if replay.shared_mem is None else replay.shared_mem
+        return tuple(grid), tuple(block), int(shared)
+
+    def compile(self, config: CompileConfig) -> tuple[CompileResult, float]:
+        start = time.perf_counter()
+        result = compile_kernel(
+            self.ir, config, self.kernel.name, cache=self.cache, name=self.kernel.static_hash
+        )
+        return result, time.perf_counter() - start
+
+    def image(self) -> DeviceImage:
+        """The restored memory (created on first use, kept for the session)."""
+        if self._image is None:
+            self._image = DeviceImage(self.device, self.info, self.instance)
+        return self._image
+
+    def tolerances(self, replay: ReplayConfig) -> dict[str, Tolerance]:
+        out = {}
+        for name, annotation in self.instance.annotations.items():
+            out[name] = Tolerance.from_annotation(annotation)
+        out.update(replay.tolerances)
+        return out
+
+    def _load(self, compiled: CompileResult) -> _Loaded:
+        key = compiled.key or str(id(compiled))
+        if key in self._loaded:
+            self._loaded.move_to_end(key)
+            return self._loaded[key]
+        module = self.device.load_module(compiled.binary)
+        loaded = _Loaded(module, module.function(compiled.kernel))
+        self._loaded[key] = loaded
+        while len(self._loaded) > LOADED_MODULES:
+            self._loaded.popitem(last=False)
+        return loaded
+
+    # -- one observation ----------------------------------------------------------------------
+
+    def run(
+        self, compile: CompileConfig | None = None, replay: ReplayConfig | None = None
+    ) -> ReplayResult:
+        base = compile or CompileConfig()
+        replay = replay or ReplayConfig()
+        compile_only = replay.compile_only or not self.gpu
+        notes: list[str] = []
+        if not replay.compile_only and not self.gpu:
+            notes.append("no GPU driver on this machine: compile-only")
+        grid, block, shared = self.launch_shape(replay)
+        properties = None if compile_only else self.device.properties
+        check_launch(grid, block, shared, properties)
+        arch, arch_notes = self.target_arch(replay, compile_only)
+        notes += arch_notes
+        config = derive_compile_config(
+            base, self.kernel, self.instance, replay, grid, block, arch, self.args
+        )
+        if config.max_threads is not None and _product(block) > config.max_threads:
+            raise LaunchConfigError(
+                f"block of {_product(block)} threads exceeds the kernel's launch bound of "
+                f"{config.max_threads} threads"
+            )
+        compiled, compile_seconds = self.compile(config)
+        metrics = compiled.metrics.to_dict() if compiled.metrics else {}
+        result = ReplayResult(
+            kernel=self.kernel.demangled_name or self.kernel.name,
+            instance=self.instance.id,
+            configuration=ReplaySettings(config, replay),
+            reg_usage=metrics.get("registers", 0),
+            spills=metrics.get("spill_store_bytes", 0) + metrics.get("spill_load_bytes", 0),
+            obj_size=len(compiled.binary),
+            compile_time=0.0 if compiled.from_cache else compile_seconds,
+            compile_cached=compiled.from_cache,
+            compile_only=compile_only,
+            metrics=metrics,
+            launch={"grid": list(grid), "block": list(block), "shared_mem": shared},
+            arch=arch,
+            notes=notes,
+        )
+        if compile_only:
+            return result
+        self._replay(compiled, replay, grid, block, shared, result)
+        return result
+
+    def _replay(self, compiled, replay, grid, block, shared, result: ReplayResult) -> None:
+        from mneme.runtime import DriverError
+
+        device = self.device
+        result.device = device.name
+        start = time.perf_counter()
+        fresh = self._image is None
+        image = self.image()
+        if fresh:
+            result.timings["restore"] = time.perf_counter() - start
+        loaded = self._load(compiled)
+        function = loaded.function
+        missing = image.bind_module(loaded.module)
+        for symbol in missing:
+            result.notes.append(f"global {symbol} is not in the compiled module (not reset)")
+        attributes = function.attributes
+        result.reg_usage = int(attributes.num_registers) or result.reg_usage
+        threads = _product(block)
+        if threads > int(attributes.max_threads_per_block):
+            raise LaunchConfigError(
+                f"block of {threads} threads exceeds what the compiled kernel allows "
+                f"({attributes.max_threads_per_block} threads: launch bounds or registers)"
+            )
+        if shared > DEFAULT_SHARED_LIMIT:
+            function.set_max_dynamic_shared_memory(shared)
+        needed = max((p.offset + p.size for p in function.params), default=0)
+        if len(self.args) < needed:
+            raise ReplayConfigError(
+                f"the recorded argument buffer has {len(self.args)} bytes, the kernel takes {needed}"
+            )
+        # CU_LAUNCH_PARAM_BUFFER_SIZE must be the kernel's parameter size exactly: a
+        # recorded buffer with tail padding (e.g. rounded up to 8 bytes) is refused with
+        # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
+        args = self.args[:needed]
+        if self._stream is None:
+            self._stream = device.stream()
+        stream = self._stream
+        iterations = replay.warmup + replay.iterations
+        while len(self._events) < 2 * replay.iterations:
+            self._events.append(device.event())
+        start = time.perf_counter()
+        for i in range(iterations):
+            image.reset(stream)
+            if replay.flush_l2:
+                image.flush_l2(stream)
+            timed = i - replay.warmup
+            if timed >= 0:
+                self._events[2 * timed].record(stream)
+            try:
+                function.launch(grid, block, args, shared, stream)
+            except DriverError as error:
+                stream.synchronize()
+                raise KernelFailedError(f"the launch was refused: {error}") from None
+            if timed >= 0:
+                self._events[2 * timed + 1].record(stream)
+        try:
+            stream.synchronize()
+        except DriverError as error:
+            raise KernelFailedError(
+                f"the kernel failed on the device: {error} (the GPU context is unusable now; "
+                "replay in a fresh process)"
+            ) from None
+        result.timings["run"] = time.perf_counter() - start
+        result.exec_time = [
+            self._events[2 * i].elapsed_ms(self._events[2 * i + 1])
+            for i in range(replay.iterations)
+        ]
+        if replay.verify:
+            start = time.perf_counter()
+            result.mismatches = self.verify(replay)
+            result.verified = not result.mismatches
+            result.timings["verify"] = time.perf_counter() - start
+
+    def verify(self, replay: ReplayConfig | None = None) -> list:
+        """Compare the device memory now with the recorded epilogue (on the device)."""
+        replay = replay or ReplayConfig()
+        image = self.image()
+        if self._verifier is None:
+            self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
+        tolerances = self.tolerances(replay)
+        checks = []
+        for region in self.instance.regions:
+            actual = image.actual_address(region)
+            expected = image.expected.get(region.name)
+            if actual is None or expected is None:
+                continue
+            checks.append(
+                RegionCheck(
+                    region.name,
+                    actual,
+                    expected,
+                    region.size,
+                    tolerances.get(region.name, Tolerance()),
+                    int(region.address),
+                )
+            )
+        return self._verifier.run(checks, image.results, self._stream)
+
+    def clear_compiled(self) -> None:
+        """Forget compiled and loaded code (a fresh in-memory cache): the next run
+        compiles and loads from scratch."""
+        self.cache = CompileCache(None)
+        self._loaded.clear()
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._loaded.clear()
+        self._verifier = None
+        self._events = []
+        if self._stream is not None:
+            self._stream.synchronize()
+            self._stream = None
+        if self._image is not None:
+            self._image.close()
+            self._image = None
+
+    def __enter__(self) -> ReplaySession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def replay(
+    instance,
+    compile: CompileConfig | None = None,
+    replay: ReplayConfig | None = None,
+    *,
+    device=None,
+    cache: CompileCache | None = None,
+) -> ReplayResult:
+    """Replay one instance once (a session of one observation)."""
+    replay = replay or ReplayConfig()
+    gpu = False if replay.compile_only else None
+    with ReplaySession(instance, device=device, cache=cache, gpu=gpu) as session:
+        return session.run(compile, replay)

@@ -1,0 +1,380 @@
+"""Verification of a replayed region against its recorded epilogue.
+
+The comparison runs on the device (``DeviceVerifier``, kernels from verify_kernels.py);
+``reference_words`` is the same computation in numpy, used to test the semantics without
+a GPU and to cross-check the device kernels on one. Both fill the same 8-word result
+slot, and ``evaluate`` turns a slot into a ``Mismatch`` (or None) identically.
+
+Semantics (per region):
+
+- no tolerance: bit-exact; count = mismatching bytes, first offset = first such byte;
+- ``dtype`` + ``atol``/``rtol``: element ``a`` (replayed) passes against ``b`` (recorded)
+  when ``|a - b| <= atol + rtol * |b|``; NaN matches NaN; count = failing elements;
+- ``norm`` "l2": the region passes when ``||a - b||_2 <= atol + rtol * ||b||_2``,
+  "max": when ``max|a - b| <= atol + rtol * max|b|``; count = differing elements.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from .errors import ReplayConfigError
+from .verify_kernels import (
+    BLOCK_THREADS,
+    RAW_WIDTHS,
+    RESULT_BYTES,
+    RESULT_WORDS,
+    TYPED_DTYPES,
+    raw_kernel_name,
+    typed_kernel_name,
+    verification_ir,
+)
+
+NORMS = (None, "l2", "max")
+_NO_INDEX = 2**64 - 1
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How one region is compared; the default is bit-exact."""
+
+    dtype: str | None = None
+    atol: float = 0.0
+    rtol: float = 0.0
+    norm: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None:
+            try:
+                dtype = np.dtype(self.dtype)
+            except TypeError:
+                raise ReplayConfigError(f"unknown dtype {self.dtype!r} in a tolerance") from None
+            object.__setattr__(self, "dtype", dtype.name)
+        for name in ("atol", "rtol"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ReplayConfigError(f"{name} must be a number, not {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ReplayConfigError(f"{name} must be finite and >= 0, not {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.norm not in NORMS:
+            raise ReplayConfigError(f"norm must be 'l2' or 'max' (or none), not {self.norm!r}")
+        if (self.atol or self.rtol or self.norm) and self.dtype is None:
+            raise ReplayConfigError("a tolerance or norm needs the dtype to compare elements as")
+
+    @property
+    def exact(self) -> bool:
+        return self.norm is None and self.atol == 0.0 and self.rtol == 0.0
+
+    @classmethod
+    def from_annotation(cls, annotation: Any) -> Tolerance:
+        """From a database Annotation (dtype, atol, rtol, norm)."""
+        return cls(
+            dtype=annotation.dtype,
+            atol=float(annotation.atol),
+            rtol=float(annotation.rtol),
+            norm=annotation.norm,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tolerance:
+        if not isinstance(data, dict):
+            raise ReplayConfigError("a tolerance must be an object {dtype, atol, rtol, norm}")
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ReplayConfigError(f"unknown tolerance field(s): {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One region that failed verification."""
+
+    region: str
+    address: int
+    size: int
+    #: "bytes" (bit-exact) or the dtype the region was compared as
+    unit: str
+    #: mismatching bytes (bit-exact) or elements
+    count: int
+    #: byte offset of the first mismatch inside the region
+    first_offset: int
+    #: max |replayed - recorded| over mismatches (None for bit-exact bytes)
+    max_error: float | None = None
+    #: for norm checks: the norm of the difference and the bound it had to meet
+    norm_error: float | None = None
+    norm_bound: float | None = None
+
+    def describe(self) -> str:
+        text = (
+            f"{self.region} ({self.size} bytes at {self.address:#x}): {self.count} "
+            f"{'bytes' if self.unit == 'bytes' else self.unit + ' elements'} differ, "
+            f"first at offset {self.first_offset}"
+        )
+        if self.max_error is not None:
+            text += f", max error {self.max_error:.6g}"
+        if self.norm_error is not None:
+            text += f", norm {self.norm_error:.6g} > bound {self.norm_bound:.6g}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Mismatch:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    """Which kernel compares a region, over how many elements of what size."""
+
+    kernel: str
+    count: int
+    itemsize: int
+    typed: bool
+    mode: int  # typed only: 0 exact, 1 elementwise tolerance, 2 norm
+    dtype: str | None  # the element dtype of a typed check
+    unit: str
+
+
+def plan_check(tolerance: Tolerance, size: int, *addresses: int) -> CheckPlan:
+    """Choose the comparison for a region of ``size`` bytes at ``addresses``."""
+    if tolerance.dtype is not None and not (tolerance.exact and tolerance.dtype == "uint8"):
+        dtype = np.dtype(tolerance.dtype)
+        element = dtype
+        if dtype.kind == "c":  # complex: compare real and imaginary parts as floats
+            element = np.dtype(f"float{dtype.itemsize * 4}")
+        itemsize = element.itemsize
+        aligned = size % dtype.itemsize == 0 and all(a % itemsize == 0 for a in addresses)
+        if element.name in TYPED_DTYPES and aligned:
+            mode = 0 if tolerance.exact else (2 if tolerance.norm else 1)
+            return CheckPlan(
+                typed_kernel_name(element.name),
+                size // itemsize,
+                itemsize,
+                True,
+                mode,
+                element.name,
+                tolerance.dtype,
+            )
+        if not tolerance.exact:
+            why = (
+                f"{size} bytes is not a whole number of {dtype.name} elements"
+                if size % dtype.itemsize
+                else "its address is not aligned to the element"
+                if not aligned
+                else f"dtype {dtype.name} cannot be compared with a tolerance"
+            )
+            raise ReplayConfigError(f"cannot compare a region as {dtype.name}: {why}")
+    for width in RAW_WIDTHS:
+        if size % width == 0 and all(a % width == 0 for a in addresses):
+            return CheckPlan(raw_kernel_name(width), size // width, width, False, 0, None, "bytes")
+    raise AssertionError("unreachable: width 1 always fits")
+
+
+def initial_words(slots: int) -> np.ndarray:
+    """The host-initialised result slots (first mismatch = ~0, everything else 0)."""
+    words = np.zeros((slots, RESULT_WORDS), dtype=np.uint64)
+    words[:, 1] = _NO_INDEX
+    return words
+
+
+def _as_double(word: int) -> float:
+    return struct.unpack("<d", int(word).to_bytes(8, "little"))[0]
+
+
+def evaluate(
+    words: np.ndarray, plan: CheckPlan, tolerance: Tolerance, region: str, address: int, size: int
+) -> Mismatch | None:
+    """Decide one region from its result slot."""
+    count = int(words[0])
+    first = int(words[1])
+    first_offset = first if not plan.typed else first * plan.itemsize
+    max_error = _as_double(words[2]) if plan.typed else None
+    if plan.typed and plan.mode == 2:
+        if tolerance.norm == "l2":
+            error = math.sqrt(_as_double(words[3]))
+            bound = tolerance.atol + tolerance.rtol * math.sqrt(_as_double(words[4]))
+        else:
+            error = max_error if count else 0.0
+            bound = tolerance.atol + tolerance.rtol * _as_double(words[5])
+        if error <= bound:
+            return None
+        return Mismatch(
+            region,
+            address,
+            size,
+            plan.unit,
+            count,
+            first_offset if count else 0,
+            max_error,
+            error,
+            bound,
+        )
+    if count == 0:
+        return None
+    return Mismatch(region, address, size, plan.unit, count, first_offset, max_error)
+
+
+def reference_words(
+    actual: np.ndarray | bytes, expected: np.ndarray | bytes, plan: CheckPlan, tolerance: Tolerance
+) -> np.ndarray:
+    """What the device kernel computes for ``plan``, in numpy (one result slot)."""
+    a_bytes = np.frombuffer(bytes(actual), dtype=np.uint8)
+    b_bytes = np.frombuffer(bytes(expected), dtype=np.uint8)
+    words = initial_words(1)[0]
+    if not plan.typed:
+        differ = np.flatnonzero(a_bytes != b_bytes)
+        words[0] = differ.size
+        if differ.size:
+            words[1] = differ[0]
+        return words
+    a_bits = a_bytes.view(f"u{plan.itemsize}")
+    b_bits = b_bytes.view(f"u{plan.itemsize}")
+    ne = a_bits != b_bits
+    with np.errstate(all="ignore"):
+        fa = a_bytes.view(plan.dtype).astype(np.float64)
+        fb = b_bytes.view(plan.dtype).astype(np.float64)
+        diff = np.abs(fa - fb)
+        err = np.where(ne, np.where(np.isnan(diff), np.inf, diff), 0.0)
+        afb = np.where(np.isnan(fb), 0.0, np.abs(fb))
+        bound = tolerance.atol + tolerance.rtol * afb
+        both_nan = np.isnan(fa) & np.isnan(fb)
+        bad = ~((err <= bound) | both_nan) if plan.mode == 1 else ne
+        index = np.flatnonzero(bad)
+        words[0] = index.size
+        if index.size:
+            words[1] = index[0]
+            words[2] = np.float64(err[bad].max()).view(np.uint64)
+        if plan.mode == 2:
+            words[3] = np.float64(np.sum(err * err)).view(np.uint64)
+            words[4] = np.float64(np.sum(afb * afb)).view(np.uint64)
+            words[5] = np.float64(afb.max() if afb.size else 0.0).view(np.uint64)
+    return words
+
+
+def verify_host(
+    actual: np.ndarray | bytes,
+    expected: np.ndarray | bytes,
+    tolerance: Tolerance = Tolerance(),  # noqa: B008 - frozen, immutable
+    region: str = "region",
+    address: int = 0,
+) -> Mismatch | None:
+    """Verify one region on the host (reference semantics; the engine uses the device)."""
+    size = len(bytes(expected))
+    if len(bytes(actual)) != size:
+        raise ValueError("actual and expected differ in size")
+    plan = plan_check(tolerance, size, address)
+    return evaluate(
+        reference_words(actual, expected, plan, tolerance), plan, tolerance, region, address, size
+    )
+
+
+# ------------------------------------------------------------------ device side
+
+_CUBINS: dict[str, bytes] = {}
+
+
+def verification_cubin(arch: str) -> bytes:
+    """The verification kernels compiled for ``arch`` (once per process)."""
+    if arch not in _CUBINS:
+        from ..jit import parse_module, run_ptxas
+
+        module = parse_module(verification_ir(), "mneme-verify")
+        module.run_passes("default<O3>", arch)
+        ptx = module.emit_assembly(arch, "", 3)
+        _CUBINS[arch] = run_ptxas(ptx, arch).cubin
+    return _CUBINS[arch]
+
+
+@dataclass
+class RegionCheck:
+    """One region to verify: where the replayed bytes are and where the recorded ones."""
+
+    region: str
+    actual: int
+    expected: int
+    size: int
+    tolerance: Tolerance
+    #: address reported in mismatches (the recorded one)
+    address: int = 0
+
+    def __post_init__(self) -> None:
+        self.plan = plan_check(self.tolerance, self.size, self.actual, self.expected)
+
+
+class DeviceVerifier:
+    """Compares replayed regions with recorded epilogues on the GPU.
+
+    ``results`` (in ``run``) is a device buffer of ``RESULT_BYTES`` per check (the engine
+    allocates it in its scratch memory); everything is queued on ``stream`` and read back
+    with one copy.
+    """
+
+    def __init__(self, device, arch: str):
+        self.device = device
+        self._module = device.load_module(verification_cubin(arch))
+        self._functions: dict[str, Any] = {}
+        sms = max(int(device.properties.multiprocessor_count), 1)
+        self._max_blocks = sms * 8
+
+    def _function(self, name: str):
+        if name not in self._functions:
+            self._functions[name] = self._module.function(name)
+        return self._functions[name]
+
+    def run(self, checks: list[RegionCheck], results: int, stream=None) -> list[Mismatch]:
+        if not checks:
+            return []
+        results = int(results)
+        self.device.copy_to_device(results, initial_words(len(checks)), stream)
+        for slot, check in enumerate(checks):
+            if check.size == 0:
+                continue
+            plan = check.plan
+            function = self._function(plan.kernel)
+            out = results + slot * RESULT_BYTES
+            if plan.typed:
+                args = function.pack_arguments(
+                    check.actual,
+                    check.expected,
+                    plan.count,
+                    plan.mode,
+                    float(check.tolerance.atol),
+                    float(check.tolerance.rtol),
+                    out,
+                )
+            else:
+                args = function.pack_arguments(check.actual, check.expected, plan.count, out)
+            blocks = max(1, min(-(-plan.count // BLOCK_THREADS), self._max_blocks))
+            function.launch((blocks, 1, 1), (BLOCK_THREADS, 1, 1), args, 0, stream)
+        words = np.empty((len(checks), RESULT_WORDS), dtype=np.uint64)
+        self.device.copy_from_device(words, results, stream)
+        if stream is not None:
+            stream.synchronize()
+        else:
+            self.device.synchronize()
+        mismatches = []
+        for slot, check in enumerate(checks):
+            found = evaluate(
+                words[slot], check.plan, check.tolerance, check.region, check.address, check.size
+            )
+            if found is not None:
+                mismatches.append(found)
+        return mismatches
+
+    def raw_words(self, check: RegionCheck, results: int) -> np.ndarray:
+        """The result slot of one check (for cross-checking against reference_words)."""
+        self.run([check], results)
+        words = np.empty(RESULT_WORDS, dtype=np.uint64)
+        self.device.copy_from_device(words, int(results))
+        return words

@@ -1,0 +1,100 @@
+"""Compile-only replay: everything up to the cubin, no GPU needed."""
+
+import struct
+
+import pytest
+from mneme.replay.engine import (
+    LaunchConfigError,
+    ReplayConfig,
+    ReplaySession,
+    replay,
+    select_instance,
+)
+from mneme.replay.engine.errors import InstanceNotFoundError
+from mneme.replay.jit import CompileCache, CompileConfig, UnknownPassError
+from replay_support import ADD_BIAS, REVERSE, SAXPY, static_hash
+
+COMPILE_ONLY = ReplayConfig(compile_only=True)
+
+
+def test_every_golden_instance_compiles(golden_db):
+    instances = list(golden_db.instances())
+    assert len(instances) == 3
+    for instance in instances:
+        result = replay(instance, CompileConfig.for_level("O3"), COMPILE_ONLY)
+        assert result.compile_only and result.verified is None and result.exec_time == []
+        assert result.arch == "sm_90"  # the recorded GPU's
+        assert result.reg_usage > 0 and result.obj_size > 0 and result.compile_time > 0
+        assert result.metrics["binary_size"] == result.obj_size
+        assert result.launch["grid"] == list(instance.grid)
+        assert "compile-only" in result.summary()
+
+
+@pytest.mark.parametrize("kernel", [SAXPY, ADD_BIAS, REVERSE])
+@pytest.mark.parametrize("level", ["O0", "O3"])
+def test_cubins_are_loadable_executables(replay_db, kernel, level):
+    # `extern __shared__` (reverse_chunks; every kernel at O0, where the unused `tile`
+    # stays) is `.extern .shared` in PTX: whole-program code, not -c. A relocatable cubin
+    # (ELF type 1) does not load as a module: no kernel in it, or an invalid image.
+    session = ReplaySession(replay_db.instance(static_hash(kernel)), gpu=False)
+    compiled, _ = session.compile(CompileConfig.for_level(level))
+    assert compiled.binary[:4] == b"\x7fELF"
+    assert int.from_bytes(compiled.binary[16:18], "little") == 2  # ET_EXEC
+
+
+def test_specialization_comes_from_the_recording(golden_db):
+    instance = golden_db.instance("saxpy/1b78")
+    config = ReplayConfig(
+        compile_only=True, specialize=True, specialize_dims=True, set_launch_bounds=True
+    )
+    result = replay(instance, CompileConfig(), config)
+    compile = result.configuration.compile
+    a, _, _, n = struct.unpack("<f4xQQi", instance.args[:28])
+    # scalars only: a and n, not the pointers
+    assert compile.specialize_args == {0: struct.pack("<f", a), 3: struct.pack("<i", n)}
+    assert compile.block_dim == tuple(instance.block) and compile.grid_dim == tuple(instance.grid)
+    assert compile.max_threads == instance.block[0]
+
+
+def test_overrides_reach_the_configuration(replay_db):
+    instance = replay_db.instance(static_hash(SAXPY))
+    result = replay(
+        instance,
+        CompileConfig(),
+        ReplayConfig(compile_only=True, block=(128, 1, 1), grid=(8, 1, 1), specialize_dims=True),
+    )
+    assert result.launch == {"grid": [8, 1, 1], "block": [128, 1, 1], "shared_mem": 0}
+    assert result.configuration.compile.block_dim == (128, 1, 1)
+    with pytest.raises(LaunchConfigError, match="launch bound of 64 threads"):
+        replay(instance, CompileConfig(max_threads=64), COMPILE_ONLY)
+    with pytest.raises(LaunchConfigError, match="exceeds"):
+        replay(instance, CompileConfig(), ReplayConfig(compile_only=True, block=(2048, 1, 1)))
+
+
+def test_session_caches_compiles(replay_db, tmp_path):
+    instance = replay_db.instance(static_hash(ADD_BIAS))
+    cache = CompileCache(tmp_path / "cache")
+    with ReplaySession(instance, cache=cache, gpu=False) as session:
+        first = session.run(CompileConfig.for_level("O2"))
+        again = session.run(CompileConfig.for_level("O2"))
+        assert not first.compile_cached and again.compile_cached and again.compile_time == 0.0
+        assert again.reg_usage == first.reg_usage
+    with ReplaySession(instance, cache=CompileCache(tmp_path / "cache"), gpu=False) as session:
+        assert session.run(CompileConfig.for_level("O2")).compile_cached
+
+
+def test_bad_pipeline_is_llvms_error(replay_db):
+    instance = replay_db.instance(static_hash(SAXPY))
+    with pytest.raises(UnknownPassError, match="unknown function pass 'nope'"):
+        replay(instance, CompileConfig(pipeline="function(nope)"), COMPILE_ONLY)
+
+
+def test_instance_selection(replay_db, golden_db):
+    assert select_instance(golden_db, None, "1b78").id.endswith("/1b783248d1ae4a7d")
+    assert select_instance(golden_db, "row_sum").kernel.name == "_Z7row_sumPKfPfi"
+    with pytest.raises(InstanceNotFoundError, match="choose one with -rid: "):
+        select_instance(golden_db)
+    with pytest.raises(
+        InstanceNotFoundError, match="recorded: .*5acf7c2e2f6ed113/1b783248d1ae4a7d"
+    ):
+        select_instance(golden_db, None, "ffff")
