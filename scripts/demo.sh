@@ -41,19 +41,20 @@ fi
 
 # 3. the recording database
 run mneme ls "$rdb"
-run mneme show "$rdb" saxpy
+ids=$(mneme ls "$rdb" --json | python -c 'import json,sys; print(" ".join(r["instance"] for r in json.load(sys.stdin)))')
+run mneme show "$rdb" "${ids%% *}"
 run mneme check "$rdb"
 
-# 4. replay: on a GPU with verification, otherwise compile-only with static metrics
+# 4. replay every instance: on a GPU with verification, otherwise compile-only
 if has_cmd replay; then
-  if [ "$gpu" = 1 ]; then
-    run mneme replay -rdb "$rdb" "default<O3>" || true
-  else
+  mode=""
+  if [ "$gpu" != 1 ]; then
+    mode="--compile-only"
     skipped+=("replay on the GPU with verification: no NVIDIA GPU (compile-only replay ran instead)")
-    for kernel in $(mneme ls "$rdb" --json | python -c 'import json,sys; print(" ".join(sorted({r["instance"] for r in json.load(sys.stdin)})))'); do
-      run mneme replay -rdb "$rdb" -rid "$kernel" --compile-only "default<O3>"
-    done
   fi
+  for id in $ids; do
+    run mneme replay -rdb "$rdb" -rid "$id" $mode "default<O3>"
+  done
 else
   skipped+=("replay: mneme replay is not built yet")
 fi

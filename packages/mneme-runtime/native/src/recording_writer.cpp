@@ -152,6 +152,25 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
   if (::access(root_.c_str(), W_OK | X_OK) != 0)
     throw UserError(root_.string() + " is not writable: choose another --record-db-dir");
   fs::path meta = root_ / "zarr.json";
+  auto foreign = [&] {
+    for (const auto& entry : fs::directory_iterator(root_)) {
+      auto name = entry.path().filename();
+      if (name != ".mneme" && name != "kernels") return true;
+    }
+    return false;
+  };
+  if (!fs::exists(meta) && foreign())
+    throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
+  // Several ranks may create the same database at once: decide under the lock.
+  fs::create_directories(root_ / ".mneme");
+  std::string lock_path = (root_ / ".mneme" / "lock").string();
+  int lock_fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
+  if (lock_fd < 0) throw UserError("cannot open " + lock_path);
+  ::flock(lock_fd, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::flock(fd, LOCK_UN); ::close(fd); }
+  } unlock{lock_fd};
   if (fs::exists(meta)) {
     std::string text = read_text(meta);
     std::string want_base = "\"base\": " + std::to_string(info_.vas_base);
@@ -161,9 +180,8 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
     if (text.find(want_base) == std::string::npos || text.find(want_size) == std::string::npos)
       throw UserError(root_.string() + " holds a recording of another address range: use a new directory");
   } else {
-    for (const auto& entry : fs::directory_iterator(root_))
-      if (entry.path().filename() != ".mneme")
-        throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
+    if (foreign())
+      throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
     fs::create_directories(root_ / "kernels");
     fs::create_directories(staging());
     write_json(root_ / "kernels" / "zarr.json", group_json(""));

@@ -1,0 +1,376 @@
+"""Read the kernels that mneme-clang++ embedded in an executable, object or shared library.
+
+Pure Python (stdlib only): the recorder and the replayer import this module, and it
+never runs the file it reads.
+
+    from mneme.instrument.section import read_kernels
+    for k in read_kernels("./app"):
+        k.name, k.demangled, k.static_hash, k.params, k.globals, k.ir  # ir: LLVM bitcode
+
+The section (``.mneme.kernels``, not loaded at run time) is a concatenation of records;
+docs/instrument.md specifies the layout. Each record is what the pass wrote for one
+device compilation (one translation unit and GPU architecture) or for one link-time
+resolution step (``-fgpu-rdc``):
+
+    offset  size  field
+    0       8     magic b"MNEMEKIR"
+    8       4     format version (little-endian u32), currently 1
+    12      4     header size in bytes (u32), currently 40
+    16      8     JSON size (u64)
+    24      8     data size (u64)
+    32      8     FNV-1a 64 of JSON + data (u64)
+    40      ...   JSON (UTF-8), then data (bitcode blobs), then zero padding to 8 bytes
+
+Zero bytes between records (linker alignment padding) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SECTION_NAME = ".mneme.kernels"
+MAGIC = b"MNEMEKIR"
+FORMAT_VERSION = 1
+HEADER = struct.Struct("<8sIIQQQ")  # magic, version, header size, json size, data size, hash
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "SECTION_NAME",
+    "GlobalVar",
+    "Kernel",
+    "NotInstrumentedError",
+    "Param",
+    "Record",
+    "SectionError",
+    "encode_record",
+    "find_kernel",
+    "fnv1a64",
+    "parse_section",
+    "read_elf_section",
+    "read_kernels",
+    "read_records",
+]
+
+
+class SectionError(Exception):
+    """The file cannot be read, is not ELF, or its mneme section is damaged."""
+
+    mneme_user_error = True
+
+
+class NotInstrumentedError(SectionError):
+    """The file has no mneme section: it was not built with mneme-clang/mneme-clang++."""
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter as it lies in the launch argument buffer."""
+
+    index: int
+    size: int
+    align: int
+    offset: int
+    pointer: bool
+    byval: bool
+    type: str
+    address_space: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Param:
+        return cls(
+            index=int(d["index"]),
+            size=int(d["size"]),
+            align=int(d["align"]),
+            offset=int(d["offset"]),
+            pointer=bool(d["pointer"]),
+            byval=bool(d["byval"]),
+            type=str(d.get("type", "")),
+            address_space=d.get("address_space"),
+        )
+
+
+@dataclass(frozen=True)
+class GlobalVar:
+    """A device global the kernel (or a function it calls) uses; `name` is the symbol
+    ``__cudaRegisterVar`` receives as its device name."""
+
+    name: str
+    demangled: str
+    size: int
+    align: int
+    address_space: int  # NVPTX: 1 global (__device__), 3 shared, 4 constant (__constant__)
+    constant: bool
+    externally_initialized: bool
+    defined: bool
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> GlobalVar:
+        return cls(
+            name=str(d["name"]),
+            demangled=str(d.get("demangled", d["name"])),
+            size=int(d["size"]),
+            align=int(d["align"]),
+            address_space=int(d["address_space"]),
+            constant=bool(d.get("constant", False)),
+            externally_initialized=bool(d.get("externally_initialized", False)),
+            defined=bool(d.get("defined", True)),
+        )
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One embedded kernel: its standalone module (bitcode) and metadata."""
+
+    name: str  # mangled; what __cudaRegisterFunction receives as deviceName
+    demangled: str
+    static_hash: str | None  # 16 hex digits: FNV-1a 64 of `ir`; None if extraction failed
+    ir: bytes  # LLVM bitcode of the standalone module (b"" if extraction failed)
+    params: tuple[Param, ...]
+    globals: tuple[GlobalVar, ...]
+    launch_bounds: dict[str, Any]
+    target: str  # "nvptx64-nvidia-cuda" or "amdgcn-amd-amdhsa"
+    arch: str  # "sm_90", "gfx90a", ...
+    source: str  # translation unit (the path clang was given), or "<link>"
+    stage: str  # "compile", or "link" for kernels resolved at link time (-fgpu-rdc)
+    complete: bool  # False: calls device code of another TU that was never linked in
+    unresolved: tuple[str, ...] = ()
+    error: str | None = None
+    # {"size": n, "crc32": "8 hex"} of the TU's CUDA fatbinary (header + payload), which
+    # __cudaRegisterFatBinary receives; None where there is none per TU (HIP, new driver)
+    fatbin: dict[str, Any] | None = None
+
+    @property
+    def ir_size(self) -> int:
+        return len(self.ir)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description (without the IR itself)."""
+        return {
+            "name": self.name,
+            "demangled": self.demangled,
+            "static_hash": self.static_hash,
+            "ir_size": self.ir_size,
+            "target": self.target,
+            "arch": self.arch,
+            "source": self.source,
+            "stage": self.stage,
+            "complete": self.complete,
+            "unresolved": list(self.unresolved),
+            "launch_bounds": self.launch_bounds,
+            "fatbin": self.fatbin,
+            "params": [p.__dict__ for p in self.params],
+            "globals": [g.__dict__ for g in self.globals],
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of the section: what one device compilation (or link step) embedded."""
+
+    meta: dict[str, Any]
+    data: bytes
+    offset: int  # of the record within the section
+    kernels: tuple[Kernel, ...] = field(default=())
+
+    @property
+    def stage(self) -> str:
+        return str(self.meta.get("stage", "compile"))
+
+    @property
+    def module(self) -> bytes | None:
+        """Bitcode of the whole device module of an -fgpu-rdc translation unit."""
+        ref = self.meta.get("module")
+        return self._blob(ref) if ref else None
+
+    def _blob(self, ref: dict[str, Any]) -> bytes:
+        start, size = int(ref["offset"]), int(ref["size"])
+        if start < 0 or size < 0 or start + size > len(self.data):
+            raise SectionError(f"record at offset {self.offset}: blob outside the record's data")
+        return self.data[start : start + size]
+
+
+def encode_record(meta: dict[str, Any], data: bytes = b"") -> bytes:
+    """One record, exactly as the pass writes it (used by tests and link-time tools)."""
+    text = json.dumps(meta, separators=(",", ":")).encode()
+    text += b" " * (-(HEADER.size + len(text)) % 8)
+    header = HEADER.pack(
+        MAGIC, FORMAT_VERSION, HEADER.size, len(text), len(data), fnv1a64(text + data)
+    )
+    record = header + text + data
+    return record + b"\0" * (-len(record) % 8)
+
+
+def _kernel_from_json(record: Record, d: dict[str, Any]) -> Kernel:
+    ir_ref = d.get("ir")
+    meta = record.meta
+    return Kernel(
+        name=str(d["name"]),
+        demangled=str(d.get("demangled", d["name"])),
+        static_hash=d.get("static_hash"),
+        ir=record._blob(ir_ref) if ir_ref else b"",
+        params=tuple(Param.from_json(p) for p in d.get("params", [])),
+        globals=tuple(GlobalVar.from_json(g) for g in d.get("globals", [])),
+        launch_bounds=dict(d.get("launch_bounds", {})),
+        target=str(meta.get("target", "")),
+        arch=str(meta.get("arch", "")),
+        source=str(meta.get("source", "")),
+        stage=record.stage,
+        complete=bool(d.get("complete", True)),
+        unresolved=tuple(d.get("unresolved", [])),
+        error=d.get("error"),
+        fatbin=meta.get("fatbin"),
+    )
+
+
+def parse_section(section: bytes, where: str = "section") -> list[Record]:
+    """Split the bytes of a .mneme.kernels section into records (validating each)."""
+    records: list[Record] = []
+    pos, end = 0, len(section)
+    while pos < end:
+        if section[pos] == 0:  # alignment padding between objects' contributions
+            pos += 1
+            continue
+        if end - pos < HEADER.size:
+            raise SectionError(f"{where}: truncated record header at offset {pos}")
+        magic, version, header_size, json_size, data_size, checksum = HEADER.unpack_from(
+            section, pos
+        )
+        if magic != MAGIC:
+            raise SectionError(f"{where}: bad record magic at offset {pos}; the section is damaged")
+        if version != FORMAT_VERSION:
+            raise SectionError(
+                f"{where}: record format {version} at offset {pos}, this reader knows "
+                f"{FORMAT_VERSION}; upgrade mneme-instrument"
+            )
+        body = pos + header_size
+        if header_size < HEADER.size or body + json_size + data_size > end:
+            raise SectionError(f"{where}: record at offset {pos} runs past the section's end")
+        payload = section[body : body + json_size + data_size]
+        if fnv1a64(payload) != checksum:
+            raise SectionError(f"{where}: checksum mismatch in the record at offset {pos}")
+        try:
+            meta = json.loads(payload[:json_size].decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SectionError(f"{where}: unreadable metadata at offset {pos} ({exc})") from None
+        record = Record(meta=meta, data=payload[json_size:], offset=pos)
+        kernels = tuple(_kernel_from_json(record, k) for k in meta.get("kernels", []))
+        records.append(Record(meta=meta, data=record.data, offset=pos, kernels=kernels))
+        size = header_size + json_size + data_size
+        pos += size + (-size % 8)
+    return records
+
+
+def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes | None:
+    """Bytes of section `name` of an ELF file (None if the file has no such section)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            ident = f.read(16)
+            if len(ident) < 16 or ident[:4] != b"\x7fELF":
+                raise SectionError(
+                    f"{path}: not an ELF file (executable, shared library or object)"
+                )
+            is64 = ident[4] == 2
+            endian = "<" if ident[5] == 1 else ">"
+            if is64:
+                hdr = struct.Struct(endian + "HHIQQQIHHHHHH")
+            else:
+                hdr = struct.Struct(endian + "HHIIIIIHHHHHH")
+            fields = hdr.unpack(f.read(hdr.size))
+            shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
+            if shoff == 0:
+                return None
+            shdr = struct.Struct(endian + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
+            f.seek(shoff)
+            first = shdr.unpack(f.read(shdr.size))
+            if shnum == 0:  # more than 0xff00 sections: the count is in section 0
+                shnum = first[5]
+            if shstrndx == 0xFFFF:
+                shstrndx = first[7]
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            headers = [shdr.unpack_from(table, i * shentsize) for i in range(shnum)]
+            if not 0 <= shstrndx < shnum:
+                raise SectionError(f"{path}: damaged ELF section table")
+            names_hdr = headers[shstrndx]
+            f.seek(names_hdr[4])
+            names = f.read(names_hdr[5])
+            wanted = name.encode()
+            for h in headers:
+                nul = names.find(b"\0", h[0])
+                if names[h[0] : nul if nul >= 0 else None] == wanted:
+                    if h[1] == 8:  # SHT_NOBITS
+                        return b""
+                    f.seek(h[4])
+                    return f.read(h[5])
+            return None
+    except FileNotFoundError:
+        raise SectionError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SectionError(f"{path}: is a directory, not an executable") from None
+    except PermissionError:
+        raise SectionError(f"{path}: permission denied") from None
+    except struct.error:
+        raise SectionError(f"{path}: truncated ELF file") from None
+
+
+def read_records(path: str | os.PathLike) -> list[Record]:
+    """Every record of the file's mneme section; NotInstrumentedError if it has none."""
+    section = read_elf_section(path)
+    if section is None:
+        raise NotInstrumentedError(
+            f"{path}: no embedded kernel IR (no {SECTION_NAME} section); "
+            "rebuild it with mneme-clang++ (or add_mneme() in CMake)"
+        )
+    return parse_section(section, str(path))
+
+
+def kernels_of(records: list[Record]) -> list[Kernel]:
+    """The kernels of parsed records; link-time ones replace their rdc compile-time copies."""
+    linked = {(k.name, k.arch) for r in records if r.stage == "link" for k in r.kernels}
+    out = []
+    for r in records:
+        for k in r.kernels:
+            if r.stage != "link" and r.meta.get("rdc") and (k.name, k.arch) in linked:
+                continue
+            out.append(k)
+    return out
+
+
+def read_kernels(path: str | os.PathLike) -> list[Kernel]:
+    """Every kernel embedded in `path`, in section order.
+
+    A kernel defined in several translation units (file-``static`` kernels, or one
+    source built for several architectures) appears once per copy; tell them apart by
+    ``source``/``arch``/``static_hash``. Raises NotInstrumentedError (a SectionError)
+    for a file that mneme-clang++ did not build.
+    """
+    return kernels_of(read_records(path))
+
+
+def find_kernel(kernels: list[Kernel], key: str) -> list[Kernel]:
+    """Kernels whose mangled name, demangled name, static hash or bare name is `key`."""
+    exact = [k for k in kernels if key in (k.name, k.demangled, k.static_hash)]
+    if exact:
+        return exact
+    return [k for k in kernels if _bare_name(k.demangled) == key]
+
+
+def _bare_name(demangled: str) -> str:
+    """`void ns::f<int>(float*)` -> `ns::f`; `f(int)` -> `f`."""
+    head = demangled.split("(", 1)[0].split("<", 1)[0]
+    return head.split(" ")[-1]

@@ -1,0 +1,487 @@
+"""`mneme-clang` / `mneme-clang++`: drop-in clang-22 that makes CUDA/HIP objects recordable.
+
+What a compile of a CUDA or HIP source to an object (``-c``) does:
+
+1. runs clang-22 with the user's arguments plus ``-fpass-plugin=<mneme plugin>`` (and, for
+   CUDA, ``--cuda-path`` and the include folders a minimal toolkit needs), with
+   ``MNEME_INSTRUMENT_OUT`` naming a private temporary folder: in every device
+   compilation the pass writes one record (kernel IR + metadata) there;
+2. appends the records of each translation unit to its object as the non-allocated ELF
+   section ``.mneme.kernels`` (``llvm-objcopy --add-section``), which the linker
+   concatenates into the executable.
+
+Everything else (host-only C++, preprocessing, ``-S``, device-only output, links) runs
+clang-22 unchanged, except an ``-fgpu-rdc`` link, where kernels that call device code of
+other translation units are resolved (see ``rdc.py``), and a one-step compile-and-link
+of GPU sources, which is split into compiles (as above) and a link.
+
+``mneme-clang++ --mneme-launcher <compiler> <args...>`` is the same with an explicit
+compiler (CMake's ``<LANG>_COMPILER_LAUNCHER``, used by ``add_mneme``).
+
+Stdlib only, imported at every compile: keep it light.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import toolchain
+
+# Kept here (not imported from .section) so a compile imports as little as possible.
+SECTION_NAME = ".mneme.kernels"
+
+GPU_EXTENSIONS = {".cu": "cuda", ".hip": "hip"}
+SOURCE_EXTENSIONS = {
+    ".c",
+    ".cc",
+    ".cp",
+    ".cpp",
+    ".cxx",
+    ".c++",
+    ".C",
+    ".cu",
+    ".hip",
+    ".m",
+    ".mm",
+    ".i",
+    ".ii",
+    ".s",
+    ".S",
+    ".sx",
+}
+# clang options whose value is the next argument
+SEPARATE_VALUE = {
+    "-o",
+    "-I",
+    "-D",
+    "-U",
+    "-include",
+    "-imacros",
+    "-isystem",
+    "-idirafter",
+    "-iquote",
+    "-iprefix",
+    "-iwithprefix",
+    "-iwithprefixbefore",
+    "-isysroot",
+    "-x",
+    "-Xclang",
+    "-Xlinker",
+    "-Xpreprocessor",
+    "-Xassembler",
+    "-mllvm",
+    "-Xarch_device",
+    "-Xarch_host",
+    "-Xcuda-ptxas",
+    "-Xcuda-fatbinary",
+    "-Xoffload-linker",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "-L",
+    "-T",
+    "-z",
+    "-u",
+    "-e",
+    "-target",
+    "-arch",
+    "--sysroot",
+    "-Xopenmp-target",
+    "-install_name",
+    "-dependency-file",
+    "-working-directory",
+    "--serialize-diagnostics",
+    "-ivfsoverlay",
+    "-F",
+    "-l",
+    "-Xanalyzer",
+    "--gcc-toolchain",
+    "-aux-info",
+    "-B",
+}
+NO_OBJECT_MODES = {"-S", "-E", "-fsyntax-only", "-M", "-MM", "--precompile", "-###"}
+EXIT_ERROR = 2
+
+
+class WrapperError(Exception):
+    """A user error the wrapper reports in one line."""
+
+    mneme_user_error = True
+
+
+class Invocation:
+    """What a clang command line does, as far as the wrapper cares."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.compile_only = False  # -c
+        self.no_object = False  # -S / -E / -fsyntax-only / ...
+        self.output: str | None = None
+        # (index in args, path, language: "cuda" / "hip" / "source" / "object")
+        self.inputs: list[tuple[int, str, str]] = []
+        self.x_indices: list[int] = []  # indices of "-x" options
+        self.has: set[str] = set()
+        self.rdc = False
+        self.lto = False  # host -flto: objects become LLVM bitcode
+
+    @property
+    def gpu_inputs(self) -> list[tuple[int, str, str]]:
+        return [i for i in self.inputs if i[2] in ("cuda", "hip")]
+
+
+def parse_args(args: list[str]) -> Invocation:
+    inv = Invocation(list(args))
+    lang: str | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in SEPARATE_VALUE and i + 1 < len(args):
+            value = args[i + 1]
+            if a == "-o":
+                inv.output = value
+            elif a == "-x":
+                lang = None if value == "none" else value
+                inv.x_indices.append(i)
+            elif a in ("-Xclang", "-mllvm", "-Xarch_device", "-Xarch_host"):
+                inv.has.add(value)
+            i += 2
+            continue
+        if a.startswith("-"):
+            if a == "-c":
+                inv.compile_only = True
+            elif a in NO_OBJECT_MODES:
+                inv.no_object = True
+            elif a.startswith("-o") and len(a) > 2:
+                inv.output = a[2:]
+            elif a.startswith("-x") and len(a) > 2:
+                lang = None if a[2:] == "none" else a[2:]
+                inv.x_indices.append(i)
+            elif a == "-flto" or a.startswith("-flto="):
+                inv.lto = True
+            elif a == "-fno-lto":
+                inv.lto = False
+            elif a == "-fgpu-rdc":
+                inv.rdc = True
+            elif a == "-fno-gpu-rdc":
+                inv.rdc = False
+            inv.has.add(a.split("=", 1)[0] if a.startswith("--") else a)
+            i += 1
+            continue
+        suffix = Path(a).suffix
+        if lang is not None:
+            kind = lang
+        elif suffix in GPU_EXTENSIONS:
+            kind = GPU_EXTENSIONS[suffix]
+        elif suffix in SOURCE_EXTENSIONS:
+            kind = "source"
+        else:
+            kind = "object"
+        inv.inputs.append((i, a, kind))
+        i += 1
+    return inv
+
+
+def _fail(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _default_object(source: str) -> str:
+    return Path(source).with_suffix(".o").name
+
+
+def _fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _records_for(records_dir: str, source: str | None) -> list[bytes]:
+    """The records the pass wrote for `source` (one per GPU architecture; None: all).
+
+    The pass names each file <FNV-1a 64 of the module's source file name>-<arch>.mneme,
+    and the source file name is the path exactly as clang was given it.
+    """
+    prefix = "" if source is None else f"{_fnv1a64(os.fsencode(source)):016x}-"
+    blobs = []
+    for name in sorted(os.listdir(records_dir)):
+        if name.startswith(prefix) and name.endswith(".mneme"):
+            with open(os.path.join(records_dir, name), "rb") as f:
+                blobs.append(f.read())
+    return blobs
+
+
+def fatbinary_identity(obj: str) -> dict | None:
+    """Size and CRC-32 of the CUDA fatbinary clang put in the object (`.nv_fatbin`).
+
+    At run time ``__cudaRegisterFatBinary`` receives a wrapper whose ``data`` points at
+    exactly these bytes (header + payload: ``headerSize + fatSize`` bytes), so the
+    recorder can tell which translation unit's records a registered fatbinary
+    belongs to, even when two TUs define a kernel of the same name.
+    """
+    import struct
+    import zlib
+
+    from .section import read_elf_section
+
+    data = read_elf_section(obj, ".nv_fatbin")
+    if not data or len(data) < 16:
+        return None
+    magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, 0)
+    if magic != 0xBA55ED50 or header_size + fat_size > len(data):
+        return None
+    size = header_size + fat_size
+    return {"size": size, "crc32": f"{zlib.crc32(data[:size]):08x}"}
+
+
+def bind_fatbinary(obj: str, blobs: list[bytes]) -> bytes:
+    """The records for `obj`, each with its fatbinary's identity added (non-rdc CUDA)."""
+    identity = fatbinary_identity(obj)
+    if identity is None:
+        return b"".join(blobs)
+    from .section import encode_record, parse_section
+
+    out = []
+    for blob in blobs:
+        for record in parse_section(blob, obj):
+            out.append(encode_record({**record.meta, "fatbin": identity}, record.data))
+    return b"".join(out)
+
+
+def embed(llvm: toolchain.Llvm, obj: str, blob: bytes, work: str | os.PathLike) -> None:
+    """Append `blob` as the .mneme.kernels section of object `obj` (in place)."""
+    blob_file = os.path.join(work, os.path.basename(obj) + ".section")
+    with open(blob_file, "wb") as f:
+        f.write(blob)
+    cmd = [
+        str(llvm.tool("llvm-objcopy")),
+        f"--add-section={SECTION_NAME}={blob_file}",
+        obj,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["llvm-objcopy failed"])[-1]
+        raise WrapperError(f"could not add the {SECTION_NAME} section to {obj}: {last}")
+
+
+def _cuda_extra(inv: Invocation) -> list[str]:
+    root = None
+    for a in inv.args:
+        if a.startswith("--cuda-path="):
+            root = Path(a.split("=", 1)[1])
+    extra = []
+    if root is None:
+        root = toolchain.find_cuda()
+        extra.append(f"--cuda-path={root}")
+    extra += [f for f in toolchain.cuda_compile_flags(root) if not f.startswith("--cuda-path=")]
+    if "-Wunknown-cuda-version" not in inv.has:
+        extra.append("-Wno-unknown-cuda-version")
+    return extra
+
+
+def compile_gpu(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm) -> int:
+    """Compile with the pass, then embed each TU's records in its object."""
+    languages = {lang for _, _, lang in inv.gpu_inputs}
+    extra = [f"-fpass-plugin={toolchain.plugin_path()}"]
+    if "cuda" in languages:
+        extra += _cuda_extra(inv)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mneme-cc-") as work:
+        records_dir = os.path.join(work, "records")
+        os.mkdir(records_dir)
+        env = dict(os.environ)
+        env["MNEME_INSTRUMENT_OUT"] = records_dir
+        env["MNEME_INSTRUMENT_STAGE"] = "compile"
+        env["MNEME_INSTRUMENT_RDC"] = "1" if inv.rdc else "0"
+        proc = subprocess.run(compiler + inv.args + extra, env=env)
+        if proc.returncode != 0:
+            return proc.returncode
+        gpu_inputs = inv.gpu_inputs
+        for _, source, _ in gpu_inputs:
+            obj = inv.output if (inv.output and len(inv.inputs) == 1) else _default_object(source)
+            blobs = _records_for(records_dir, source)
+            if not blobs and len(gpu_inputs) == 1:
+                # the device compile saw another file name (-save-temps preprocesses first)
+                blobs = _records_for(records_dir, None)
+            if not blobs or not os.path.isfile(obj):
+                continue  # no kernels in this TU (or -o /dev/null): nothing to embed
+            embed(llvm, obj, bind_fatbinary(obj, blobs), work)
+    return 0
+
+
+def _drop_x(args: list[str], inv: Invocation) -> list[str]:
+    drop = set()
+    for i in inv.x_indices:
+        drop.add(i)
+        if args[i] == "-x":
+            drop.add(i + 1)
+    return [a for j, a in enumerate(args) if j not in drop]
+
+
+def compile_and_link(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm) -> int:
+    """`mneme-clang++ a.cu b.o -o app`: compile each GPU source with the pass, then link."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mneme-cl-") as tmp:
+        replaced: dict[int, str] = {}
+        input_indices = {i for i, _, _ in inv.inputs}
+        output_index = None
+        for j, a in enumerate(inv.args):
+            if a == "-o":
+                output_index = j
+        for n, (index, source, _lang) in enumerate(inv.gpu_inputs):
+            obj = str(Path(tmp) / f"{n}-{Path(source).stem}.o")
+            args = [
+                a
+                for j, a in enumerate(inv.args)
+                if (j not in input_indices or j == index)
+                and j != output_index
+                and (output_index is None or j != output_index + 1)
+                and not (a.startswith("-o") and len(a) > 2)
+            ]
+            # link-only arguments (-l, -L, -Wl) are unused here; the link step gets them
+            sub = parse_args(args + ["-Wno-unused-command-line-argument", "-c", "-o", obj])
+            rc = compile_gpu(compiler, sub, llvm)
+            if rc != 0:
+                return rc
+            replaced[index] = obj
+        link_args = [replaced.get(j, a) for j, a in enumerate(inv.args)]
+        link_inv = parse_args(link_args)
+        link_args = _drop_x(link_args, link_inv) if inv.x_indices else link_args
+        return link(compiler, parse_args(link_args), llvm)
+
+
+STATIC_CUDART_WARNING = (
+    "warning: linking the static CUDA runtime (cudart_static): `mneme record` intercepts "
+    "libcudart.so and cannot record this executable; link -lcudart instead "
+    "(CMake: CUDA_RUNTIME_LIBRARY Shared, which add_mneme() sets)"
+)
+
+
+def link(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm) -> int:
+    if any(a == "-lcudart_static" or a.endswith("libcudart_static.a") for a in inv.args):
+        print(f"mneme-clang++: {STATIC_CUDART_WARNING}", file=sys.stderr)
+    if inv.rdc:
+        from . import rdc
+
+        return rdc.link_with_resolution(compiler, inv, llvm)
+    return subprocess.run(compiler + inv.args).returncode
+
+
+def check_flags(inv: Invocation) -> str | None:
+    """One-line reason why this combination cannot produce a recordable result."""
+    gpu = bool(inv.gpu_inputs)
+    if gpu and "--cuda-host-only" in inv.has and not inv.no_object:
+        return (
+            "--cuda-host-only compiles no device code, so there is no kernel IR to embed; "
+            "drop it (mneme-clang++ compiles host and device together)"
+        )
+    if gpu and ("--offload-host-only" in inv.has) and not inv.no_object:
+        return "--offload-host-only compiles no device code, so there is no kernel IR to embed; drop it"
+    if (
+        gpu
+        and "-disable-llvm-passes" in inv.has
+        and not inv.no_object
+        and "-emit-llvm" not in inv.has
+    ):
+        return (
+            "-Xclang -disable-llvm-passes also disables the mneme pass, so no kernel IR would be "
+            "embedded; drop it (mneme keeps unoptimised kernel IR anyway)"
+        )
+    if gpu and inv.lto and not inv.no_object:
+        return (
+            "-flto makes host objects LLVM bitcode, which cannot carry the kernel section; "
+            "drop -flto for CUDA/HIP sources (-foffload-lto, device-side LTO, is fine)"
+        )
+    if "-emit-llvm" in inv.has and not inv.compile_only and not inv.no_object:
+        return "-emit-llvm cannot be combined with linking an executable; add -c or -S, or drop -emit-llvm"
+    return None
+
+
+def expand_response_files(args: list[str], depth: int = 0) -> list[str]:
+    """Inline `@file` arguments (as clang reads them) so the wrapper sees every input."""
+    out: list[str] = []
+    for a in args:
+        if a.startswith("@") and len(a) > 1 and depth < 8 and os.path.isfile(a[1:]):
+            import shlex
+
+            with open(a[1:]) as f:
+                out += expand_response_files(shlex.split(f.read()), depth + 1)
+        else:
+            out.append(a)
+    return out
+
+
+def run(argv: list[str], cxx: bool) -> int:
+    prog = "mneme-clang++" if cxx else "mneme-clang"
+    args = list(argv)
+    compiler: list[str] | None = None
+    if args and args[0] == "--mneme-launcher":
+        if len(args) < 2:
+            return _fail(prog, "--mneme-launcher needs the compiler command after it")
+        compiler = [args[1]]
+        args = args[2:]
+        name = Path(compiler[0]).name
+        if name.startswith("mneme-clang"):  # the project already compiles with the wrapper
+            os.execvp(compiler[0], compiler + args)
+        cxx = "++" in name or name.endswith("c++")
+    try:
+        llvm = toolchain.find_llvm()
+        if compiler is None:
+            compiler = [str(llvm.clangxx if cxx else llvm.clang)]
+        args = expand_response_files(args)
+        inv = parse_args(args)
+        if not args or "--version" in inv.has or "-v" in inv.has and not inv.inputs:
+            return subprocess.run(compiler + args).returncode
+        problem = check_flags(inv)
+        if problem:
+            return _fail(prog, problem)
+        if not inv.gpu_inputs:
+            if not inv.compile_only and not inv.no_object and inv.inputs:
+                return link(compiler, inv, llvm)
+            return subprocess.run(compiler + args).returncode
+        if (
+            inv.no_object
+            or "--cuda-device-only" in inv.has
+            or "--offload-device-only" in inv.has
+            or "-emit-llvm" in inv.has  # -c -emit-llvm: host bitcode, no object to carry a section
+        ):
+            # no host object to carry the section; the same CUDA set-up as an instrumented compile
+            cuda = any(lang == "cuda" for _, _, lang in inv.gpu_inputs)
+            return subprocess.run(compiler + args + (_cuda_extra(inv) if cuda else [])).returncode
+        if inv.compile_only:
+            return compile_gpu(compiler, inv, llvm)
+        return compile_and_link(compiler, inv, llvm)
+    except FileNotFoundError as exc:
+        return _fail(prog, f"{exc.filename}: not found")
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if getattr(type(exc), "mneme_user_error", False):  # ToolchainError, SectionError, ...
+            return _fail(prog, str(exc))
+        raise
+
+
+def main_cxx() -> None:
+    sys.exit(run(sys.argv[1:], cxx=True))
+
+
+def main_c() -> None:
+    sys.exit(run(sys.argv[1:], cxx=False))
+
+
+def which_wrapper(cxx: bool = True) -> str:
+    """Absolute path of the installed wrapper script (for `mneme config cc/cxx`)."""
+    name = "mneme-clang++" if cxx else "mneme-clang"
+    here = Path(sys.executable).parent / name
+    if here.exists():
+        return str(here)
+    import shutil
+
+    found = shutil.which(name)
+    return found or name

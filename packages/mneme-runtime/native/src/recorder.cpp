@@ -1,0 +1,493 @@
+// libmneme_recorder.so: preloaded into an instrumented application by `mneme record`.
+//
+// It serves the application's device allocations from a fixed-address virtual range
+// (AddressSpace on the CUDA VMM API), learns kernel and global names from the CUDA
+// runtime's registration calls, and around each selected kernel launch copies every
+// live allocation and every device global to the host before and after the launch,
+// writing the instance into the recording database (RecordingWriter). Everything else
+// passes through to the real CUDA runtime, found with dlsym(RTLD_NEXT).
+//
+// Configuration comes from environment variables that `mneme record` sets (see
+// docs/record.md); kernel metadata and IR come from a manifest file it extracts from
+// the executable's .mneme.kernels section.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mneme/runtime/address_space.hpp"
+#include "mneme/runtime/cuda_device.hpp"
+#include "mneme/runtime/devices.hpp"
+#include "mneme/runtime/errors.hpp"
+#include "mneme/runtime/recording_writer.hpp"
+
+namespace rt = mneme::runtime;
+
+namespace {
+
+template <typename F>
+F real(const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (!p) {
+    std::fprintf(stderr, "mneme record: %s not found: is the application linked to libcudart.so "
+                         "(not the static cudart)? Build it with mneme-clang++.\n", name);
+    _exit(70);
+  }
+  return reinterpret_cast<F>(p);
+}
+
+#define REAL(name) static auto real_##name = real<decltype(&name)>(#name)
+
+[[noreturn]] void fatal(const std::string& message, int code = 70) {
+  std::fprintf(stderr, "mneme record: %s\n", message.c_str());
+  std::fflush(stderr);
+  _exit(code);
+}
+
+std::string env(const char* name, const char* fallback = "") {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+struct KernelEntry {
+  rt::KernelInfo info;
+  std::string ir_path;
+  uint64_t args_size = 0;
+  int recorded = 0;
+  bool stored = false;
+};
+
+struct GlobalEntry {
+  std::string name;
+  const void* host_var;
+  uint64_t size;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, sep)) out.push_back(item);
+  return out;
+}
+
+int this_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return 0;
+}
+
+bool rank_selected(const std::string& ranks) {
+  if (ranks == "all") return true;
+  int rank = this_rank();
+  for (const auto& r : split(ranks.empty() ? "0" : ranks, ','))
+    if (!r.empty() && std::atoi(r.c_str()) == rank) return true;
+  return false;
+}
+
+class Recorder {
+ public:
+  static Recorder& get() {
+    static Recorder* instance = new Recorder();  // never destroyed: atexit order is unknowable
+    return *instance;
+  }
+
+  bool active() const { return active_; }
+  std::mutex mutex;
+
+  void register_function(const void* host, const char* device_name) { functions_[host] = device_name; }
+  void register_var(const void* host, const char* name, uint64_t size) { globals_.push_back({name, host, size}); }
+
+  rt::AddressSpace& space() {
+    if (!space_) init_device();
+    return *space_;
+  }
+  void track(uint64_t address, uint64_t size) { live_[address] = size; }
+  bool owns(uint64_t address) const { return live_.count(address) != 0; }
+  void untrack(uint64_t address) { live_.erase(address); }
+
+  const std::string* name_of(const void* host_function) const {
+    auto it = functions_.find(host_function);
+    return it == functions_.end() ? nullptr : &it->second;
+  }
+  // Records around `launch` (which performs the real launch and returns 0 on success)
+  // when the kernel is selected; otherwise just launches.
+  int launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+             uint64_t stream, const std::function<int()>& do_launch);
+
+ private:
+  Recorder() {
+    active_ = !env("MNEME_RECORD_DB").empty() && rank_selected(env("MNEME_RECORD_RANKS", "0"));
+    if (!active_) return;
+    db_ = env("MNEME_RECORD_DB");
+    vass_ = std::strtoull(env("MNEME_RECORD_VASS", "17179869184").c_str(), nullptr, 0);
+    base_ = std::strtoull(env("MNEME_RECORD_BASE", "0").c_str(), nullptr, 0);
+    if (!base_) base_ = rt::kDefaultBase;
+    max_ = std::atoi(env("MNEME_RECORD_MAX", "0").c_str());
+    std::string filter = env("MNEME_RECORD_FILTER");
+    if (!filter.empty()) filter_ = std::make_unique<std::regex>(filter);
+    epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
+    load_manifest(env("MNEME_RECORD_MANIFEST"));
+  }
+
+  void load_manifest(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) fatal("cannot read the kernel manifest " + path + " (run through `mneme record`)");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto f = split(line, '\t');
+      if (f.size() < 4) continue;
+      KernelEntry k;
+      k.info.name = f[0];
+      k.info.static_hash = f[1];
+      k.info.demangled_name = f[2];
+      k.ir_path = f[3];
+      if (f.size() > 4)
+        for (const auto& p : split(f[4], ',')) {
+          auto v = split(p, ':');
+          if (v.size() != 5) continue;
+          rt::KernelParam param{uint32_t(std::stoul(v[0])), uint32_t(std::stoul(v[1])), uint32_t(std::stoul(v[2])),
+                                v[3] == "1", v[4] == "1"};
+          k.args_size = std::max<uint64_t>(k.args_size, param.offset + param.size);
+          k.info.params.push_back(param);
+        }
+      if (f.size() > 5)
+        for (const auto& g : split(f[5], ',')) {
+          auto v = split(g, ':');
+          if (v.size() == 3) k.info.globals.push_back({v[0], std::stoull(v[1]), uint32_t(std::stoul(v[2]))});
+        }
+      auto existing = kernels_.find(k.info.name);
+      if (existing != kernels_.end() && existing->second.info.static_hash != k.info.static_hash) {
+        // File-static kernels of one name in several translation units: a launch cannot
+        // be mapped to the right IR yet, so they run unrecorded rather than recorded wrong.
+        std::fprintf(stderr, "mneme record: kernel %s is defined differently in several translation "
+                             "units; its launches are not recorded\n", k.info.demangled_name.c_str());
+        existing->second.info.static_hash.clear();
+        continue;
+      }
+      kernels_[k.info.name] = std::move(k);
+    }
+  }
+
+  void init_device() {
+    REAL(cudaFree);
+    REAL(cudaGetDevice);
+    real_cudaFree(nullptr);  // the runtime's primary context, which the driver calls below share
+    int ordinal = 0;
+    real_cudaGetDevice(&ordinal);
+    try {
+      device_ = std::dynamic_pointer_cast<rt::cuda::CudaDevice>(rt::open_device("cuda", ordinal));
+      space_ = std::make_unique<rt::AddressSpace>(std::make_unique<rt::cuda::CudaMappingBackend>(device_), base_, vass_);
+    } catch (const std::exception& e) {
+      fatal(std::string(e.what()) + " (choose another base with --vass-base, or a smaller -vass)");
+    }
+  }
+
+  rt::RecordingWriter& writer() {
+    if (!writer_) {
+      rt::RecordingInfo info;
+      info.vas_base = space().base();
+      info.vas_size = space().size();
+      const auto& p = device_->properties();
+      info.gpu_name = p.name;
+      info.compute_capability = std::to_string(p.compute_capability_major) + "." + std::to_string(p.compute_capability_minor);
+      int driver = 0, runtime = 0;
+      REAL(cudaDriverGetVersion);
+      REAL(cudaRuntimeGetVersion);
+      real_cudaDriverGetVersion(&driver);
+      real_cudaRuntimeGetVersion(&runtime);
+      info.driver_version = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+      info.runtime_version = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+      char host[256] = {0};
+      gethostname(host, sizeof host - 1);
+      info.host = host;
+      std::ifstream cmd("/proc/self/cmdline", std::ios::binary);
+      std::string arg;
+      while (std::getline(cmd, arg, '\0')) info.command_line.push_back(arg);
+      try {
+        writer_ = std::make_unique<rt::RecordingWriter>(db_, info, epilogue_);
+      } catch (const std::exception& e) {
+        fatal(e.what(), 2);
+      }
+    }
+    return *writer_;
+  }
+
+  bool selected(KernelEntry& k) const {
+    if (max_ > 0 && k.recorded >= max_) return false;
+    if (filter_ && !std::regex_search(k.info.demangled_name, *filter_) && !std::regex_search(k.info.name, *filter_))
+      return false;
+    return true;
+  }
+
+  std::vector<rt::RegionSnapshot> regions_now(std::vector<std::vector<uint8_t>>& store);
+
+  bool active_ = false;
+  std::string db_, epilogue_;
+  uint64_t vass_ = 0, base_ = 0;
+  int max_ = 0;
+  std::unique_ptr<std::regex> filter_;
+  std::unordered_map<const void*, std::string> functions_;
+  std::vector<GlobalEntry> globals_;
+  std::map<std::string, KernelEntry> kernels_;
+  std::map<uint64_t, uint64_t> live_;
+  std::shared_ptr<rt::cuda::CudaDevice> device_;
+  std::unique_ptr<rt::AddressSpace> space_;
+  std::unique_ptr<rt::RecordingWriter> writer_;
+};
+
+// Copies every live allocation and every device global to the host.
+std::vector<rt::RegionSnapshot> Recorder::regions_now(std::vector<std::vector<uint8_t>>& store) {
+  REAL(cudaMemcpy);
+  REAL(cudaGetSymbolAddress);
+  std::vector<rt::RegionSnapshot> regions;
+  store.clear();
+  store.reserve(live_.size() + globals_.size());
+  for (const auto& [address, size] : live_) {
+    store.emplace_back(size);
+    if (real_cudaMemcpy(store.back().data(), reinterpret_cast<void*>(address), size, cudaMemcpyDeviceToHost) != cudaSuccess)
+      fatal("copying an allocation to the host failed");
+    regions.push_back({"heap", address, size, store.back().data(), nullptr, ""});
+  }
+  for (const auto& g : globals_) {
+    void* address = nullptr;
+    if (real_cudaGetSymbolAddress(&address, g.host_var) != cudaSuccess || !address) continue;
+    store.emplace_back(g.size);
+    if (real_cudaMemcpy(store.back().data(), address, g.size, cudaMemcpyDeviceToHost) != cudaSuccess)
+      fatal("copying device global " + g.name + " to the host failed");
+    regions.push_back({"global", reinterpret_cast<uint64_t>(address), g.size, store.back().data(), nullptr, g.name});
+  }
+  return regions;
+}
+
+int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+                     uint64_t stream, const std::function<int()>& do_launch) {
+  REAL(cudaDeviceSynchronize);
+  KernelEntry* kernel = nullptr;
+  if (device_name) {
+    auto it = kernels_.find(*device_name);
+    if (it != kernels_.end()) kernel = &it->second;
+  }
+  if (!kernel || kernel->info.static_hash.empty() || !selected(*kernel)) return do_launch();
+
+  std::string buffer(kernel->args_size, '\0');
+  for (size_t i = 0; i < kernel->info.params.size(); ++i) {
+    const auto& p = kernel->info.params[i];
+    std::memcpy(&buffer[p.offset], args[i], p.size);
+  }
+  rt::InstanceInfo inst;
+  inst.grid[0] = grid.x; inst.grid[1] = grid.y; inst.grid[2] = grid.z;
+  inst.block[0] = block.x; inst.block[1] = block.y; inst.block[2] = block.z;
+  inst.shared_mem = uint32_t(shmem);
+  inst.stream = stream;
+  inst.args = buffer;
+  auto& w = writer();
+  std::string dyn = rt::dynamic_hash(kernel->info.static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+  if (kernel->stored && w.has_instance(kernel->info.static_hash, dyn)) {
+    w.count_occurrence(kernel->info.static_hash, dyn);  // a repeat: nothing else to store
+    return do_launch();
+  }
+  if (!kernel->stored) {
+    std::ifstream ir(kernel->ir_path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << ir.rdbuf();
+    kernel->info.ir = bytes.str();
+    w.add_kernel(kernel->info);
+    kernel->stored = true;
+  }
+  // Complete outstanding work so the prologue is what the kernel will see.
+  if (real_cudaDeviceSynchronize() != cudaSuccess) return do_launch();
+  std::vector<std::vector<uint8_t>> before, after;
+  auto regions = regions_now(before);
+  int status = do_launch();
+  if (status != 0) return status;
+  cudaError_t done = real_cudaDeviceSynchronize();
+  if (done != cudaSuccess) return status;  // a failed launch is not recorded; the app sees the error
+  auto epilogue = regions_now(after);
+  for (size_t i = 0; i < regions.size() && i < epilogue.size(); ++i) regions[i].after = epilogue[i].before;
+  inst.regions = std::move(regions);
+  try {
+    if (w.add_instance(kernel->info.static_hash, inst).second) kernel->recorded++;
+  } catch (const std::exception& e) {
+    fatal(std::string("writing the recording failed: ") + e.what(), 2);
+  }
+  return status;
+}
+
+cudaError_t serve(void** ptr, uint64_t size) {
+  auto& r = Recorder::get();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  try {
+    auto a = r.space().allocate(size ? size : 1);
+    r.track(a.address, size);
+    *ptr = reinterpret_cast<void*>(a.address);
+    return cudaSuccess;
+  } catch (const rt::OutOfSpaceError& e) {
+    fatal("the recorded address space (-vass " + std::to_string(e.range_size >> 30) +
+          " GiB) is too small: rerun with -vass " + std::to_string((e.needed_size + (1ull << 30) - 1) >> 30) + " or more", 75);
+  } catch (const std::exception& e) {
+    fatal(std::string("device allocation failed: ") + e.what());
+  }
+}
+
+bool release(void* ptr) {
+  auto& r = Recorder::get();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto address = reinterpret_cast<uint64_t>(ptr);
+  if (!ptr || !r.owns(address)) return false;
+  REAL(cudaDeviceSynchronize);
+  real_cudaDeviceSynchronize();  // never unmap memory a kernel may still use
+  r.space().free(address);
+  r.untrack(address);
+  return true;
+}
+
+void refuse_managed(const char* api) {
+  Dl_info where{};
+  dladdr(__builtin_return_address(0), &where);
+  fatal(std::string(api) + " (managed memory) is not supported by mneme record; called from " +
+        (where.dli_sname ? where.dli_sname : "?") + " in " + (where.dli_fname ? where.dli_fname : "?") +
+        ": allocate with cudaMalloc instead", 76);
+}
+
+}  // namespace
+
+extern "C" {
+
+void __cudaRegisterFunction(void** handle, const char* hostFun, char* deviceFun, const char* deviceName,
+                            int threadLimit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize) {
+  using Fn = void (*)(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*);
+  static auto next = real<Fn>("__cudaRegisterFunction");
+  Recorder::get().register_function(hostFun, deviceName);
+  next(handle, hostFun, deviceFun, deviceName, threadLimit, tid, bid, bDim, gDim, wSize);
+}
+
+void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const char* deviceName, int ext,
+                       size_t size, int constant, int global) {
+  using Fn = void (*)(void**, char*, char*, const char*, int, size_t, int, int);
+  static auto next = real<Fn>("__cudaRegisterVar");
+  Recorder::get().register_var(hostVar, deviceName, size);
+  next(handle, hostVar, deviceAddress, deviceName, ext, size, constant, global);
+}
+
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t stream) {
+  REAL(cudaLaunchKernel);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernel(func, grid, block, args, shmem, stream);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
+                              [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); }));
+}
+
+// cudaLaunchKernelEx (a template in the headers) lands here.
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  REAL(cudaLaunchKernelExC);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernelExC(config, func, args);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch(r.name_of(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                              reinterpret_cast<uint64_t>(config->stream),
+                              [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
+}
+
+// Driver-API launches: the kernel's name comes from cuFuncGetName (CUDA 12.3+).
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, CUstream stream, void** params, void** extra) {
+  REAL(cuLaunchKernel);
+  auto& r = Recorder::get();
+  auto launch = [&] { return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); };
+  if (!r.active() || !params) return CUresult(launch());
+  using GetName = CUresult (*)(const char**, CUfunction);
+  static auto get_name = reinterpret_cast<GetName>(dlsym(RTLD_DEFAULT, "cuFuncGetName"));
+  const char* name = nullptr;
+  if (!get_name || get_name(&name, f) != CUDA_SUCCESS || !name) return CUresult(launch());
+  std::string device_name = name;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return CUresult(r.launch(&device_name, dim3(gx, gy, gz), dim3(bx, by, bz), params, shmem,
+                           reinterpret_cast<uint64_t>(stream), launch));
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  REAL(cudaMalloc);
+  return Recorder::get().active() ? serve(ptr, size) : real_cudaMalloc(ptr, size);
+}
+
+cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
+  REAL(cudaMallocAsync);
+  return Recorder::get().active() ? serve(ptr, size) : real_cudaMallocAsync(ptr, size, stream);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
+  REAL(cudaMallocFromPoolAsync);
+  return Recorder::get().active() ? serve(ptr, size) : real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
+}
+
+cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  REAL(cudaMallocPitch);
+  if (!Recorder::get().active()) return real_cudaMallocPitch(ptr, pitch, width, height);
+  *pitch = (width + 511) / 512 * 512;
+  return serve(ptr, *pitch * height);
+}
+
+cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
+  REAL(cudaMalloc3D);
+  if (!Recorder::get().active()) return real_cudaMalloc3D(pitched, extent);
+  size_t pitch = (extent.width + 511) / 512 * 512;
+  void* ptr = nullptr;
+  cudaError_t status = serve(&ptr, pitch * extent.height * extent.depth);
+  pitched->ptr = ptr;
+  pitched->pitch = pitch;
+  pitched->xsize = extent.width;
+  pitched->ysize = extent.height;
+  return status;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  REAL(cudaFree);
+  if (Recorder::get().active() && release(ptr)) return cudaSuccess;
+  return real_cudaFree(ptr);
+}
+
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  REAL(cudaFreeAsync);
+  if (Recorder::get().active() && release(ptr)) return cudaSuccess;
+  return real_cudaFreeAsync(ptr, stream);
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
+  REAL(cuMemAlloc_v2);
+  if (!Recorder::get().active()) return real_cuMemAlloc_v2(ptr, size);
+  void* p = nullptr;
+  serve(&p, size);
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  REAL(cuMemFree_v2);
+  if (Recorder::get().active() && release(reinterpret_cast<void*>(ptr))) return CUDA_SUCCESS;
+  return real_cuMemFree_v2(ptr);
+}
+
+cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
+  REAL(cudaMallocManaged);
+  if (Recorder::get().active()) refuse_managed("cudaMallocManaged");
+  return real_cudaMallocManaged(ptr, size, flags);
+}
+
+}  // extern "C"

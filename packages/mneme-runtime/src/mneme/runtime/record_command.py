@@ -1,0 +1,108 @@
+"""`mneme record -rdb DB -- APP ARGS`: run an instrumented application under the recorder.
+
+The command checks everything it can before the application starts (the executable is
+instrumented, the database directory is usable), extracts the kernels' IR and metadata
+from the executable's ``.mneme.kernels`` section into a manifest the recorder reads, then
+runs the application with ``libmneme_recorder.so`` preloaded. The application's stdout,
+stderr and exit status pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from .address_space import DEFAULT_BASE
+from .errors import UserError
+
+RECORDER = Path(__file__).with_name("libmneme_recorder.so")
+
+
+def _manifest(executable: Path, out: Path) -> int:
+    """Write the recorder's kernel manifest (one tab-separated line per kernel)."""
+    try:
+        from mneme.instrument.section import read_kernels
+    except ImportError:
+        raise UserError("mneme record needs mneme-instrument: pip install mneme-instrument") from None
+    kernels = read_kernels(executable)  # raises NotInstrumentedError (a user error)
+    lines = []
+    for index, k in enumerate(kernels):
+        if not k.static_hash or not k.ir:
+            continue  # extraction failed at build time: launches run unrecorded
+        ir_path = out / f"k{index}.bc"
+        ir_path.write_bytes(k.ir)
+        params = ",".join(
+            f"{p.size}:{p.align}:{p.offset}:{int(p.pointer)}:{int(p.byval)}" for p in k.params
+        )
+        globals_ = ",".join(f"{g.name}:{g.size}:{g.address_space}" for g in k.globals)
+        demangled = k.demangled.replace("\t", " ").replace("\n", " ")
+        lines.append("\t".join([k.name, k.static_hash, demangled, str(ir_path), params, globals_]))
+    (out / "kernels.tsv").write_text("\n".join(lines) + "\n")
+    return len(lines)
+
+
+@click.command("record", context_settings={"ignore_unknown_options": True})
+@click.option("-rdb", "--record-db-dir", "db", required=True, type=click.Path(path_type=Path),
+              help="Recording database directory (created; may hold an earlier recording of the same range).")
+@click.option("-vass", "--virtual-address-space-size", "vass", type=click.IntRange(1, 1 << 16), default=16,
+              show_default=True, help="GiB of virtual address space to reserve for device allocations.")
+@click.option("--vass-base", type=str, default=hex(DEFAULT_BASE), show_default=True,
+              help="Fixed base address of that range (replay recreates it there).")
+@click.option("-mr", "--per-kernel-max-recordings", "max_recordings", type=click.IntRange(0), default=0,
+              help="Record at most N distinct instances per kernel (0: no limit).")
+@click.option("--kernel", "kernel_regex", default="", help="Record only kernels whose name matches this regex.")
+@click.option("--epilogue-format", type=click.Choice(["diff", "bytes", "best"]), default="diff", show_default=True)
+@click.option("-rr", "--record-ranks", default="0", show_default=True,
+              help="MPI ranks to record: a comma-separated list or 'all'.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
+           epilogue_format: str, record_ranks: str, command: tuple[str, ...]):
+    """Run COMMAND (an executable built with mneme-clang++) and record its kernel launches."""
+    executable = shutil.which(command[0]) or command[0]
+    if not Path(executable).is_file():
+        raise UserError(f"{command[0]}: no such executable")
+    try:
+        base = int(vass_base, 0)
+    except ValueError:
+        raise UserError(f"--vass-base {vass_base!r} is not an address (e.g. 0x200000000000)") from None
+    if kernel_regex:
+        try:
+            re.compile(kernel_regex)
+        except re.error as exc:
+            raise UserError(f"--kernel {kernel_regex!r} is not a regular expression: {exc}") from None
+    if record_ranks != "all" and not re.fullmatch(r"\d+(,\d+)*", record_ranks):
+        raise UserError(f"--record-ranks {record_ranks!r}: give 'all' or a list like 0,2")
+    if not RECORDER.is_file():
+        raise UserError(f"the recorder library is missing ({RECORDER}): reinstall mneme-runtime")
+    from . import _native
+
+    with tempfile.TemporaryDirectory(prefix="mneme-record-") as tmp:
+        count = _manifest(Path(executable), Path(tmp))  # refuses non-instrumented executables
+        # Create or check the database before the application runs (one line if unusable).
+        _native.RecordingWriter(str(db), base, vass << 30, epilogue_format=epilogue_format)
+        click.echo(f"mneme record: {count} recordable kernels; recording into {db}", err=True)
+        env = dict(os.environ)
+        env.update({
+            "LD_PRELOAD": ":".join(filter(None, [str(RECORDER), env.get("LD_PRELOAD", "")])),
+            "MNEME_RECORD_DB": str(db.resolve()),
+            "MNEME_RECORD_MANIFEST": str(Path(tmp) / "kernels.tsv"),
+            "MNEME_RECORD_VASS": str(vass << 30),
+            "MNEME_RECORD_BASE": hex(base),
+            "MNEME_RECORD_MAX": str(max_recordings),
+            "MNEME_RECORD_FILTER": kernel_regex,
+            "MNEME_RECORD_EPILOGUE": epilogue_format,
+            "MNEME_RECORD_RANKS": record_ranks,
+        })
+        code = subprocess.call([executable, *command[1:]], env=env)
+    if code < 0:  # killed by a signal: exit as a shell would
+        click.echo(f"mneme record: the application died of signal {-code}; "
+                   "every instance recorded before that is complete", err=True)
+        sys.exit(128 - code)
+    sys.exit(code)

@@ -1,0 +1,37 @@
+import pytest
+from instrument_support import (
+    CUDA_PROGRAMS,
+    HIP_PROGRAMS,
+    MNEME_CLANGXX,
+    build_with,
+    corpus_build,
+    require_toolchain,
+)
+
+
+def _outcome(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # reported by the test that looks at this program
+        return exc
+
+
+@pytest.fixture(scope="session")
+def instrumented(tmp_path_factory):
+    """program name -> BuildResult of the CUDA corpus built with mneme-clang++ (or the error)."""
+    require_toolchain()
+    root = tmp_path_factory.mktemp("instrumented")
+    return {p.name: _outcome(build_with, p, root / p.name, MNEME_CLANGXX) for p in CUDA_PROGRAMS}
+
+
+@pytest.fixture(scope="session")
+def instrumented_hip(tmp_path_factory):
+    """program name -> BuildResult (objects only) of the HIP ports built with mneme-clang++."""
+    require_toolchain()
+    root = tmp_path_factory.mktemp("instrumented-hip")
+    return {
+        p.name: _outcome(
+            corpus_build.build_program, p.directory, root / p.name, compiler=MNEME_CLANGXX
+        )
+        for p in HIP_PROGRAMS
+    }

@@ -1,0 +1,124 @@
+"""The CMake package: a corpus program built with CMake through mneme-clang++ as the compiler,
+and one through find_package(mneme) + add_mneme() with plain clang++-22."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from instrument_support import corpus_build, run_mneme
+from mneme.instrument.section import read_kernels
+
+BIN = Path(sys.executable).parent
+
+
+def cmake_tools():
+    cmake = shutil.which("cmake", path=str(BIN)) or shutil.which("cmake")
+    ninja = shutil.which("ninja", path=str(BIN)) or shutil.which("ninja")
+    if not cmake:
+        pytest.skip("cmake is not installed")
+    return cmake, ninja
+
+
+def write_project(directory: Path, program, use_add_mneme: bool) -> None:
+    cuda = corpus_build.find_cuda_root()
+    compile_flags = corpus_build.cuda_compile_flags(cuda) + list(program.flags)
+    link_flags = corpus_build.cuda_link_flags(program, cuda)
+    sources = " ".join(f'"{program.directory / s}"' for s in program.sources)
+    lines = [
+        "cmake_minimum_required(VERSION 3.21)",
+        "project(corpus_app LANGUAGES CXX)",
+        f"add_executable(app {sources})",
+        f"set_source_files_properties({sources} PROPERTIES LANGUAGE CXX)",
+        "target_compile_options(app PRIVATE " + " ".join(f'"{f}"' for f in compile_flags) + ")",
+        "target_link_options(app PRIVATE " + " ".join(f'"{f}"' for f in link_flags) + ")",
+    ]
+    if use_add_mneme:
+        lines += ["find_package(mneme 0.1 REQUIRED)", "add_mneme(app)"]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
+
+
+def configure_and_build(src: Path, build: Path, defines: list[str]) -> Path:
+    cmake, ninja = cmake_tools()
+    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
+    for cmd in (
+        [cmake, "-S", str(src), "-B", str(build), *generator, *defines],
+        [cmake, "--build", str(build)],
+    ):
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, (
+            f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return build / "app"
+
+
+def check_inspect(exe: Path, program) -> None:
+    kernels = read_kernels(exe)
+    assert sorted({k.demangled for k in kernels}) == list(program.kernels)
+    assert all(k.complete for k in kernels)
+    proc = run_mneme("inspect", str(exe), check=True)
+    assert all(name in proc.stdout for name in program.kernels)
+
+
+def test_cmake_with_wrapper_as_compiler(tmp_path):
+    program = corpus_build.load_program(corpus_build.CORPUS_DIR / "cuda" / "multi_tu")
+    cc = run_mneme("config", "cc", check=True).stdout.strip()
+    cxx = run_mneme("config", "cxx", check=True).stdout.strip()
+    write_project(tmp_path / "src", program, use_add_mneme=False)
+    exe = configure_and_build(
+        tmp_path / "src",
+        tmp_path / "build",
+        [f"-DCMAKE_C_COMPILER={cc}", f"-DCMAKE_CXX_COMPILER={cxx}"],
+    )
+    check_inspect(exe, program)
+
+
+def test_cmake_find_package_add_mneme_rdc(tmp_path):
+    program = corpus_build.load_program(corpus_build.CORPUS_DIR / "cuda" / "rdc_device_call")
+    cmakedir = run_mneme("config", "cmakedir", check=True).stdout.strip()
+    write_project(tmp_path / "src", program, use_add_mneme=True)
+    exe = configure_and_build(
+        tmp_path / "src",
+        tmp_path / "build",
+        ["-DCMAKE_CXX_COMPILER=clang++-22", f"-DCMAKE_PREFIX_PATH={cmakedir}"],
+    )
+    check_inspect(exe, program)
+    assert all(k.stage == "link" for k in read_kernels(exe))  # the linker launcher ran too
+
+
+def test_cmake_cuda_language_add_mneme_links_shared_cudart(tmp_path):
+    """`project(... CUDA)` with clang++-22 as the CUDA compiler: add_mneme() instruments
+    the CUDA objects and switches CMake's default static CUDA runtime to libcudart.so,
+    which the recorder interposes."""
+    program = corpus_build.load_program(corpus_build.CORPUS_DIR / "cuda" / "device_globals")
+    cuda = corpus_build.find_cuda_root()
+    includedir = run_mneme("config", "includedir", check=True).stdout.strip()
+    cmakedir = run_mneme("config", "cmakedir", check=True).stdout.strip()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.21)\n"
+        "project(corpus_cuda LANGUAGES CXX CUDA)\n"
+        f'add_executable(app "{program.directory / program.sources[0]}")\n'
+        f'target_include_directories(app PRIVATE "{corpus_build.CUDA_COMMON_DIR}")\n'
+        "find_package(mneme REQUIRED)\n"
+        "add_mneme(app)\n"
+    )
+    # this toolkit has no curand and keeps CCCL apart: CMake's own CUDA checks need both
+    cuda_flags = f"-I{includedir}/compat -I{cuda}/include/cccl -Wno-unknown-cuda-version"
+    exe = configure_and_build(
+        src,
+        tmp_path / "build",
+        [
+            "-DCMAKE_CXX_COMPILER=clang++-22",
+            "-DCMAKE_CUDA_COMPILER=clang++-22",
+            "-DCMAKE_CUDA_ARCHITECTURES=90",
+            f"-DCMAKE_CUDA_FLAGS={cuda_flags}",
+            f"-DCMAKE_PREFIX_PATH={cmakedir}",
+        ],
+    )
+    check_inspect(exe, program)
+    needed = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
+    assert "libcudart.so" in needed

@@ -1,0 +1,50 @@
+"""Helpers of the recorder tests: instrumented corpus executables and `mneme record` runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+
+
+def _load(name: str, file: str):
+    spec = importlib.util.spec_from_file_location(name, CORPUS / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus_build = _load("mneme_record_corpus_build", "build.py")
+checklines = _load("mneme_record_checklines", "checklines.py")
+PROGRAMS = {p.name: p for p in corpus_build.discover_programs("cuda")}
+
+
+def executable(name: str, out: Path, compiler: str = "mneme-clang++") -> Path:
+    """An instrumented build of a corpus program: MNEME_RECORD_PREBUILT=DIR (GPU hosts have
+    no clang) or built now with the wrapper."""
+    prebuilt = os.environ.get("MNEME_RECORD_PREBUILT")
+    if prebuilt and compiler == "mneme-clang++":
+        path = Path(prebuilt) / name / name
+        if not path.is_file():
+            pytest.skip(f"{path} was not prebuilt")
+        return path
+    if shutil.which(compiler) is None or shutil.which("clang++-22") is None:
+        pytest.skip(f"{compiler} / clang++-22 not installed")
+    result = corpus_build.build_program(PROGRAMS[name].directory, out / name, compiler=compiler)
+    return result.executable
+
+
+def mneme_record(db: Path, exe: Path, *options: str, args=None, env=None) -> subprocess.CompletedProcess:
+    program = PROGRAMS.get(exe.name)
+    argv = list(program.args if program and args is None else args or [])
+    return subprocess.run(
+        [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), *options, "--", str(exe), *argv],
+        capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})},
+    )

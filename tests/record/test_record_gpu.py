@@ -1,0 +1,127 @@
+"""Record the corpus on a real GPU and compare every instance with what the program saw.
+
+The corpus programs print FNV-1a checksums of each buffer before and after every launch
+(tests/corpus/README.md); each recorded instance must match one launch of its kernel.
+"""
+
+from __future__ import annotations
+
+import pytest
+from mneme.replay.db import Database
+from mneme.replay.db.integrity import check_database
+from mneme.runtime import driver_available
+from record_support import PROGRAMS, checklines, executable, mneme_record
+
+pytestmark = pytest.mark.gpu
+SLOW = {"large_working_set"}  # checksummed by size only (pure-Python FNV is slow)
+RECORDED = sorted(set(PROGRAMS) - {"crash_after_launch"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _gpu():
+    if not driver_available():
+        pytest.skip("no usable CUDA driver")
+
+
+def launches(stdout: str) -> dict[int, dict]:
+    result: dict[int, dict] = {}
+    for c in checklines.parse_output(stdout):
+        entry = result.setdefault(c.launch, {"kernel": c.kernel, "before": {}, "after": {}})
+        entry[c.phase][c.label] = (c.size, c.checksum)
+    return result
+
+
+def sums(inst, side: str, sizes: set[int], exact: bool) -> set:
+    out = set()
+    for r in inst.regions:
+        if r.size not in sizes:
+            continue
+        data = (inst.prologue if side == "before" else inst.epilogue)(r.name).tobytes()
+        out.add((r.size, checklines.fnv1a64_hex(data) if exact else None))
+    return out
+
+
+def matches(inst, launch: dict, exact: bool) -> bool:
+    for side in ("before", "after"):
+        want = set(launch[side].values())
+        if not exact:
+            want = {(size, None) for size, _ in want}
+        if not want <= sums(inst, side, {s for s, _ in want}, exact):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_every_instance_matches_what_the_program_saw(tmp_path, name):
+    program = PROGRAMS[name]
+    exe = executable(name, tmp_path)
+    db_path = tmp_path / "rec.rdb"
+    result = mneme_record(db_path, exe)
+    assert result.returncode == program.expect_exit, result.stderr
+    assert checklines.result_ok(result.stdout), result.stderr  # output passes through
+    seen = launches(result.stdout)
+    db = Database.open(db_path)
+    instances = list(db.instances())
+    assert instances, "nothing was recorded"
+    recorded_kernels = {i.kernel.demangled_name for i in instances}
+    reported = {launch["kernel"] for launch in seen.values()}
+    # same-named file-static kernels of several TUs are refused, saying so (never recorded wrong)
+    refused = {k for k in reported if f"kernel {k} is defined differently" in result.stderr}
+    assert reported - refused <= recorded_kernels, "every kernel that ran was recorded"
+    for inst in instances:
+        candidates = [L for L in seen.values() if L["kernel"] == inst.kernel.demangled_name]
+        assert inst.kernel.demangled_name not in refused
+        if not candidates:
+            continue  # a kernel that reports no region (device_printf's describe)
+        assert any(matches(inst, L, name not in SLOW) for L in candidates), (
+            f"{inst.id} ({inst.kernel.demangled_name}) matches no launch the program reported")
+    assert [p for p in check_database(db) if p.fatal] == []
+    if name == "multi_tu":
+        assert refused == {"local_scale(float*, int)"}
+
+
+def test_max_recordings_filter_and_formats(tmp_path):
+    exe = executable("many_launches", tmp_path)
+    one = tmp_path / "one.rdb"
+    assert mneme_record(one, exe, "-mr", "1", "--epilogue-format", "bytes").returncode == 0
+    db = Database.open(one)
+    assert all(len(k.instances()) <= 1 for k in db.kernels())
+    assert {i.epilogue_format for i in db.instances()} == {"bytes"}
+    full = tmp_path / "full.rdb"
+    assert mneme_record(full, exe, "--epilogue-format", "best").returncode == 0
+    assert len(list(Database.open(full).instances())) > len(list(db.instances()))
+    kernels = sorted(k.demangled_name for k in Database.open(full).kernels())
+    first = kernels[0].split("(")[0].split("<")[0].split()[-1]
+    filtered = tmp_path / "filtered.rdb"
+    assert mneme_record(filtered, exe, "--kernel", f"^{first}").returncode == 0
+    names = {k.demangled_name for k in Database.open(filtered).kernels()}
+    assert names and all(n.startswith(first) or first in n for n in names)
+    assert len(names) < len(kernels)
+
+
+def test_rank_selection(tmp_path):
+    exe = executable("atomics", tmp_path)
+    rank1 = tmp_path / "rank1.rdb"
+    assert mneme_record(rank1, exe, env={"OMPI_COMM_WORLD_RANK": "1"}).returncode == 0
+    assert list(Database.open(rank1).instances()) == []
+    everyone = tmp_path / "all.rdb"
+    assert mneme_record(everyone, exe, "-rr", "all", env={"OMPI_COMM_WORLD_RANK": "1"}).returncode == 0
+    assert list(Database.open(everyone).instances())
+
+
+def test_crash_after_recordings_leaves_them_complete(tmp_path):
+    program = PROGRAMS["crash_after_launch"]
+    exe = executable("crash_after_launch", tmp_path)
+    db_path = tmp_path / "crash.rdb"
+    result = mneme_record(db_path, exe)
+    assert result.returncode == 128 - program.expect_exit  # SIGABRT: 134, as a shell reports
+    db = Database.open(db_path)
+    assert len(list(db.instances())) >= 2
+    assert [p for p in check_database(db) if p.fatal] == []
+
+
+def test_vass_too_small_says_how_much(tmp_path):
+    exe = executable("large_working_set", tmp_path)
+    result = mneme_record(tmp_path / "small.rdb", exe, "-vass", "1", args=["1024"])
+    assert result.returncode == 75
+    assert "too small" in result.stderr and "-vass" in result.stderr
