@@ -119,14 +119,19 @@ def write_array(
     level: int = DEFAULT_ZSTD_LEVEL,
     attributes: dict | None = None,
     skip_zero_chunks: bool = False,
+    xor_with: np.ndarray | None = None,
 ) -> int:
     """Write ``data`` (uint8, 1-D) as a Zarr v3 array; returns the bytes stored.
 
     ``skip_zero_chunks`` leaves all-zero chunks out (they read back as the fill value 0):
     used for XOR deltas, where an absent chunk means "unchanged". Otherwise every chunk is
-    written, so a missing chunk file is detectable corruption.
+    written, so a missing chunk file is detectable corruption. With ``xor_with`` the array
+    stored is ``data ^ xor_with``, computed chunk by chunk on the pool (no full-size copy).
     """
     flat = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+    other = None if xor_with is None else np.ascontiguousarray(xor_with, dtype=np.uint8).reshape(-1)
+    if other is not None and other.size != flat.size:
+        raise ValueError("xor_with must have the size of data")
     # Small arrays get one chunk of their own size: Zarr stores edge chunks padded to the
     # full chunk shape, which would cost a whole chunk's memory on every read.
     chunk_size = max(1, min(chunk_size, flat.size))
@@ -136,6 +141,8 @@ def write_array(
 
     def one(index: int) -> int:
         piece = flat[index * chunk_size : (index + 1) * chunk_size]
+        if other is not None:
+            piece = np.bitwise_xor(piece, other[index * chunk_size : (index + 1) * chunk_size])
         if skip_zero_chunks and not piece.any():
             return 0
         if piece.size < chunk_size:  # the edge chunk, padded with the fill value

@@ -305,10 +305,10 @@ def _write_epilogue(path: Path, before: np.ndarray, after: np.ndarray, fmt: str,
         return write_array(target, after, attributes={layout.ATTRS_KEY: {"encoding": "bytes"}}, **options)
 
     def as_delta(target: Path) -> int:
-        delta = np.bitwise_xor(before, after)
         return write_array(
             target,
-            delta,
+            after,
+            xor_with=before,
             attributes={layout.ATTRS_KEY: {"encoding": "xor-prologue"}},
             skip_zero_chunks=True,
             **options,
