@@ -43,7 +43,7 @@ from .errors import (
     NotFoundError,
 )
 from .hashing import dynamic_hash
-from .reader import check_format_version
+from .reader import Database
 from .schema import InstanceRecord, KernelRecord, RecordingInfo, Region, as_bytes_array
 
 
@@ -115,7 +115,7 @@ class DatabaseWriter:
         (root / layout.PRIVATE_DIR).mkdir(exist_ok=True)
         with _locked(root):
             if meta.exists():
-                existing = _existing_info(root)
+                existing = Database.open(root).info  # the reader's validation
                 if (existing.vas_base, existing.vas_size) != (info.vas_base, info.vas_size):
                     raise IncompatibleDatabaseError(
                         f"{root} holds a recording of address range {existing.vas_base:#x}+"
@@ -351,15 +351,6 @@ def _complete(info: RecordingInfo) -> RecordingInfo:
         created=info.created or _now(),
         host=info.host or socket.gethostname(),
     )
-
-
-def _existing_info(root: Path) -> RecordingInfo:
-    doc = load_json(root / "zarr.json")
-    attrs = doc.get("attributes", {}).get(layout.ATTRS_KEY) if isinstance(doc.get("attributes"), dict) else None
-    if not isinstance(attrs, dict):
-        raise NotADatabaseError(f"{root} is a Zarr hierarchy but not a mneme database")
-    check_format_version(root, attrs)
-    return RecordingInfo.from_json(attrs)
 
 
 def region(kind: str, address: int, data, symbol: str | None = None) -> Region:
