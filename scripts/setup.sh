@@ -44,3 +44,15 @@ export PATH="$tools/bin:$PATH"
 # hatch creates its environments with this interpreter.
 export HATCH_PYTHON="$MNEME_PYTHON"
 echo "setup: python $("$MNEME_PYTHON" -c 'import platform; print(platform.python_version())'), $(clang++-22 --version | head -1), hatch $(hatch --version | awk '{print $NF}')"
+
+# The native parts are built in place when hatch creates the environment. An environment
+# left from an earlier checkout at this path may lack them (or point at deleted builds):
+# then build it again.
+if hatch env find >/dev/null 2>&1 && [ -d "$(hatch env find)" ]; then
+  if ! hatch run python -c "import mneme.runtime._native, mneme.replay.jit._llvm" >/dev/null 2>&1 \
+     || ! ls "$root"/packages/mneme-instrument/src/mneme/instrument/lib/*.so >/dev/null 2>&1 \
+     || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_recorder.so" ]; then
+    echo "setup: the development environment lacks the native builds; recreating it"
+    hatch env prune
+  fi
+fi
