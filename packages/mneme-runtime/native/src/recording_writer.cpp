@@ -154,8 +154,10 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
   fs::path meta = root_ / "zarr.json";
   auto foreign = [&] {
     for (const auto& entry : fs::directory_iterator(root_)) {
-      auto name = entry.path().filename();
-      if (name != ".mneme" && name != "kernels") return true;
+      std::string name = entry.path().filename().string();
+      // .zarr.json.<pid>.tmp: another writer is creating this database right now
+      bool temporary = name.rfind(".zarr.json.", 0) == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+      if (name != ".mneme" && name != "kernels" && !temporary) return true;
     }
     return false;
   };

@@ -294,7 +294,15 @@ def _locked(root: Path):
 
 def _foreign(root: Path) -> bool:
     """Holds something other than a database (being) created by mneme."""
-    return any(p.name not in (layout.PRIVATE_DIR, layout.KERNELS) for p in root.iterdir())
+    return any(
+        p.name not in (layout.PRIVATE_DIR, layout.KERNELS) and not _is_metadata_temporary(p.name)
+        for p in root.iterdir()
+    )
+
+
+def _is_metadata_temporary(name: str) -> bool:
+    """``.zarr.json.<pid>.tmp``: another writer is creating this database right now."""
+    return name.startswith(".zarr.json.") and name.endswith(".tmp")
 
 
 def _write_epilogue(path: Path, before: np.ndarray, after: np.ndarray, fmt: str, options) -> str:
