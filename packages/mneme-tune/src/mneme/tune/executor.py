@@ -1,0 +1,389 @@
+"""ReplayExecutor: replays in worker processes, one per GPU, in the concurrent.futures style.
+
+    with ReplayExecutor("app.rdb", devices=[0, 1]) as pool:
+        future = pool.submit(settings, instance="KERNEL/INSTANCE")
+        for done in as_completed([future, ...]):
+            done.result()          # a ReplayResult, or raises TrialFailed
+
+Each worker process holds restored replay sessions (the instance's memory stays on its
+GPU between observations). With GPUs, compiling runs ahead on a pool of CPU processes
+that fill a shared on-disk compile cache, so a GPU worker mostly finds its cubin ready.
+Crash isolation: a worker that dies (kernel fault, sticky CUDA error, abort) or does not
+answer within ``timeout`` seconds (watchdog: it is killed) fails only its task, with the
+reason; a fresh worker takes its place and restores the memory on its first replay.
+Without devices (``devices=None``) the workers compile only, on the CPUs.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import itertools
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, as_completed
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+from mneme.replay.engine import ReplayResult, ReplaySettings
+
+from .errors import DeviceSelectionError, TrialFailed, TuneError
+from .worker import precompile, worker_main
+
+__all__ = ["ReplayExecutor", "as_completed"]
+
+#: seconds a starting worker may take to report its device
+START_TIMEOUT = 120.0
+
+
+@dataclass
+class _Task:
+    id: int
+    instance: str
+    settings_json: str
+    future: Future
+    started: float = 0.0
+
+
+@dataclass
+class _Worker:
+    slot: int
+    device: int | None
+    process: Any = None
+    conn: Any = None
+    ready: bool = False
+    hello: dict = field(default_factory=dict)
+    task: _Task | None = None
+    started: float = 0.0
+    restarts: int = 0
+
+
+def _describe_exit(process) -> str:
+    code = process.exitcode
+    if code is None:
+        return "the worker stopped answering"
+    if code < 0:
+        try:
+            return f"the worker died from {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the worker died from signal {-code}"
+    return f"the worker exited with status {code}"
+
+
+class ReplayExecutor:
+    """Replays configurations of instances of one database on worker processes.
+
+    ``devices``: GPU ordinals (one worker each, ``workers_per_device`` if more pays),
+    or None to compile only on ``cpu_workers`` processes. ``timeout``: seconds a task may
+    run in a worker before the watchdog kills it. ``compile_workers``: CPU processes that
+    compile ahead for GPU workers (0: workers compile themselves). ``before_run``: a
+    picklable callable run in the worker with the settings before each replay (tests use
+    it to make a worker die). ``instance``: the default instance of ``submit``.
+    """
+
+    def __init__(
+        self,
+        database: str | os.PathLike,
+        *,
+        instance: str | None = None,
+        devices: Sequence[int] | None = None,
+        workers_per_device: int = 1,
+        cpu_workers: int | None = None,
+        compile_workers: int | None = None,
+        timeout: float = 60.0,
+        cache_dir: str | os.PathLike | None = None,
+        before_run: Callable[[ReplaySettings], None] | None = None,
+    ):
+        self.database = str(Path(database).resolve())
+        self.instance = instance
+        self.timeout = float(timeout)
+        self.devices = list(devices) if devices is not None else None
+        self._tmp = None
+        if cache_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
+            cache_dir = self._tmp.name
+        self.cache_dir = str(cache_dir)
+        self._context = multiprocessing.get_context("spawn")  # CUDA must not be forked
+        self._spec_extra = {"before_run": before_run}
+        if self.devices is not None:
+            if not self.devices:
+                raise DeviceSelectionError("--devices names no GPU")
+            slots = [d for d in self.devices for _ in range(max(1, workers_per_device))]
+        else:
+            slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
+        self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
+        self._pending: collections.deque[_Task] = collections.deque()
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
+        self._closing = False
+        self._inflight: set[Future] = set()
+        self.failures: collections.Counter[str] = collections.Counter()
+        self._compile_pool = None
+        self.archs: set[str] = set()
+        self._start_all()
+        if self.devices is not None:
+            if compile_workers is None:
+                compile_workers = max(1, min(8, (os.cpu_count() or 2) - len(self._workers)))
+            if compile_workers > 0:
+                self._compile_pool = concurrent.futures.ProcessPoolExecutor(
+                    compile_workers, mp_context=self._context
+                )
+        self._thread = threading.Thread(target=self._dispatch, name="mneme-dispatch", daemon=True)
+        self._thread.start()
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def _spawn(self, worker: _Worker) -> None:
+        parent, child = self._context.Pipe()
+        spec = {"database": self.database, "device": worker.device, "cache_dir": self.cache_dir,
+                **self._spec_extra}
+        process = self._context.Process(
+            target=worker_main, args=(child, spec), name=f"mneme-worker-{worker.slot}", daemon=True
+        )
+        process.start()
+        child.close()
+        worker.process, worker.conn, worker.ready, worker.task = process, parent, False, None
+        worker.started = time.monotonic()
+
+    def _start_all(self) -> None:
+        for worker in self._workers:
+            self._spawn(worker)
+        for worker in self._workers:
+            message = None
+            if worker.conn.poll(START_TIMEOUT):
+                try:
+                    message = worker.conn.recv()
+                except EOFError:
+                    message = None
+            if message is None or message[0] != "hello":
+                reason = message[1] if message else _describe_exit(worker.process)
+                self._kill_all()
+                if worker.device is not None:
+                    raise DeviceSelectionError(
+                        f"GPU {worker.device} cannot be used ({reason}); check --devices "
+                        "against nvidia-smi -L"
+                    )
+                raise TuneError(f"a worker could not start: {reason}")
+            worker.ready, worker.hello = True, message[1]
+            if message[1].get("arch"):
+                self.archs.add(message[1]["arch"])
+
+    @property
+    def device_info(self) -> list[dict]:
+        """What each worker reported at start (device name, arch, limits)."""
+        return [w.hello for w in self._workers]
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self._workers)
+
+    @property
+    def worker_count(self) -> int:
+        return len(self._workers)
+
+    def _kill(self, worker: _Worker) -> None:
+        if worker.process is not None and worker.process.is_alive():
+            worker.process.kill()
+        if worker.process is not None:
+            worker.process.join(5)
+        if worker.conn is not None:
+            worker.conn.close()
+        worker.conn = None
+
+    def _kill_all(self) -> None:
+        for worker in self._workers:
+            self._kill(worker)
+
+    def _fail_and_restart(self, worker: _Worker, kind: str, message: str) -> None:
+        task = worker.task
+        self._kill(worker)
+        if task is not None:
+            self._finish(task, error=TrialFailed(kind, message))
+        worker.restarts += 1
+        if not self._closing:
+            self._spawn(worker)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def submit(self, settings: ReplaySettings, instance: str | None = None) -> Future:
+        """Replay ``settings`` on ``instance`` (default: the executor's): a Future of a
+        ReplayResult that raises TrialFailed when the replay fails or does not verify."""
+        instance = instance or self.instance
+        if instance is None:
+            raise TuneError("submit needs an instance (KERNEL/INSTANCE)")
+        if self._closing:
+            raise RuntimeError("the executor is shut down")
+        task = _Task(next(self._ids), instance, settings.to_json(), Future())
+        task.future.set_running_or_notify_cancel()
+        with self._lock:
+            self._inflight.add(task.future)
+        task.future.add_done_callback(self._inflight.discard)
+        if self._compile_pool is not None:
+            compiles = [
+                self._compile_pool.submit(
+                    precompile, self.database, instance, task.settings_json, arch, self.cache_dir
+                )
+                for arch in sorted(self.archs)
+            ]
+            remaining = [len(compiles)]
+
+            def compiled(done: Future) -> None:
+                error = done.exception()
+                if error is not None and not task.future.done():
+                    from .worker import classify
+
+                    kind, _ = classify(error)
+                    self._finish(task, error=TrialFailed(kind, str(error)))
+                with self._lock:
+                    remaining[0] -= 1
+                    if remaining[0] == 0 and not task.future.done():
+                        self._queue(task)
+
+            for c in compiles:
+                c.add_done_callback(compiled)
+        else:
+            self._queue(task)
+        return task.future
+
+    def map(self, settings: Iterable[ReplaySettings], instance: str | None = None,
+            timeout: float | None = None) -> Iterator[ReplayResult]:
+        """Results in the order of ``settings`` (raises the first failure, like Executor.map)."""
+        futures = [self.submit(s, instance) for s in settings]
+        for future in futures:
+            yield future.result(timeout)
+
+    def _queue(self, task: _Task) -> None:
+        with self._lock:
+            self._pending.append(task)
+        self._wake_w.send(b"")
+
+    def _finish(self, task: _Task, result: ReplayResult | None = None,
+                error: TrialFailed | None = None) -> None:
+        if task.future.done():
+            return
+        if error is not None:
+            self.failures[error.kind] += 1
+            task.future.set_exception(error)
+        else:
+            task.future.set_result(result)
+
+    def _assign(self) -> None:
+        for worker in self._workers:
+            if not worker.ready or worker.task is not None:
+                continue
+            with self._lock:
+                if not self._pending:
+                    return
+                task = self._pending.popleft()
+            try:
+                worker.conn.send((task.id, task.instance, task.settings_json))
+            except (OSError, BrokenPipeError):
+                worker.task = task
+                self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
+                continue
+            task.started = time.monotonic()
+            worker.task = task
+
+    def _receive(self, worker: _Worker) -> None:
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.process.join(5)
+            self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
+            return
+        kind = message[0]
+        if kind == "hello":
+            worker.ready, worker.hello = True, message[1]
+            return
+        if kind == "fatal":
+            worker.task = None
+            self._fail_and_restart(worker, "crashed", f"a restarted worker failed: {message[1]}")
+            return
+        task, worker.task = worker.task, None
+        if task is None:
+            return
+        if kind == "ok":
+            result = ReplayResult.from_dict(message[2])
+            if result.verified is False:
+                self._finish(task, error=TrialFailed(
+                    "unverified",
+                    f"{len(result.mismatches)} region(s) differ from the recording", result))
+            else:
+                self._finish(task, result)
+            return
+        self._finish(task, error=TrialFailed(kind, message[2]))
+        if kind == "crashed":  # the worker exits after a fault: start its successor now
+            worker.task = None
+            self._fail_and_restart(worker, "crashed", message[2])
+
+    def _watchdog(self) -> None:
+        now = time.monotonic()
+        for worker in self._workers:
+            if worker.task is not None and now - worker.task.started > self.timeout:
+                self._fail_and_restart(
+                    worker, "timeout",
+                    f"no answer within {self.timeout:g} s (hang?): the worker was killed")
+            elif not worker.ready and worker.conn is not None and now - worker.started > START_TIMEOUT:
+                self._fail_and_restart(worker, "crashed", "a restarted worker did not start")
+
+    def _dispatch(self) -> None:
+        while not self._closing:
+            self._assign()
+            conns = {w.conn: w for w in self._workers if w.conn is not None}
+            try:
+                ready = wait([*conns, self._wake_r], timeout=0.5)
+            except OSError:
+                continue
+            for conn in ready:
+                if conn is self._wake_r:
+                    while self._wake_r.poll():
+                        self._wake_r.recv()
+                    continue
+                worker = conns[conn]
+                if worker.conn is conn:
+                    self._receive(worker)
+            self._watchdog()
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        if wait and not cancel_futures:
+            with self._lock:
+                inflight = list(self._inflight)
+            concurrent.futures.wait(inflight)
+        self._closing = True
+        self._wake_w.send(b"")
+        self._thread.join(10)
+        with self._lock:
+            pending = list(self._pending)
+            self._pending.clear()
+        for task in pending + [w.task for w in self._workers if w.task is not None]:
+            self._finish(task, error=TrialFailed("error", "the executor was shut down"))
+        for worker in self._workers:
+            if worker.conn is not None:
+                try:
+                    worker.conn.send(None)
+                except OSError:
+                    pass
+        for worker in self._workers:
+            if worker.process is not None:
+                worker.process.join(10)
+            self._kill(worker)
+        if self._compile_pool is not None:
+            self._compile_pool.shutdown(wait=True, cancel_futures=True)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> ReplayExecutor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown(wait=exc[0] is None, cancel_futures=exc[0] is not None)

@@ -1,0 +1,197 @@
+"""The report of a tuning run: best configuration, every trial, and plots.
+
+``write_report(outcome, DIR)`` writes:
+
+- ``best.json``: the best configuration, accepted by ``mneme replay --config``
+- ``summary.json``: study, objectives, baseline, counts, the best configurations
+- ``trials.csv``: one row per finished trial (parameters, objectives, verification, reason)
+- plots as PNG and HTML: ``history`` (or ``pareto`` for several objectives),
+  ``importance``, ``parallel``, and ``times`` (the objective of every configuration)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mneme.replay.engine import ReplaySettings
+
+from .errors import TuneError
+from .objective import unit
+from .tuner import TrialRecord, TuneOutcome
+
+TOP = 10
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and rename: a reader never sees half a report."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+def exported_settings(record: TrialRecord) -> dict[str, Any]:
+    """A trial's configuration as ``mneme replay --config`` takes it (replayed on a GPU:
+    the compile-only flag of a static tuning run is dropped)."""
+    settings = ReplaySettings.from_dict(record.settings)
+    replay = settings.replay.with_(compile_only=False)
+    return ReplaySettings(settings.compile, replay).to_dict()
+
+
+def summary(outcome: TuneOutcome) -> dict[str, Any]:
+    def row(r: TrialRecord) -> dict[str, Any]:
+        return {"trial": r.number, "values": r.values, "params": r.params,
+                "metrics": r.metrics, "speedup": r.speedup, "verified": r.verified}
+
+    failures: dict[str, int] = {}
+    for r in outcome.trials:
+        if r.state == "failed":
+            failures[r.failure or "error"] = failures.get(r.failure or "error", 0) + 1
+    return {
+        "study": outcome.study.study_name,
+        "objectives": [{"name": n, "unit": unit(n)} for n in outcome.objectives],
+        "baseline": outcome.baseline,
+        "trials": len(outcome.trials),
+        "complete": sum(1 for r in outcome.trials if r.state == "complete"),
+        "failed": failures,
+        "this_run": {"trials": outcome.ran, "failed": outcome.failed,
+                     "seconds": outcome.elapsed, "trials_per_second": outcome.trials_per_second},
+        "best": [row(r) for r in outcome.best[:TOP]],
+    }
+
+
+def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
+    params = sorted({k for r in outcome.trials for k in r.params})
+    metrics = sorted({k for r in outcome.trials for k in r.metrics})
+    header = ["trial", "state", *(f"value_{n}" for n in outcome.objectives), *params, *metrics, "speedup", "verified",
+              "failure", "reason"]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(header)
+        for r in sorted(outcome.trials, key=lambda r: r.number):
+            values = r.values or [None] * len(outcome.objectives)
+            writer.writerow([r.number, r.state, *values, *(r.params.get(p) for p in params),
+                             *(r.metrics.get(m) for m in metrics), r.speedup, r.verified,
+                             r.failure, r.reason])
+    os.replace(tmp, path)
+
+
+def _times_figures(outcome: TuneOutcome):
+    """Objective per configuration (trial), failures marked, baseline as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import plotly.graph_objects as go
+
+    name = outcome.objectives[0]
+    label = f"{name} ({unit(name)})"
+    done = [r for r in outcome.trials if r.state == "complete" and r.values]
+    xs = [r.number for r in done]
+    ys = [r.values[0] for r in done]
+    failed = [r.number for r in outcome.trials if r.state == "failed"]
+    base = (outcome.baseline.get("values") or [None])[0]
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    ax.scatter(xs, ys, s=12, label="configuration")
+    if failed:
+        low = min(ys) if ys else 0
+        ax.scatter(failed, [low] * len(failed), marker="x", color="tab:red", s=14,
+                   label="failed (not measured)")
+    if base is not None:
+        ax.axhline(base, color="tab:green", linestyle="--", label="recorded configuration")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(label)
+    ax.set_title(f"{name} per configuration: {outcome.study.study_name}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="configuration",
+                                text=[json.dumps(r.params) for r in done]))
+    if failed:
+        figure.add_trace(go.Scatter(x=failed, y=[min(ys) if ys else 0] * len(failed),
+                                    mode="markers", marker_symbol="x", name="failed"))
+    if base is not None:
+        figure.add_hline(y=base, line_dash="dash", annotation_text="recorded configuration")
+    figure.update_layout(title=f"{name} per configuration", xaxis_title="trial",
+                         yaxis_title=label)
+    return fig, figure
+
+
+def _optuna_figures(outcome: TuneOutcome, kind: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import optuna.visualization as vis
+    import optuna.visualization.matplotlib as vism
+
+    study = outcome.study
+    single = len(outcome.objectives) == 1
+    target = None if single else (lambda t: t.values[0])
+    target_name = f"{outcome.objectives[0]} ({unit(outcome.objectives[0])})"
+    if kind == "history":
+        return (vism.plot_optimization_history(study, target_name=target_name).figure,
+                vis.plot_optimization_history(study, target_name=target_name))
+    if kind == "pareto":
+        names = [f"{n} ({unit(n)})" for n in outcome.objectives]
+        return (vism.plot_pareto_front(study, target_names=names).figure,
+                vis.plot_pareto_front(study, target_names=names))
+    if kind == "importance":
+        return (vism.plot_param_importances(study, target=target, target_name=target_name).figure,
+                vis.plot_param_importances(study, target=target, target_name=target_name))
+    return (vism.plot_parallel_coordinate(study, target=target, target_name=target_name).figure,
+            vis.plot_parallel_coordinate(study, target=target, target_name=target_name))
+
+
+def write_plots(outcome: TuneOutcome, directory: Path) -> tuple[list[str], dict[str, str]]:
+    """Every plot as PNG and HTML; returns (written files, skipped plot → why)."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    written, skipped = [], {}
+    complete = sum(1 for r in outcome.trials if r.state == "complete")
+    kinds = ["history" if len(outcome.objectives) == 1 else "pareto", "importance",
+             "parallel", "times"]
+    for kind in kinds:
+        if complete < 2 and kind in ("importance", "parallel"):
+            skipped[kind] = "needs at least two completed trials"
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                png, html = _times_figures(outcome) if kind == "times" else _optuna_figures(outcome, kind)
+                png.savefig(directory / f"{kind}.png")
+                plt.close(png)
+                html.write_html(directory / f"{kind}.html", include_plotlyjs="cdn")
+        except (ValueError, RuntimeError, ZeroDivisionError) as error:
+            skipped[kind] = str(error).splitlines()[0] if str(error) else type(error).__name__
+            continue
+        written += [f"{kind}.png", f"{kind}.html"]
+    return written, skipped
+
+
+def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
+                 plots: bool = True) -> dict[str, Any]:
+    """Write the report files into ``directory`` (created); returns the summary."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise TuneError(f"cannot create report folder {directory}: {error.strerror}") from None
+    data = summary(outcome)
+    if outcome.best:
+        _write_atomic(directory / "best.json",
+                      json.dumps(exported_settings(outcome.best[0]), indent=2, sort_keys=True))
+    write_trials_csv(outcome, directory / "trials.csv")
+    if plots:
+        data["plots"], data["plots_skipped"] = write_plots(outcome, directory)
+    _write_atomic(directory / "summary.json", json.dumps(data, indent=2, sort_keys=True, default=str))
+    return data

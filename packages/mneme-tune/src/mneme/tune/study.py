@@ -1,0 +1,123 @@
+"""Optuna storage, studies and samplers, with one-line errors for what users get wrong.
+
+Storage: an SQLite file by default; ``--storage`` takes any Optuna RDB URL
+(``postgresql://``, ``mysql://``, ``sqlite:///``) or a journal file (``journal:PATH`` or a
+path ending in ``.log``/``.journal``), which several processes on one machine, or on
+machines sharing a file system, use together.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from .errors import StudyError, TuneError
+from .space import BoundSpace
+
+DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
+SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
+#: user attribute holding what the study was made for (space, objectives)
+STUDY_ATTR = "mneme.study"
+
+optuna.logging.set_verbosity(logging.WARNING)
+
+
+def open_storage(url: str | None, default_dir: Path | None = None):
+    """An Optuna storage for ``url`` (None: the default SQLite file in ``default_dir``)."""
+    if url is None:
+        url = f"sqlite:///{(default_dir or Path.cwd()) / DEFAULT_STORAGE_FILE}"
+    try:
+        if url.startswith("journal:") or url.endswith((".log", ".journal")):
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+            path = Path(url.removeprefix("journal:")).expanduser()
+            if not path.parent.is_dir():
+                raise StudyError(f"journal storage {path}: folder {path.parent} does not exist")
+            return JournalStorage(JournalFileBackend(str(path)))
+        if "://" not in url:
+            raise StudyError(
+                f"storage {url!r} is neither a database URL (sqlite:///, postgresql://, "
+                "mysql://) nor a journal file (journal:PATH or *.log)"
+            )
+        if url.startswith("sqlite:///"):
+            folder = Path(url.removeprefix("sqlite:///")).expanduser().parent
+            if not folder.is_dir():
+                raise StudyError(f"storage {url}: folder {folder} does not exist")
+        # A short connect timeout: an unreachable server must not hang the command.
+        engine_kwargs: dict[str, Any] = {}
+        if url.startswith(("postgresql", "mysql")):
+            engine_kwargs["connect_args"] = {"connect_timeout": 10}
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    except StudyError:
+        raise
+    except ImportError as error:
+        raise StudyError(f"storage {url}: a database driver is missing ({error})") from None
+    except Exception as error:  # noqa: BLE001 - SQLAlchemy/driver errors become one line
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise StudyError(f"cannot open storage {url}: {message}") from None
+
+
+def make_sampler(name: str, space: BoundSpace, objectives: int, seed: int | None):
+    if name not in SAMPLERS:
+        raise TuneError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
+                                              constant_liar=True)
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        if name == "grid":
+            return optuna.samplers.GridSampler(space.feasible_grid(), seed=seed)
+        if name == "cmaes":
+            if objectives > 1:
+                raise TuneError("the cmaes sampler optimizes one objective; use nsga2 or tpe")
+            return optuna.samplers.CmaEsSampler(
+                seed=seed, warn_independent_sampling=False,
+                independent_sampler=optuna.samplers.TPESampler(seed=seed),
+            )
+        return optuna.samplers.NSGAIISampler(seed=seed)
+
+
+def default_sampler(objectives: int) -> str:
+    return "nsga2" if objectives > 1 else "tpe"
+
+
+def study_identity(space: BoundSpace, objectives: list[str]) -> dict[str, Any]:
+    return {"space": space.names, "signature": space.signature(), "objectives": objectives,
+            "parameters": space.describe()}
+
+
+def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sampler,
+               instances: list[str]) -> optuna.Study:
+    """Create the study, or load it when it exists for the same space and objectives."""
+    identity = {**study_identity(space, objectives), "instances": instances}
+    try:
+        existing = {s.study_name for s in optuna.study.get_all_study_summaries(storage)}
+    except Exception as error:  # noqa: BLE001
+        raise StudyError(f"cannot read studies from the storage: {error}") from None
+    if name in existing:
+        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        held = study.user_attrs.get(STUDY_ATTR)
+        if held is None:
+            raise StudyError(f"study {name!r} exists but was not made by mneme tune; choose "
+                             "another --study name")
+        for key, what in (("signature", "search space"), ("objectives", "objectives"),
+                          ("instances", "instances")):
+            if held.get(key) != identity[key]:
+                mine = identity["space"] if key == "signature" else identity[key]
+                theirs = held.get("space") if key == "signature" else held.get(key)
+                raise StudyError(
+                    f"study {name!r} exists with another {what} ({theirs}, not {mine}); "
+                    "choose another --study name or the same settings"
+                )
+        return study
+    directions = ["minimize"] * len(objectives)
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                directions=directions, load_if_exists=True)
+    study.set_user_attr(STUDY_ATTR, identity)
+    return study

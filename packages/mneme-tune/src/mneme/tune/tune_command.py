@@ -1,0 +1,222 @@
+"""`mneme tune`: an Optuna study per recorded instance (or per kernel), replayed on
+worker processes (one per GPU), with live progress, a table of the best configurations
+and an optional report folder.
+
+Exit status: 0 when a configuration completed, 1 when every trial failed, 2 user error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from mneme.replay.engine import open_database, select_instance
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import DeviceSelectionError, TuneError
+from .objective import unit
+from .study import SAMPLERS
+from .tuner import TuneOptions, TuneOutcome, Tuner
+
+NOTHING_COMPLETED_EXIT = 1
+
+
+def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
+    """``"0,1"`` → [0, 1]; None → [0] with a GPU driver, else compile-only (None)."""
+    from mneme.runtime import driver_available
+
+    if compile_only:
+        return None
+    gpu = driver_available()
+    if text is None:
+        return [0] if gpu else None
+    try:
+        devices = [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise DeviceSelectionError(f"--devices takes GPU ordinals such as 0,1, not {text!r}") from None
+    if not devices or any(d < 0 for d in devices):
+        raise DeviceSelectionError(f"--devices takes GPU ordinals such as 0,1, not {text!r}")
+    if len(set(devices)) != len(devices):
+        raise DeviceSelectionError("--devices names a GPU twice (use --workers-per-device)")
+    if not gpu:
+        raise DeviceSelectionError(
+            f"--devices {text}: there is no usable GPU driver on this machine "
+            "(tune with --compile-only)"
+        )
+    return devices
+
+
+def instances_to_tune(database: str, record_id: str | None, per: str) -> list[list[str]]:
+    """Groups of instance ids, one study each."""
+    db, kernel = open_database(database)
+    if record_id or (kernel is not None and per == "instance" and
+                     len(db.kernel(kernel).instance_hashes()) == 1):
+        instance = select_instance(db, kernel, record_id)
+        if per == "kernel":
+            return [[i.id for i in instance.kernel.instances()]]
+        return [[instance.id]]
+    kernels = [db.kernel(kernel)] if kernel is not None else db.kernels()
+    groups = []
+    for k in kernels:
+        ids = [i.id for i in k.instances()]
+        if not ids:
+            continue
+        groups += [ids] if per == "kernel" else [[i] for i in ids]
+    if not groups:
+        raise TuneError(f"{db.root} holds no recorded instance to tune")
+    return groups
+
+
+def _format_values(values, objectives) -> str:
+    if values is None:
+        return "-"
+    return ", ".join(f"{v:.4g} {unit(n)}" for v, n in zip(values, objectives, strict=True))
+
+
+def best_table(outcome: TuneOutcome, top: int) -> Table:
+    table = Table(title=f"best configurations: {outcome.study.study_name}", title_justify="left")
+    table.add_column("trial", justify="right")
+    table.add_column("parameters")
+    table.add_column(", ".join(outcome.objectives), justify="right")
+    table.add_column("vs baseline", justify="right")
+    table.add_column("verified")
+    base = outcome.baseline
+    if "values" in base:
+        table.add_row("base", "recorded configuration (default<O3>, recorded launch)",
+                      _format_values(base["values"], outcome.objectives), "1.00x",
+                      "yes" if base.get("verified") else "not checked")
+    elif "failure" in base:
+        table.add_row("base", "recorded configuration", "-", "-",
+                      f"failed: {base.get('reason')}")
+    for record in outcome.best[:top]:
+        params = " ".join(f"{k}={v}" for k, v in sorted(record.params.items()))
+        verified = {True: "yes", False: "NO", None: "not checked"}[record.verified]
+        speed = f"{record.speedup:.2f}x" if record.speedup else "-"
+        table.add_row(str(record.number), params, _format_values(record.values, outcome.objectives),
+                      speed, verified)
+    return table
+
+
+@click.command("tune")
+@click.option("-rdb", "--record-db", "database", required=True, metavar="DB",
+              help="Recording database (or DB/KERNEL).")
+@click.option("-rid", "--record-id", "record_id", metavar="INSTANCE",
+              help="Instance to tune (default: every instance, a study each).")
+@click.option("--space", "spaces", default=None, metavar="NAMES",
+              help="Comma-separated spaces: launch, pipeline, specialize, bounds, codegen, or a "
+                   "user space module:name / file.py:name (default: launch,pipeline; "
+                   "compile-only: pipeline,bounds).")
+@click.option("--trials", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Trials of the study in all (a resumed study runs the missing ones).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Time budget, seconds.")
+@click.option("--devices", metavar="0,1", help="GPUs to use, a worker each (default: GPU 0).")
+@click.option("--workers-per-device", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--storage", metavar="URL",
+              help="Optuna storage: sqlite:///FILE, postgresql://..., mysql://..., or a journal "
+                   "file (journal:PATH, *.log). Default: ./mneme-tune.sqlite3.")
+@click.option("--study", "study_name", metavar="NAME", help="Study name (default: from the instance, "
+              "space and objectives); processes sharing storage and name cooperate.")
+@click.option("--objective", "objectives", metavar="time|time,regs",
+              help="Objectives to minimize: time, regs, spills, size (default: time; "
+                   "compile-only: regs).")
+@click.option("--sampler", type=click.Choice(SAMPLERS),
+              help="Default: tpe (nsga2 for several objectives).")
+@click.option("--seed", type=int, help="Sampler seed.")
+@click.option("--grid-mode", type=click.Choice(["cover", "keep", "free"]), default="cover",
+              show_default=True, help="Launch space: derive the grid to cover the recorded "
+              "work, keep the recorded grid, or tune it.")
+@click.option("--per", type=click.Choice(["instance", "kernel"]), default="instance",
+              show_default=True, help="A study per instance, or per kernel across its instances.")
+@click.option("--iterations", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Timed iterations per trial.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Watchdog: seconds before a trial's worker is killed.")
+@click.option("--compile-only", is_flag=True,
+              help="Tune static objectives (registers, spills, size) without a GPU.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write best.json, summary.json, trials.csv and plots here.")
+@click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Rows of the best-configurations table.")
+def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, storage,
+         study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup,
+         trial_timeout, compile_only, report_dir, top):
+    """Tune recorded kernel instances: search a space of configurations, each replayed
+    and verified, with an Optuna study."""
+    console = Console(stderr=True)
+    out = Console()
+    device_list = parse_devices(devices, compile_only)
+    if device_list is None and not compile_only:
+        console.print("no GPU driver on this machine: tuning compile-only on static objectives")
+    if spaces is None:
+        spaces = "launch,pipeline" if device_list is not None else "pipeline,bounds"
+    groups = instances_to_tune(database, record_id, per)
+    if study_name and len(groups) > 1:
+        raise TuneError("--study names one study, but this tunes several instances: add -rid")
+    options = TuneOptions(
+        trials=trials, timeout=timeout, devices=device_list, workers_per_device=workers_per_device,
+        objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
+        grid_mode=grid_mode, iterations=iterations, warmup=warmup, trial_timeout=trial_timeout,
+    )
+    tuners = [Tuner(_db_root(database), group, spaces, options) for group in groups]  # validate all first
+    completed_any = False
+    for index, tuner in enumerate(tuners):
+        suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
+        outcome = _run_one(tuner, console, suffix)
+        out.print(best_table(outcome, top))
+        out.print(
+            f"{outcome.ran} trials this run in {outcome.elapsed:.1f} s "
+            f"({outcome.trials_per_second:.1f} trials/s), {outcome.failed} failed; "
+            f"study {outcome.study.study_name!r} holds {len(outcome.trials)} finished trials"
+        )
+        completed_any |= bool(outcome.best)
+        if report_dir is not None:
+            from .report import write_report
+
+            folder = report_dir if len(tuners) == 1 else report_dir / f"{index + 1:02d}"
+            data = write_report(outcome, folder)
+            out.print(f"report: {folder} ({', '.join(sorted(p for p in data.get('plots', []) if p.endswith('.png')))})")
+            for kind, why in data.get("plots_skipped", {}).items():
+                out.print(f"  plot {kind} skipped: {why}")
+    if not completed_any:
+        console.print("no configuration completed: every trial failed (see the reasons above)")
+        raise SystemExit(NOTHING_COMPLETED_EXIT)
+
+
+def _db_root(database: str) -> str:
+    db, _ = open_database(database)
+    return str(db.root)
+
+
+def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
+    with Progress(
+        TextColumn("[bold]tuning{task.fields[suffix]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("failed {task.fields[failed]}  best {task.fields[best]}  "
+                   "{task.fields[rate]:.1f} trials/s"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("tune", total=tuner.options.trials, suffix=suffix, failed=0,
+                                 best="-", rate=0.0)
+        objective = tuner.objectives[0]
+
+        def started(info: dict) -> None:
+            devices = ", ".join(sorted({d.get("name", "?") for d in info["devices"]}))
+            progress.console.print(
+                f"study {info['study']}: sampler {info['sampler']}, {info['workers']} worker(s) "
+                f"on {devices}, {info['space_size']} points in the space")
+            base = info["baseline"]
+            if "failure" in base:
+                progress.console.print(f"baseline failed: {base['failure']}: {base['reason']}")
+
+        def update(p) -> None:
+            best = f"{p.best:.4g} {unit(objective)}" if p.best is not None else "-"
+            progress.update(task, completed=p.done, total=p.total, failed=p.failed, best=best,
+                            rate=p.rate)
+
+        return tuner.run(on_progress=update, on_start=started)

@@ -1,0 +1,446 @@
+"""Tuner: an Optuna study over a search space, its trials replayed by a ReplayExecutor.
+
+    tuner = Tuner("app.rdb", ["KERNEL/INSTANCE"], spaces=["launch", "pipeline"],
+                  options=TuneOptions(trials=200, devices=[0]))
+    outcome = tuner.run()          # TuneOutcome: baseline, trials, best
+    outcome.best[0].speedup
+
+The recorded configuration (``default<O3>``, the recorded launch) runs first as the
+baseline; when the space holds it, it is also the study's first trial. A trial counts
+as a success only with every replay verified (or, compile-only, compiled). ``trials`` is
+the study's total: a resumed study runs only the missing ones, and trials a killed
+tuner left running are marked failed (``interrupted``) and run again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from mneme.replay.db import Database
+from mneme.replay.engine import ReplayConfig, ReplayResult, ReplaySettings
+from mneme.replay.jit import CompileConfig
+from optuna.trial import TrialState
+
+from . import objective as objectives_mod
+from .errors import TrialFailed, TuneError
+from .executor import ReplayExecutor
+from .space import BoundSpace, Space, SpaceContext, resolve_spaces
+from .study import default_sampler, make_sampler, open_storage, open_study
+
+#: user attribute of each trial: what mneme knows about it (one write per trial)
+TRIAL_ATTR = "mneme"
+#: user attribute of the study: the baseline's measurements
+BASELINE_ATTR = "mneme.baseline"
+#: study attribute prefix naming each tuner process that worked on the study
+TUNER_ATTR = "mneme.tuner."
+#: consecutive infeasible samples after which the search gives up
+MAX_INFEASIBLE = 2000
+#: seconds between reading the study's counts (other tuners may share it)
+RECOUNT_SECONDS = 0.25
+#: seconds after which a running trial that names no tuner counts as abandoned
+UNOWNED_GRACE = 60.0
+
+
+@dataclass
+class TuneOptions:
+    trials: int = 100
+    timeout: float | None = None
+    devices: Sequence[int] | None = None  # None: compile-only on the CPUs
+    workers_per_device: int = 1
+    cpu_workers: int | None = None
+    compile_workers: int | None = None
+    objectives: str | Sequence[str] | None = None
+    sampler: str | None = None
+    seed: int | None = None
+    storage: str | None = None
+    storage_dir: Path | None = None
+    study: str | None = None
+    grid_mode: str = "cover"
+    iterations: int = 5
+    warmup: int = 1
+    trial_timeout: float = 60.0
+    before_run: Callable[[ReplaySettings], None] | None = None
+
+    @property
+    def compile_only(self) -> bool:
+        return self.devices is None
+
+
+@dataclass
+class TrialRecord:
+    """One finished trial as mneme sees it."""
+
+    number: int
+    state: str  # complete | failed
+    params: dict[str, Any]
+    values: list[float] | None
+    settings: dict | None
+    verified: bool | None = None
+    failure: str | None = None
+    reason: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    #: the baseline's first objective over this trial's (for time: the speedup)
+    speedup: float | None = None
+
+    @classmethod
+    def from_frozen(cls, trial: optuna.trial.FrozenTrial, baseline_value: float | None):
+        attrs = trial.user_attrs.get(TRIAL_ATTR, {})
+        values = list(trial.values) if trial.values is not None else None
+        speedup = baseline_value / values[0] if baseline_value and values and values[0] else None
+        return cls(
+            number=trial.number,
+            state="complete" if trial.state == TrialState.COMPLETE else "failed",
+            params=dict(trial.params),
+            values=values,
+            settings=attrs.get("settings"),
+            verified=attrs.get("verified"),
+            failure=attrs.get("failure"),
+            reason=attrs.get("reason"),
+            metrics=attrs.get("metrics", {}),
+            speedup=speedup,
+        )
+
+
+@dataclass
+class TuneOutcome:
+    study: optuna.Study
+    objectives: list[str]
+    baseline: dict[str, Any]
+    trials: list[TrialRecord]
+    best: list[TrialRecord]
+    ran: int
+    failed: int
+    elapsed: float
+
+    @property
+    def trials_per_second(self) -> float:
+        return self.ran / self.elapsed if self.elapsed > 0 else 0.0
+
+
+@dataclass
+class Progress:
+    """What the command shows while tuning."""
+
+    done: int
+    total: int
+    failed: int
+    best: float | None
+    rate: float
+    last_failure: str | None = None
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True  # another machine's trial: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _metrics(results: Sequence[ReplayResult]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "regs": max(r.reg_usage for r in results),
+        "spills": sum(r.spills for r in results),
+        "size": sum(r.obj_size for r in results),
+        "compile_s": sum(r.compile_time for r in results),
+    }
+    if all(r.exec_time for r in results):
+        out["time_ms"] = objectives_mod.OBJECTIVES["time"][1](results)
+    return out
+
+
+class Tuner:
+    """Tunes the configuration of one instance, or of a kernel across several instances
+    (one configuration, objectives summed over them)."""
+
+    def __init__(self, database: str | os.PathLike, instances: Sequence[str],
+                 spaces: str | Sequence[str | Space], options: TuneOptions | None = None):
+        self.options = options or TuneOptions()
+        if self.options.trials < 1:
+            raise TuneError("--trials must be at least 1")
+        self.database = Path(database)
+        self.db = Database.open(self.database)
+        self.instances = [self.db.instance(i) for i in instances]
+        if not self.instances:
+            raise TuneError("no instance to tune")
+        self.instance_ids = [i.id for i in self.instances]
+        self.spaces = resolve_spaces(spaces, self.options.grid_mode)
+        self.objectives = objectives_mod.parse_objectives(
+            self.options.objectives, gpu=not self.options.compile_only)
+        # Spaces are checked before any worker starts: bad input fails fast.
+        self.bound = [BoundSpace(self.spaces, SpaceContext.from_instance(i)) for i in self.instances]
+        self._check_spaces()
+        self.storage = open_storage(self.options.storage, self.options.storage_dir)
+        self.sampler_name = self.options.sampler or default_sampler(len(self.objectives))
+        self.study = self._open_study()
+
+    def _open_study(self) -> optuna.Study:
+        sampler = make_sampler(self.sampler_name, self.bound[0], len(self.objectives),
+                               self.options.seed)
+        return open_study(self.storage, self.study_name, self.bound[0], self.objectives,
+                          sampler, self.instance_ids)
+
+    def _check_spaces(self) -> None:
+        first = self.bound[0]
+        for other, instance in zip(self.bound[1:], self.instances[1:], strict=True):
+            if other.describe() != first.describe():
+                raise TuneError(
+                    f"instance {instance.id} gives the space other parameters than "
+                    f"{self.instances[0].id}; tune these instances one at a time"
+                )
+        first.check_feasible()
+
+    @property
+    def study_name(self) -> str:
+        if self.options.study:
+            return self.options.study
+        kernel = self.instances[0].kernel
+        what = kernel.static_hash if len(self.instances) > 1 else self.instances[0].id
+        return f"{kernel.name}@{what}:{self.bound[0].names}:{','.join(self.objectives)}"
+
+    def base_settings(self) -> ReplaySettings:
+        o = self.options
+        return ReplaySettings(
+            CompileConfig(),
+            ReplayConfig(iterations=o.iterations, warmup=o.warmup, compile_only=o.compile_only),
+        )
+
+    # -- pieces of a run ---------------------------------------------------------------
+
+    def _settings(self, point: dict[str, Any]) -> list[ReplaySettings]:
+        base = self.base_settings()
+        return [bound.apply(point, base) for bound in self.bound]
+
+    def _rebind(self, executor: ReplayExecutor) -> None:
+        """Re-derive the spaces with the limits of the GPU the workers found."""
+        info = executor.device_info[0] if executor.device_info else {}
+        if "max_threads_per_block" not in info:
+            return
+        props = type("Props", (), info)
+        self.bound = [BoundSpace(self.spaces, SpaceContext.from_instance(i, props))
+                      for i in self.instances]
+        self._check_spaces()
+
+    def _measure_baseline(self, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
+        if BASELINE_ATTR in study.user_attrs:
+            return study.user_attrs[BASELINE_ATTR]
+        base = self.base_settings()
+        futures = [executor.submit(base, i) for i in self.instance_ids]
+        baseline: dict[str, Any] = {"settings": base.to_dict()}
+        try:
+            results = [f.result() for f in futures]
+        except TrialFailed as failure:
+            baseline.update(failure=failure.kind, reason=failure.message)
+        else:
+            baseline.update(metrics=_metrics(results),
+                            values=objectives_mod.evaluate(self.objectives, results),
+                            verified=None if self.options.compile_only else True,
+                            device=results[0].device or "cpu")
+        study.set_user_attr(BASELINE_ATTR, baseline)
+        return baseline
+
+    def _recover(self, study: optuna.Study) -> int:
+        """Trials a dead tuner of this machine left running: failed as interrupted, and
+        their points queued again so none is lost."""
+        me = _owner()
+        tuners = [k.removeprefix(TUNER_ATTR) for k in study.user_attrs if k.startswith(TUNER_ATTR)]
+        others_alive = any(_owner_alive(t) for t in tuners if t != me)
+        study.set_user_attr(TUNER_ATTR + me, time.time())
+        recovered = 0
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            owner = trial.user_attrs.get("mneme.owner", "")
+            if owner and _owner_alive(owner):
+                continue
+            if not owner and others_alive and trial.datetime_start and (
+                    datetime.datetime.now() - trial.datetime_start).total_seconds() < UNOWNED_GRACE:
+                continue  # maybe just asked by a live tuner that has not named itself yet
+            handle = optuna.trial.Trial(study, trial._trial_id)
+            handle.set_user_attr(
+                TRIAL_ATTR, {"failure": "interrupted", "reason": f"tuner {owner or '?'} stopped"})
+            study.tell(handle, state=TrialState.FAIL)
+            if trial.params:
+                study.enqueue_trial(trial.params, skip_if_exists=False)
+            recovered += 1
+        return recovered
+
+    @staticmethod
+    def _counted(trial: optuna.trial.FrozenTrial) -> bool:
+        if trial.state == TrialState.COMPLETE:
+            return True
+        if trial.state == TrialState.FAIL:
+            return trial.user_attrs.get(TRIAL_ATTR, {}).get("failure") != "interrupted"
+        return False
+
+    def _counts(self, study: optuna.Study) -> tuple[int, int]:
+        """(finished trials that count, trials running in any tuner of the study)."""
+        trials = study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
+        running = sum(1 for t in trials if t.state == TrialState.RUNNING)
+        return sum(1 for t in trials if self._counted(t)), running
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self, on_progress: Callable[[Progress], None] | None = None,
+            on_start: Callable[[dict], None] | None = None) -> TuneOutcome:
+        o = self.options
+        start = time.monotonic()
+        executor = ReplayExecutor(
+            self.database, devices=o.devices, workers_per_device=o.workers_per_device,
+            cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
+            timeout=o.trial_timeout, before_run=o.before_run,
+        )
+        try:
+            signature = self.bound[0].signature()
+            self._rebind(executor)
+            if self.bound[0].signature() != signature:  # this GPU's limits change the space
+                self.study = self._open_study()
+            study, sampler_name = self.study, self.sampler_name
+            self._recover(study)
+            baseline = self._measure_baseline(executor, study)
+            if on_start:
+                on_start({"study": study.study_name, "sampler": sampler_name,
+                          "workers": executor.worker_count, "devices": executor.device_info,
+                          "baseline": baseline, "space_size": self.bound[0].size})
+            point = self.bound[0].baseline()
+            if point is not None and not study.trials and sampler_name != "grid":
+                study.enqueue_trial(point)
+            budget = o.trials
+            if sampler_name == "grid":
+                budget = min(budget, self.bound[0].feasible_count())
+            ran, failed = self._loop(study, executor, on_progress, start, budget)
+        finally:
+            executor.shutdown(wait=False, cancel_futures=True)
+        elapsed = time.monotonic() - start
+        return self.outcome(study, baseline, ran, failed, elapsed)
+
+    def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
+        o = self.options
+        owner = _owner()
+        finished, _ = self._counts(study)
+        others_running = 0  # trials other tuners of a shared study have in flight
+        inflight: dict[concurrent.futures.Future, tuple] = {}
+        trials_of: dict[int, list] = {}
+        seen: dict[str, tuple[int, list[float] | None, dict]] = {}
+        ran = failed = infeasible = 0
+        best: float | None = None
+        last_failure: str | None = None
+        depth = 2 * executor.worker_count + 2  # trials in flight: keep every worker busy
+        deadline = start + o.timeout if o.timeout else None
+        last_count = time.monotonic()
+        bound = self.bound[0]
+
+        def report() -> None:
+            if on_progress:
+                elapsed = time.monotonic() - start
+                on_progress(Progress(finished, budget, failed, best,
+                                     ran / elapsed if elapsed > 0 else 0.0, last_failure))
+
+        def tell(trial, values, attrs, state=TrialState.COMPLETE) -> None:
+            nonlocal finished, ran, failed, best, last_failure
+            trial.set_user_attr(TRIAL_ATTR, attrs)
+            if state == TrialState.COMPLETE:
+                study.tell(trial, values)
+                if len(values) == 1 and (best is None or values[0] < best):
+                    best = values[0]
+            else:
+                study.tell(trial, state=state)
+                failed += 1
+                last_failure = f"{attrs.get('failure')}: {attrs.get('reason')}"
+            finished += 1
+            ran += 1
+            report()
+
+        while True:
+            now = time.monotonic()
+            if now - last_count > RECOUNT_SECONDS:  # other tuners may share the study
+                finished, running = self._counts(study)
+                others_running = max(0, running - len(trials_of))
+                last_count = now
+            out_of_time = deadline is not None and now >= deadline
+            while (not out_of_time and len(trials_of) < depth
+                   and finished + others_running + len(trials_of) < budget):
+                trial = study.ask()
+                trial.set_user_attr("mneme.owner", owner)
+                point = bound.suggest(trial)
+                reason = bound.violated(point)
+                if reason is not None:
+                    trial.set_user_attr(TRIAL_ATTR, {"failure": "infeasible", "reason": reason})
+                    study.tell(trial, state=TrialState.PRUNED)
+                    infeasible += 1
+                    if infeasible > MAX_INFEASIBLE:
+                        raise TuneError(
+                            f"the sampler proposed {MAX_INFEASIBLE} points in a row that break "
+                            f"the constraints (last: {reason}); try --sampler random or widen the space"
+                        )
+                    continue
+                infeasible = 0
+                key = json.dumps(point, sort_keys=True)
+                if key in seen and seen[key][1] is not None:
+                    # The same point again (small discrete spaces): reuse its measurement.
+                    number, values, attrs = seen[key]
+                    tell(trial, values, {**attrs, "same_as": number})
+                    continue
+                settings = self._settings(point)
+                futures = [executor.submit(s, i) for s, i in zip(settings, self.instance_ids, strict=True)]
+                trials_of[trial.number] = [trial, point, settings[0], futures]
+                for f in futures:
+                    inflight[f] = trial.number
+            if not trials_of:
+                break
+            done, _ = concurrent.futures.wait(list(inflight), timeout=1.0,
+                                              return_when=concurrent.futures.FIRST_COMPLETED)
+            for f in done:
+                inflight.pop(f, None)
+            for number in [n for n, (_, _, _, fs) in trials_of.items() if all(f.done() for f in fs)]:
+                trial, point, settings, futures = trials_of.pop(number)
+                attrs: dict[str, Any] = {"settings": settings.to_dict()}
+                errors = [f.exception() for f in futures if f.exception() is not None]
+                if errors:
+                    error = errors[0]
+                    kind = error.kind if isinstance(error, TrialFailed) else "error"
+                    attrs.update(failure=kind, reason=getattr(error, "message", str(error)))
+                    if isinstance(error, TrialFailed) and error.result is not None:
+                        attrs["verified"] = False
+                    tell(trial, None, attrs, TrialState.FAIL)
+                    continue
+                results = [f.result() for f in futures]
+                values = objectives_mod.evaluate(self.objectives, results)
+                attrs.update(metrics=_metrics(results),
+                             verified=None if o.compile_only else True)
+                seen[json.dumps(point, sort_keys=True)] = (number, values, attrs)
+                tell(trial, values, attrs)
+        return ran, failed
+
+    # -- results -------------------------------------------------------------------------------
+
+    def outcome(self, study, baseline, ran, failed, elapsed) -> TuneOutcome:
+        base_value = (baseline.get("values") or [None])[0]
+        records = [TrialRecord.from_frozen(t, base_value)
+                   for t in study.get_trials(deepcopy=False)
+                   if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+        complete = [r for r in records if r.state == "complete" and r.values is not None]
+        if len(self.objectives) == 1:
+            best = sorted(complete, key=lambda r: (r.values[0], r.number))
+        else:
+            front = {t.number for t in study.best_trials}
+            best = sorted((r for r in complete if r.number in front), key=lambda r: r.values)
+        return TuneOutcome(study, self.objectives, baseline, records, best, ran, failed, elapsed)

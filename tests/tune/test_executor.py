@@ -1,0 +1,62 @@
+"""ReplayExecutor on the CPUs (compile-only): futures, failures, crash isolation, watchdog."""
+
+import pytest
+from mneme.replay.engine import ReplayConfig, ReplaySettings
+from mneme.replay.jit import CompileConfig
+from mneme.tune import ReplayExecutor, TrialFailed, as_completed
+from tune_support import GOLDEN, POISON_REGISTERS, ROW_SUM, SAXPY, abort_on_poison, hang_on_poison
+
+
+def settings(level="O3", block=None, registers=None):
+    return ReplaySettings(CompileConfig.for_level(level, max_registers=registers),
+                          ReplayConfig(block=block, compile_only=True))
+
+
+def test_submit_map_and_as_completed():
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=2) as pool:
+        levels = ["O0", "O1", "O2", "O3"]
+        results = list(pool.map([settings(level) for level in levels]))
+        assert [r.configuration.compile.pipeline for r in results] == [f"default<{x}>" for x in levels]
+        assert all(r.compile_only and r.reg_usage > 0 and r.obj_size > 0 for r in results)
+        other = pool.submit(settings(), instance=ROW_SUM)
+        futures = [pool.submit(settings(block=(64, 1, 1))), other]
+        done = list(as_completed(futures, timeout=120))
+        assert len(done) == 2
+        assert other.result().kernel.startswith("row_sum")
+        assert futures[0].result().launch["block"] == [64, 1, 1]
+
+
+def test_an_invalid_configuration_fails_only_its_task():
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1) as pool:
+        bad = pool.submit(settings(block=(2048, 1, 1)))
+        good = pool.submit(settings())
+        with pytest.raises(TrialFailed) as failure:
+            bad.result()
+        assert failure.value.kind == "invalid" and "exceeds CUDA's limit" in failure.value.message
+        assert good.result().reg_usage > 0
+        assert pool.restarts == 0
+
+
+def test_a_worker_that_dies_costs_one_task_and_is_restarted():
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
+        before = pool.submit(settings())
+        poison = pool.submit(settings(registers=POISON_REGISTERS))
+        after = [pool.submit(settings(level)) for level in ("O1", "O2")]
+        assert before.result().reg_usage > 0
+        with pytest.raises(TrialFailed) as failure:
+            poison.result()
+        assert failure.value.kind == "crashed" and "SIGABRT" in failure.value.message
+        assert all(f.result().reg_usage > 0 for f in after)
+        assert pool.restarts == 1 and pool.failures["crashed"] == 1
+
+
+def test_the_watchdog_kills_a_hung_worker():
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, timeout=3,
+                        before_run=hang_on_poison) as pool:
+        hung = pool.submit(settings(registers=POISON_REGISTERS))
+        after = pool.submit(settings())
+        with pytest.raises(TrialFailed) as failure:
+            hung.result(timeout=60)
+        assert failure.value.kind == "timeout" and "no answer within 3 s" in failure.value.message
+        assert after.result(timeout=60).reg_usage > 0
+        assert pool.restarts == 1

@@ -1,0 +1,187 @@
+"""`mneme tune` end to end without a GPU: compile-only objectives, reports, resume after
+SIGKILL, crash isolation, several processes on one study, and bad input."""
+
+import csv
+import json
+import signal
+import time
+
+import optuna
+from mneme.replay.engine import ReplaySettings
+from mneme.tune import TuneOptions, Tuner
+from mneme.tune.study import open_storage
+from mneme.tune.tuner import TRIAL_ATTR
+from optuna.trial import TrialState
+from tune_support import (
+    GOLDEN,
+    POISON_REGISTERS,
+    SAXPY,
+    abort_on_poison,
+    mneme_process,
+    run_mneme,
+    trials_by_state,
+)
+
+
+def test_compile_only_tuning_end_to_end(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'tune.sqlite3'}"
+    report = tmp_path / "report"
+    run = run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "25",
+                    "--space", "pipeline,bounds,codegen", "--objective", "regs,size",
+                    "--storage", storage, "--seed", "3", "--report", report)
+    assert run.returncode == 0, run.stderr
+    assert "best configurations" in run.stdout and "25 trials this run" in run.stdout
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["trials"] == 25 and summary["objectives"][0]["name"] == "regs"
+    assert summary["baseline"]["values"][0] > 0
+    with open(report / "trials.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 25 and {"value_regs", "value_size", "opt_level", "max_registers"} <= set(rows[0])
+    # Trial 0 is the recorded configuration: default<O3>, no caps.
+    assert rows[0]["opt_level"] == "O3" and rows[0]["max_registers"] == "0"
+    # Several objectives: the Pareto front is the best list, nothing dominated in it.
+    front = [(b["values"][0], b["values"][1]) for b in summary["best"]]
+    for a in front:
+        assert not any(b[0] <= a[0] and b[1] <= a[1] and b != a for b in front)
+    for name in ("pareto", "importance", "parallel", "times"):
+        assert (report / f"{name}.png").stat().st_size > 1000
+        assert "plotly" in (report / f"{name}.html").read_text()[:100000]
+    # The best configuration replays through `mneme replay --config`.
+    best = ReplaySettings.from_json((report / "best.json").read_text())
+    replay = run_mneme("replay", "-rdb", GOLDEN, "-rid", SAXPY, "--config", report / "best.json",
+                       "--compile-only", "--json")
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout)["configuration"]["compile"]["pipeline"] == best.compile.pipeline
+    # Running again with the same budget resumes the study: nothing left to run.
+    again = run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "25",
+                      "--space", "pipeline,bounds,codegen", "--objective", "regs,size",
+                      "--storage", storage)
+    assert again.returncode == 0 and "0 trials this run" in again.stdout
+
+
+def test_single_objective_best_is_minimal(tmp_path):
+    options = TuneOptions(trials=15, devices=None, cpu_workers=2, sampler="random", seed=1,
+                          storage=f"sqlite:///{tmp_path / 's.db'}")
+    outcome = Tuner(GOLDEN, [SAXPY], "pipeline,bounds", options).run()
+    complete = [t for t in outcome.trials if t.state == "complete"]
+    assert len(outcome.trials) == 15
+    assert outcome.best[0].values[0] == min(t.values[0] for t in complete)
+    assert outcome.baseline["metrics"]["regs"] > 0
+
+
+def test_a_crashing_candidate_fails_its_trial_and_the_run_goes_on(tmp_path):
+    options = TuneOptions(trials=30, devices=None, cpu_workers=2, sampler="random", seed=5,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", before_run=abort_on_poison)
+    outcome = Tuner(GOLDEN, [SAXPY], "bounds", options).run()
+    poisoned = [t for t in outcome.trials if t.params["max_registers"] == POISON_REGISTERS]
+    others = [t for t in outcome.trials if t.params["max_registers"] != POISON_REGISTERS]
+    assert poisoned, "the seed must sample the poison cap at least once"
+    # A repeated point reuses its measurement, so only first visits ran and crashed.
+    assert all(t.state == "failed" and t.failure == "crashed" and "SIGABRT" in t.reason
+               for t in poisoned)
+    assert all(t.state == "complete" for t in others) and len(outcome.trials) == 30
+
+
+def _finished(storage, study):
+    try:
+        states = trials_by_state(storage, study)
+    except KeyError:
+        return 0
+    return len(states.get(TrialState.COMPLETE, [])) + len(states.get(TrialState.FAIL, []))
+
+
+def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path / 'resume.db'}"
+    args = ["tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "60",
+            "--space", "pipeline,bounds,codegen", "--study", "resume", "--storage", url,
+            "--sampler", "random", "--seed", "7"]
+    storage = open_storage(url)
+    tuner = mneme_process(*args)
+    deadline = time.monotonic() + 300
+    while _finished(storage, "resume") < 12:
+        assert tuner.poll() is None, tuner.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    tuner.send_signal(signal.SIGKILL)
+    tuner.wait()
+    before = trials_by_state(storage, "resume")
+    done_before = {t.number: t.values for t in before.get(TrialState.COMPLETE, [])}
+    left_running = before.get(TrialState.RUNNING, [])
+    assert left_running, "the tuner keeps several trials in flight"
+
+    resumed = run_mneme(*args)
+    assert resumed.returncode == 0, resumed.stderr
+    after = optuna.load_study(study_name="resume", storage=storage).get_trials(deepcopy=False)
+    by_number = {t.number: t for t in after}
+    # No completed trial was lost or changed.
+    for number, values in done_before.items():
+        assert by_number[number].state == TrialState.COMPLETE and by_number[number].values == values
+    # The trials the kill interrupted are failed as such, and each point ran again once.
+    interrupted = [t for t in after if t.user_attrs.get(TRIAL_ATTR, {}).get("failure") == "interrupted"]
+    assert sorted(t.number for t in interrupted) == sorted(t.number for t in left_running)
+    counted = [t for t in after if t.state == TrialState.COMPLETE or
+               (t.state == TrialState.FAIL and t not in interrupted)]
+    assert len(counted) == 60
+    assert not [t for t in after if t.state == TrialState.RUNNING]
+    rerun = [t for t in after if t.number > max(by_number[n].number for n in done_before)]
+    for stale in [t for t in left_running if t.params]:  # killed before sampling: no point
+        again = [t for t in rerun if t.params == stale.params and t.state == TrialState.COMPLETE]
+        assert len(again) >= 1
+
+
+def test_several_processes_share_one_journal_study(tmp_path):
+    journal = tmp_path / "shared.log"
+    args = ["tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "40",
+            "--space", "pipeline,bounds,codegen", "--study", "shared",
+            "--storage", f"journal:{journal}", "--sampler", "random"]
+    tuners = [mneme_process(*args, "--seed", str(seed)) for seed in (1, 2, 3)]
+    outputs = [t.communicate(timeout=600) for t in tuners]
+    assert all(t.returncode == 0 for t in tuners), outputs
+    storage = open_storage(f"journal:{journal}")
+    trials = optuna.load_study(study_name="shared", storage=storage).get_trials(deepcopy=False)
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+    # Each tuner stops at the shared budget; in-flight trials may overshoot it a little.
+    assert 40 <= len(finished) <= 40 + 3 * 8
+    owners = {t.user_attrs["mneme.owner"] for t in trials}
+    assert len(owners) == 3, "every process ran trials of the one study"
+    assert len({t.number for t in trials}) == len(trials)
+
+
+def one_line_error(run, *words):
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert len(lines) == 1 and lines[0].startswith("mneme: error: "), run.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def tune(*args, tmp_path):
+    return run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "3",
+                     "--storage", f"sqlite:///{tmp_path / 'bad.db'}", *args)
+
+
+def test_bad_input_is_one_line(tmp_path):
+    one_line_error(tune("--space", "warp", tmp_path=tmp_path), "unknown space 'warp'")
+    one_line_error(tune("--space", ",", tmp_path=tmp_path), "search space is empty")
+    never = tmp_path / "never.py"
+    never.write_text(
+        "from mneme.tune import Categorical, Constraint, space\n"
+        "@space(Categorical('x', (1, 2)), constraints=[Constraint('x above 5', lambda p: p['x'] > 5)])\n"
+        "def never(params, settings, ctx):\n    return settings\n"
+    )
+    one_line_error(tune("--space", f"{never}:never", tmp_path=tmp_path), "rule out every point",
+                   "x above 5")
+    one_line_error(tune("--storage", "sqlite:////no/such/folder/t.db", tmp_path=tmp_path),
+                   "does not exist")
+    one_line_error(tune("--storage", "postgresql://mneme@127.0.0.1:9/none", tmp_path=tmp_path),
+                   "postgresql://mneme@127.0.0.1:9/none")
+    one_line_error(tune("--objective", "time", tmp_path=tmp_path), "needs a GPU")
+    one_line_error(tune("--objective", "speed", tmp_path=tmp_path), "unknown objective")
+    one_line_error(run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--devices", "7", "--trials", "3"),
+                   "--devices")
+    one_line_error(run_mneme("tune", "-rdb", GOLDEN, "-rid", "nope", "--compile-only"), "nope")
+    # A study name that exists with another space.
+    first = tune("--space", "pipeline", "--study", "s1", tmp_path=tmp_path)
+    assert first.returncode == 0, first.stderr
+    one_line_error(tune("--space", "bounds", "--study", "s1", tmp_path=tmp_path),
+                   "exists with another search space")

@@ -1,0 +1,51 @@
+"""Helpers of the tuning tests: the shipped recording, hooks that break workers, storage."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+GOLDEN = DATA / "golden.rdb"
+SAXPY = "5acf7c2e2f6ed113/1b783248d1ae4a7d"
+ROW_SUM = "e7f17c4ea52f6596/124f544219bb53cf"
+
+#: a register cap the hooks below treat as "this candidate breaks the worker"
+POISON_REGISTERS = 40
+
+
+def abort_on_poison(settings) -> None:
+    """Worker hook: a candidate with the poison register cap kills its worker (SIGABRT),
+    standing in for a kernel that takes the GPU context down."""
+    if settings.compile.max_registers == POISON_REGISTERS:
+        os.abort()
+
+
+def hang_on_poison(settings) -> None:
+    """Worker hook: a candidate with the poison register cap never returns."""
+    if settings.compile.max_registers == POISON_REGISTERS:
+        time.sleep(3600)
+
+
+def mneme_process(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "mneme.cli", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def run_mneme(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mneme.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def trials_by_state(storage, study: str) -> dict[TrialState, list]:
+    trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+    out: dict[TrialState, list] = {}
+    for t in trials:
+        out.setdefault(t.state, []).append(t)
+    return out
