@@ -49,3 +49,24 @@ def trials_by_state(storage, study: str) -> dict[TrialState, list]:
     for t in trials:
         out.setdefault(t.state, []).append(t)
     return out
+
+
+def examples_database() -> Path | None:
+    """The recording of the examples: $MNEME_EXAMPLES_RDB (made on the GPU host just
+    before) or the shipped tests/data/examples.rdb."""
+    path = Path(os.environ.get("MNEME_EXAMPLES_RDB", DATA / "examples.rdb"))
+    return path if (path / "zarr.json").is_file() else None
+
+
+def instance_of(database: Path, name_part: str) -> str:
+    """The id of the first instance (most occurrences first) of a kernel whose name
+    contains ``name_part``."""
+    from mneme.replay.db import Database
+
+    db = Database.open(database)
+    for kernel in db.kernels():
+        if name_part in (kernel.demangled_name or kernel.name):
+            instances = sorted(kernel.instances(), key=lambda i: -i.occurrences)
+            if instances:
+                return instances[0].id
+    raise LookupError(f"no recorded kernel named like {name_part!r} in {database}")

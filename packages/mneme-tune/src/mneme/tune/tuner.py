@@ -47,8 +47,8 @@ TUNER_ATTR = "mneme.tuner."
 MAX_INFEASIBLE = 2000
 #: seconds between reading the study's counts (other tuners may share it)
 RECOUNT_SECONDS = 0.25
-#: seconds after which a running trial that names no tuner counts as abandoned
-UNOWNED_GRACE = 60.0
+#: seconds after which a running trial counts as abandoned even with other tuners alive
+ABANDONED_AFTER = 600.0
 
 
 @dataclass
@@ -69,6 +69,8 @@ class TuneOptions:
     iterations: int = 5
     warmup: int = 1
     trial_timeout: float = 60.0
+    #: a point sampled again reuses its measurement instead of replaying it
+    reuse_repeats: bool = True
     before_run: Callable[[ReplaySettings], None] | None = None
 
     @property
@@ -259,23 +261,24 @@ class Tuner:
         return baseline
 
     def _recover(self, study: optuna.Study) -> int:
-        """Trials a dead tuner of this machine left running: failed as interrupted, and
-        their points queued again so none is lost."""
+        """Trials a dead tuner left running: failed as interrupted, and their points queued
+        again so none is lost. Trials carry no owner while they run (one storage write
+        less per trial), so a running trial counts as abandoned when no other tuner of the
+        study is alive, or when it is older than any live trial can be."""
         me = _owner()
         tuners = [k.removeprefix(TUNER_ATTR) for k in study.user_attrs if k.startswith(TUNER_ATTR)]
         others_alive = any(_owner_alive(t) for t in tuners if t != me)
         study.set_user_attr(TUNER_ATTR + me, time.time())
+        grace = max(ABANDONED_AFTER, 3 * self.options.trial_timeout)
+        now = datetime.datetime.now()
         recovered = 0
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            owner = trial.user_attrs.get("mneme.owner", "")
-            if owner and _owner_alive(owner):
-                continue
-            if not owner and others_alive and trial.datetime_start and (
-                    datetime.datetime.now() - trial.datetime_start).total_seconds() < UNOWNED_GRACE:
-                continue  # maybe just asked by a live tuner that has not named itself yet
+            age = (now - trial.datetime_start).total_seconds() if trial.datetime_start else 0.0
+            if others_alive and age < grace:
+                continue  # maybe a live tuner's trial
             handle = optuna.trial.Trial(study, trial._trial_id)
-            handle.set_user_attr(
-                TRIAL_ATTR, {"failure": "interrupted", "reason": f"tuner {owner or '?'} stopped"})
+            handle.set_user_attr(TRIAL_ATTR, {"failure": "interrupted",
+                                              "reason": "the tuner running it stopped"})
             study.tell(handle, state=TrialState.FAIL)
             if trial.params:
                 study.enqueue_trial(trial.params, skip_if_exists=False)
@@ -356,7 +359,7 @@ class Tuner:
 
         def tell(trial, values, attrs, state=TrialState.COMPLETE) -> None:
             nonlocal finished, ran, failed, best, last_failure
-            trial.set_user_attr(TRIAL_ATTR, attrs)
+            trial.set_user_attr(TRIAL_ATTR, {**attrs, "owner": owner})
             if state == TrialState.COMPLETE:
                 study.tell(trial, values)
                 if len(values) == 1 and (best is None or values[0] < best):
@@ -379,7 +382,6 @@ class Tuner:
             while (not out_of_time and len(trials_of) < depth
                    and finished + others_running + len(trials_of) < budget):
                 trial = study.ask()
-                trial.set_user_attr("mneme.owner", owner)
                 point = bound.suggest(trial)
                 reason = bound.violated(point)
                 if reason is not None:
@@ -394,7 +396,7 @@ class Tuner:
                     continue
                 infeasible = 0
                 key = json.dumps(point, sort_keys=True)
-                if key in seen and seen[key][1] is not None:
+                if o.reuse_repeats and key in seen and seen[key][1] is not None:
                     # The same point again (small discrete spaces): reuse its measurement.
                     number, values, attrs = seen[key]
                     tell(trial, values, {**attrs, "same_as": number})

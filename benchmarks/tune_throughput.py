@@ -1,0 +1,105 @@
+"""Tuning throughput (GPU): trials per second of `mneme tune`'s engine.
+
+    python benchmarks/tune_throughput.py [--db DB --rid KERNEL/INSTANCE] [--trials 300]
+
+Measured in one run, on every GPU count from 1 to the GPUs present (at most 2):
+
+  (a) a launch-only space (block size in warp steps, grid free on a log scale): the
+      compile is cached after the first visit of a code variant;
+  (b) a pipeline space (O-level x pass sequence x codegen level x ptxas level x register
+      cap): nearly every trial compiles afresh, on the CPU pool, overlapped with replays;
+  (c) the baseline of one `mneme replay` subprocess per observation.
+
+Every trial replays 5 timed iterations and verifies against the recording; repeated
+points are replayed again (no reuse), so trials/s counts real observations.
+Goals (issue 6): (a) >= 50 trials/s on one H100 for a small kernel, (b) >= 10 trials/s,
+2 GPUs >= 1.7x one GPU. Default instance: saxpy of tests/data/golden.rdb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "data" / "golden.rdb"
+SAXPY = "5acf7c2e2f6ed113/1b783248d1ae4a7d"
+
+
+def gpu_count() -> int:
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def tune_rate(db, rid, space, devices, trials, storage, name, iterations) -> tuple[float, int, int]:
+    from mneme.tune import TuneOptions, Tuner
+
+    options = TuneOptions(trials=trials, devices=devices, storage=storage, study=name,
+                          sampler="random", seed=1, iterations=iterations, reuse_repeats=False,
+                          grid_mode="free")
+    outcome = Tuner(db, [rid], space, options).run()
+    return outcome.trials_per_second, outcome.ran, outcome.failed
+
+
+def subprocess_rate(db, rid, n=5) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        block = 64 * (i + 1)
+        subprocess.run([sys.executable, "-m", "mneme.cli", "replay", "-rdb", str(db), "-rid", rid,
+                        "--block-dim-x", str(block)], check=True, capture_output=True)
+    return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", type=Path, default=GOLDEN)
+    parser.add_argument("--rid", default=SAXPY)
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--max-gpus", type=int, default=2)
+    args = parser.parse_args()
+    from rich.console import Console
+    from rich.table import Table
+
+    gpus = min(gpu_count(), args.max_gpus)
+    if gpus == 0:
+        sys.exit("tune_throughput: no GPU here (nvidia-smi lists none); this benchmark needs one")
+    work = Path(tempfile.mkdtemp(prefix="mneme-tune-bench-"))
+    storage = f"sqlite:///{work / 'bench.sqlite3'}"
+    rows = []
+    rates: dict[tuple[str, int], float] = {}
+    for label, space in (("launch-only", "launch"),
+                         ("pipeline (fresh compiles)", "pipeline,codegen,bounds")):
+        for n in range(1, gpus + 1):
+            rate, ran, failed = tune_rate(args.db, args.rid, space, list(range(n)), args.trials,
+                                          storage, f"{space}-{n}", args.iterations)
+            rates[(label, n)] = rate
+            rows.append((label, n, ran, failed, rate))
+    baseline = subprocess_rate(args.db, args.rid)
+
+    table = Table(title=f"tuning throughput: {args.rid} ({args.db.name})")
+    for column in ("space", "GPUs", "trials", "failed", "trials/s", "vs subprocess", "vs 1 GPU"):
+        table.add_column(column, justify="right" if column != "space" else "left")
+    for label, n, ran, failed, rate in rows:
+        scale = f"{rate / rates[(label, 1)]:.2f}x" if n > 1 else "-"
+        table.add_row(label, str(n), str(ran), str(failed), f"{rate:.1f}",
+                      f"{rate / baseline:.0f}x", scale)
+    table.add_row("subprocess per replay (c)", "1", "5", "0", f"{baseline:.2f}", "1x", "-")
+    Console().print(table)
+    goals = [
+        ("launch-only on 1 GPU >= 50 trials/s", rates[("launch-only", 1)] >= 50),
+        ("fresh compiles on 1 GPU >= 10 trials/s", rates[("pipeline (fresh compiles)", 1)] >= 10),
+    ]
+    if gpus > 1:
+        goals += [(f"{label} on 2 GPUs >= 1.7x", rates[(label, 2)] >= 1.7 * rates[(label, 1)])
+                  for label in ("launch-only", "pipeline (fresh compiles)")]
+    for goal, met in goals:
+        print(f"{'met   ' if met else 'MISSED'}  {goal}")
+
+
+if __name__ == "__main__":
+    main()

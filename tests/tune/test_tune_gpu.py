@@ -1,0 +1,128 @@
+"""Tuning on the GPU: 200 verified trials of an example kernel, invalid launches and a
+faulting candidate failing alone, and scaling over two GPUs."""
+
+import pytest
+from mneme.runtime import driver_available
+from mneme.tune import Categorical, LaunchSpace, TuneOptions, Tuner, settings_with, space
+from tune_support import GOLDEN, SAXPY, examples_database, instance_of
+
+pytestmark = pytest.mark.gpu
+
+#: the example kernel tuned here (the conjugate-gradient solver's sparse matrix-vector product)
+TUNED = "spmv"
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    if not driver_available():
+        pytest.skip("no usable CUDA driver")
+
+
+@pytest.fixture(scope="module")
+def examples(gpu):
+    path = examples_database()
+    if path is None:
+        pytest.skip("no recording of the examples (tests/data/examples.rdb or MNEME_EXAMPLES_RDB)")
+    return path
+
+
+def storage(tmp_path):
+    return f"sqlite:///{tmp_path / 'tune.sqlite3'}"
+
+
+def test_200_trials_of_an_example_kernel(examples, tmp_path):
+    instance = instance_of(examples, TUNED)
+    options = TuneOptions(trials=200, devices=[0], storage=storage(tmp_path), seed=11,
+                          iterations=10)
+    outcome = Tuner(examples, [instance], "launch,pipeline", options).run()
+    assert len(outcome.trials) == 200
+    complete = [t for t in outcome.trials if t.state == "complete"]
+    assert complete and all(t.verified is True for t in complete)
+    baseline = outcome.baseline
+    assert baseline["verified"] is True and baseline["metrics"]["time_ms"] > 0
+    best = outcome.best[0]
+    assert best.verified is True
+    # The recorded configuration is trial 0, so the best is at least as fast as it measured.
+    trial0 = next(t for t in outcome.trials if t.number == 0)
+    assert trial0.params["opt_level"] == "O3" and best.values[0] <= trial0.values[0]
+    print(f"\n{instance}: baseline {baseline['metrics']['time_ms']:.4f} ms, best "
+          f"{best.values[0]:.4f} ms ({best.speedup:.2f}x) {best.params}; "
+          f"{outcome.trials_per_second:.1f} trials/s, {outcome.failed} failed")
+
+
+@space(Categorical("block_x", (64, 128, 2048, 4096)), name="wild_blocks")
+def wild_blocks(params, settings, ctx):
+    """Block sizes without the launch space's limits: two of them cannot launch."""
+    return settings_with(settings, replay={"block": (params["block_x"], 1, 1),
+                                            "grid": LaunchSpace("cover").grid_of(params, ctx)})
+
+
+def test_invalid_launch_configurations_fail_and_the_run_goes_on(gpu, tmp_path):
+    options = TuneOptions(trials=10, devices=[0], sampler="grid", storage=storage(tmp_path))
+    outcome = Tuner(GOLDEN, [SAXPY], [wild_blocks], options).run()
+    by_block = {t.params["block_x"]: t for t in outcome.trials}
+    assert set(by_block) == {64, 128, 2048, 4096}
+    for block in (2048, 4096):
+        assert by_block[block].state == "failed" and by_block[block].failure == "invalid"
+        assert "exceeds" in by_block[block].reason
+    for block in (64, 128):
+        assert by_block[block].state == "complete" and by_block[block].verified is True
+
+
+@space(Categorical("fault", (False, True)), Categorical("level", ("O1", "O3")), name="faulty")
+def faulty(params, settings, ctx):
+    """``fault``: saxpy's n specialized to 2^28 with a grid covering it: the kernel writes
+    far past its buffers and takes the worker's CUDA context down (illegal address)."""
+    compile = {"pipeline": f"default<{params['level']}>"}
+    replay = {}
+    if params["fault"]:
+        compile["specialize_args"] = {3: (1 << 28).to_bytes(4, "little")}
+        replay["grid"] = ((1 << 28) // 256, 1, 1)
+    return settings_with(settings, compile=compile, replay=replay)
+
+
+def test_a_faulting_candidate_costs_one_worker(gpu, tmp_path):
+    options = TuneOptions(trials=4, devices=[0], sampler="grid", storage=storage(tmp_path))
+    outcome = Tuner(GOLDEN, [SAXPY], [faulty], options).run()
+    assert len(outcome.trials) == 4
+    for trial in outcome.trials:
+        if trial.params["fault"]:
+            assert trial.state == "failed" and trial.failure == "crashed", trial
+        else:
+            # Replayed by a worker started after a crash: memory restored, verified.
+            assert trial.state == "complete" and trial.verified is True, trial
+
+
+def _gpu_count() -> int:
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def test_two_gpus_are_faster(examples, tmp_path):
+    if _gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    instance = instance_of(examples, TUNED)
+    rates = {}
+    for devices in ([0], [0, 1]):
+        options = TuneOptions(trials=200, devices=devices, storage=storage(tmp_path),
+                              study=f"scale-{len(devices)}", sampler="random", seed=3,
+                              iterations=100, reuse_repeats=False)
+        outcome = Tuner(examples, [instance], "launch", options).run()
+        assert outcome.failed == 0
+        rates[len(devices)] = outcome.trials_per_second
+    print(f"\ntrials/s: 1 GPU {rates[1]:.1f}, 2 GPUs {rates[2]:.1f} = {rates[2] / rates[1]:.2f}x")
+    assert rates[2] >= 1.7 * rates[1]
+
+
+def test_devices_that_do_not_exist(gpu, tmp_path):
+    from mneme.tune import DeviceSelectionError
+
+    options = TuneOptions(trials=2, devices=[0, 63], storage=storage(tmp_path))
+    with pytest.raises(DeviceSelectionError, match="GPU 63 cannot be used"):
+        Tuner(GOLDEN, [SAXPY], "pipeline", options).run()
+
