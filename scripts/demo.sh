@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up from nothing and run mneme's main job end to end:
-#   build a CUDA program with the mneme wrapper -> inspect it -> record it (GPU) ->
-#   list/show/check the recording -> replay with verification (GPU; compile-only without)
-#   -> tune (when available).
-# Steps that need a GPU, or parts of mneme not built yet, are skipped with the reason.
+# Set up from nothing and run mneme's main job end to end on the conjugate-gradient example:
+#   build it with the mneme wrapper through the CMake package -> inspect it -> record it (GPU)
+#   -> list/show/check the recording -> replay its SpMV kernel with verification (GPU;
+#   compile-only without) -> tune it for a short budget -> show the report -> replay the best
+#   configuration.
+# Without a GPU every step that needs none runs on the shipped recording
+# tests/data/examples.rdb, and the steps skipped are listed at the end with the reason.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
@@ -12,62 +14,71 @@ env_bin="$(hatch env find)/bin"
 export PATH="$env_bin:$PATH"   # mneme, mneme-clang++ and the environment's python
 run() { echo; echo "\$ $*"; "$@"; }
 skipped=()
-has_cmd() { mneme "$1" --help >/dev/null 2>&1; }
 gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
 
 work="$(mktemp -d -t mneme-demo-XXXX)"
-app=tests/corpus/cuda/pointer_structures
-rdb="$work/app.rdb"
+rdb="$work/cg.rdb"
+kernel=spmv   # the kernel tuned: the solver's sparse matrix-vector product
 
-# 1. build a recordable executable and look inside it
-if has_cmd inspect; then
-  run python tests/corpus/build.py --compiler "mneme-clang++" --out "$work/build" "$app"
-  run mneme inspect "$work/build/pointer_structures/pointer_structures"
-else
-  skipped+=("build with mneme-clang++ + inspect: the instrumentation package is not built yet")
-  run python tests/corpus/build.py --out "$work/build" "$app"
-fi
+# 1. build the example through find_package(mneme) + add_mneme(), look inside it
+run python examples/build.py --out "$work/build"
+exe="$work/build/cg_solver/cg_solver"
+run mneme inspect "$exe"
 
-# 2. record (GPU)
-if [ "$gpu" = 1 ] && has_cmd record; then
-  run mneme record -rdb "$rdb" -- "$work/build/pointer_structures/pointer_structures"
+# 2. run it once under the recorder (GPU)
+if [ "$gpu" = 1 ]; then
+  run mneme record -rdb "$rdb" -mr 2 -- "$exe"
 else
-  [ "$gpu" = 1 ] && skipped+=("record: mneme record is not built yet") \
-                 || skipped+=("record: no NVIDIA GPU on this machine")
-  rdb=tests/data/golden.rdb
-  echo; echo "using the shipped recording $rdb instead"
+  skipped+=("record the CG solver: no NVIDIA GPU on this machine (used the shipped recording tests/data/examples.rdb)")
+  rdb=tests/data/examples.rdb
+  echo; echo "no GPU: using the shipped recording $rdb (the same program, recorded on an H100)"
 fi
 
 # 3. the recording database
 run mneme ls "$rdb"
-ids=$(mneme ls "$rdb" --json | python -c 'import json,sys; print(" ".join(r["instance"] for r in json.load(sys.stdin)))')
-run mneme show "$rdb" "${ids%% *}"
+rid=$(mneme ls "$rdb" --json | python -c '
+import json, sys
+rows = [r for r in json.load(sys.stdin) if sys.argv[1] in r["kernel"]]
+print(max(rows, key=lambda r: r.get("occurrences", 1))["instance"])' "$kernel")
+run mneme show "$rdb" "$rid"
 run mneme check "$rdb"
 
-# 4. replay every instance: on a GPU with verification, otherwise compile-only
-if has_cmd replay; then
-  mode=""
-  if [ "$gpu" != 1 ]; then
-    mode="--compile-only"
-    skipped+=("replay on the GPU with verification: no NVIDIA GPU (compile-only replay ran instead)")
-  fi
-  for id in $ids; do
-    run mneme replay -rdb "$rdb" -rid "$id" $mode "default<O3>"
-  done
+# 4. replay the kernel: on a GPU with verification, otherwise compile-only
+if [ "$gpu" = 1 ]; then
+  run mneme replay -rdb "$rdb" -rid "$rid" "default<O3>"
 else
-  skipped+=("replay: mneme replay is not built yet")
+  skipped+=("replay on the GPU with verification: no NVIDIA GPU (compile-only replay ran instead)")
+  run mneme replay -rdb "$rdb" -rid "$rid" --compile-only "default<O3>"
 fi
 
-# 5. tune
-if has_cmd tune; then
-  run mneme tune -rdb "$rdb" --trials 20 --report "$work/report" $([ "$gpu" = 1 ] || echo --compile-only)
+# 5. tune it for a short budget, with a report
+storage="sqlite:///$work/tune.sqlite3"
+if [ "$gpu" = 1 ]; then
+  run mneme tune -rdb "$rdb" -rid "$rid" --space launch,pipeline --trials 100 \
+      --storage "$storage" --report "$work/report"
 else
-  skipped+=("tune: mneme tune is not built yet")
+  skipped+=("tuning for execution time: no NVIDIA GPU (tuned registers and binary size compile-only instead)")
+  run mneme tune -rdb "$rdb" -rid "$rid" --compile-only --space pipeline,bounds,codegen \
+      --objective regs,size --trials 40 --storage "$storage" --report "$work/report"
+fi
+
+# 6. the report, and the best configuration replayed
+run ls "$work/report"
+run python -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("study %s: %d trials, %d complete, failed %s" % (s["study"], s["trials"], s["complete"], s["failed"] or 0))
+best = s["best"][0]
+print("best: trial %d, values %s (%.2fx the baseline), %s" % (best["trial"], best["values"], best["speedup"] or 0, best["params"]))' "$work/report/summary.json"
+if [ "$gpu" = 1 ]; then
+  run mneme replay -rdb "$rdb" -rid "$rid" --config "$work/report/best.json"
+else
+  run mneme replay -rdb "$rdb" -rid "$rid" --config "$work/report/best.json" --compile-only
 fi
 
 echo
-echo "demo finished; outputs in $work"
+echo "demo finished; outputs in $work (report: $work/report, plots as PNG and HTML)"
 if [ ${#skipped[@]} -gt 0 ]; then
   echo "skipped:"
   for s in "${skipped[@]}"; do echo "  - $s"; done

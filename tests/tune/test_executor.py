@@ -60,3 +60,16 @@ def test_the_watchdog_kills_a_hung_worker():
         assert failure.value.kind == "timeout" and "no answer within 3 s" in failure.value.message
         assert after.result(timeout=60).reg_usage > 0
         assert pool.restarts == 1
+
+
+def test_compiles_ahead_into_the_cache_the_workers_read():
+    """The compile pool (what GPU workers use) fills the shared cache: the worker replaying
+    a configuration finds it compiled; a compile failure fails the task before any worker."""
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, compile_workers=2) as pool:
+        results = list(pool.map([settings(level) for level in ("O1", "O2", "O3", "Os")]))
+        assert all(r.compile_cached for r in results)
+        bad = pool.submit(ReplaySettings(CompileConfig(pipeline="no-such-pass"),
+                                         ReplayConfig(compile_only=True)))
+        with pytest.raises(TrialFailed) as failure:
+            bad.result(timeout=120)
+        assert failure.value.kind == "invalid" and "no-such-pass" in failure.value.message

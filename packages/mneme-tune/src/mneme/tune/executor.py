@@ -83,7 +83,8 @@ class ReplayExecutor:
     ``devices``: GPU ordinals (one worker each, ``workers_per_device`` if more pays),
     or None to compile only on ``cpu_workers`` processes. ``timeout``: seconds a task may
     run in a worker before the watchdog kills it. ``compile_workers``: CPU processes that
-    compile ahead for GPU workers (0: workers compile themselves). ``before_run``: a
+    compile ahead into the cache the workers read (default: several for GPU workers, none
+    for CPU workers, which compile themselves). ``before_run``: a
     picklable callable run in the worker with the settings before each replay (tests use
     it to make a worker die). ``instance``: the default instance of ``submit``.
     """
@@ -127,15 +128,15 @@ class ReplayExecutor:
         self._inflight: set[Future] = set()
         self.failures: collections.Counter[str] = collections.Counter()
         self._compile_pool = None
-        self.archs: set[str] = set()
+        self.archs: set[str | None] = set()
         self._start_all()
-        if self.devices is not None:
-            if compile_workers is None:
-                compile_workers = max(1, min(8, (os.cpu_count() or 2) - len(self._workers)))
-            if compile_workers > 0:
-                self._compile_pool = concurrent.futures.ProcessPoolExecutor(
-                    compile_workers, mp_context=self._context
-                )
+        if compile_workers is None:
+            # GPU workers get compiles done ahead; CPU workers compile themselves.
+            compile_workers = (max(1, min(8, (os.cpu_count() or 2) - len(self._workers)))
+                               if self.devices is not None else 0)
+        if compile_workers > 0:
+            self._compile_pool = concurrent.futures.ProcessPoolExecutor(
+                compile_workers, mp_context=self._context)
         self._thread = threading.Thread(target=self._dispatch, name="mneme-dispatch", daemon=True)
         self._thread.start()
 
@@ -173,8 +174,8 @@ class ReplayExecutor:
                     )
                 raise TuneError(f"a worker could not start: {reason}")
             worker.ready, worker.hello = True, message[1]
-            if message[1].get("arch"):
-                self.archs.add(message[1]["arch"])
+            # CPU workers compile for the recorded arch: precompile with no override
+            self.archs.add(message[1].get("arch"))
 
     @property
     def device_info(self) -> list[dict]:
@@ -231,7 +232,7 @@ class ReplayExecutor:
                 self._compile_pool.submit(
                     precompile, self.database, instance, task.settings_json, arch, self.cache_dir
                 )
-                for arch in sorted(self.archs)
+                for arch in self.archs
             ]
             remaining = [len(compiles)]
 
@@ -244,8 +245,9 @@ class ReplayExecutor:
                     self._finish(task, error=TrialFailed(kind, str(error)))
                 with self._lock:
                     remaining[0] -= 1
-                    if remaining[0] == 0 and not task.future.done():
-                        self._queue(task)
+                    last = remaining[0] == 0
+                if last and not task.future.done():
+                    self._queue(task)
 
             for c in compiles:
                 c.add_done_callback(compiled)

@@ -108,7 +108,7 @@ def _times_figures(outcome: TuneOutcome):
         ax.axhline(base, color="tab:green", linestyle="--", label="recorded configuration")
     ax.set_xlabel("trial")
     ax.set_ylabel(label)
-    ax.set_title(f"{name} per configuration: {outcome.study.study_name}", fontsize=9)
+    ax.set_title(f"{name} per configuration (study {outcome.study.study_name[:60]})", fontsize=8)
     ax.legend(fontsize=8)
     fig.tight_layout()
 

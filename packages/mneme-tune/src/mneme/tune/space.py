@@ -338,7 +338,7 @@ PASS_SEQUENCES = (
     "",
     "function(loop-unroll<O3>)",
     "function(slp-vectorizer,instcombine)",
-    "function(licm,gvn,instcombine)",
+    "function(loop-mssa(licm),gvn,instcombine)",
     "function(loop-unroll-full,simplifycfg)",
 )
 

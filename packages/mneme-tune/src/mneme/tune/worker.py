@@ -140,9 +140,11 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
 _compile_sessions: dict[tuple[str, str], Any] = {}
 
 
-def precompile(database: str, instance_id: str, settings_json: str, arch: str, cache_dir: str) -> None:
+def precompile(database: str, instance_id: str, settings_json: str, arch: str | None,
+               cache_dir: str) -> None:
     """Compile a configuration into the shared on-disk cache (runs in the CPU pool), so
-    the GPU worker that replays it finds the cubin ready. Raises what compiling raises."""
+    the GPU worker that replays it finds the cubin ready (``arch`` None: the recorded
+    arch, as a compile-only worker uses). Raises what compiling raises."""
     import dataclasses
 
     from mneme.replay.db import Database
