@@ -4,8 +4,8 @@
 
 Measured in one run, on every GPU count from 1 to the GPUs present (at most 2):
 
-  (a) a launch-only space (block size in warp steps, grid free on a log scale): the
-      compile is cached after the first visit of a code variant;
+  (a) a launch-only space (block size in warp steps, the grid covering the recorded
+      threads): the compile is cached after the first visit of a block size;
   (b) a pipeline space (O-level x pass sequence x codegen level x ptxas level x register
       cap): nearly every trial compiles afresh, on the CPU pool, overlapped with replays;
   (c) the baseline of one `mneme replay` subprocess per observation.
@@ -39,18 +39,28 @@ def tune_rate(db, rid, space, devices, trials, storage, name, iterations) -> tup
     from mneme.tune import TuneOptions, Tuner
 
     options = TuneOptions(trials=trials, devices=devices, storage=storage, study=name,
-                          sampler="random", seed=1, iterations=iterations, reuse_repeats=False,
-                          grid_mode="free")
+                          sampler="random", seed=1, iterations=iterations, reuse_repeats=False)
     outcome = Tuner(db, [rid], space, options).run()
     return outcome.trials_per_second, outcome.ran, outcome.failed
 
 
 def subprocess_rate(db, rid, n=5) -> float:
+    """Observations/s with one `mneme replay` process each (block sizes varied, the grid
+    covering the recorded threads, verified)."""
+    from mneme.replay.db import Database
+
+    instance = Database.open(db).instance(rid)
+    threads = instance.grid[0] * instance.block[0]
     start = time.perf_counter()
     for i in range(n):
         block = 64 * (i + 1)
-        subprocess.run([sys.executable, "-m", "mneme.cli", "replay", "-rdb", str(db), "-rid", rid,
-                        "--block-dim-x", str(block)], check=True, capture_output=True)
+        grid = -(-threads // block)
+        run = subprocess.run([sys.executable, "-m", "mneme.cli", "replay", "-rdb", str(db),
+                              "-rid", rid, "--block-dim-x", str(block), "--grid-dim-x", str(grid)],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            print(f"subprocess replay (block {block}) exited {run.returncode}: "
+                  f"{run.stderr.strip()[-300:]}")
     return n / (time.perf_counter() - start)
 
 

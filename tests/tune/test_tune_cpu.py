@@ -185,3 +185,14 @@ def test_bad_input_is_one_line(tmp_path):
     assert first.returncode == 0, first.stderr
     one_line_error(tune("--space", "bounds", "--study", "s1", tmp_path=tmp_path),
                    "exists with another search space")
+
+
+def test_grid_sampler_walks_every_feasible_point_once(tmp_path):
+    options = TuneOptions(trials=500, devices=None, cpu_workers=2, sampler="grid",
+                          storage=f"sqlite:///{tmp_path / 'g.db'}")
+    tuner = Tuner(GOLDEN, [SAXPY], "pipeline", options)
+    outcome = tuner.run()
+    points = [tuple(sorted(t.params.items())) for t in outcome.trials]
+    assert len(points) == len(set(points)) == tuner.bound[0].feasible_count() == 30
+    first = min(outcome.trials, key=lambda t: t.number)
+    assert first.params == {"opt_level": "O3", "passes": ""}  # the recorded configuration

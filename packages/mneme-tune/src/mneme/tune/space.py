@@ -529,26 +529,17 @@ class BoundSpace:
         for values in itertools.product(*(p.values() for p in self.params)):
             yield dict(zip(names, values, strict=True))
 
-    def feasible_count(self) -> int:
-        """How many points satisfy the constraints (exhaustive: small spaces only)."""
+    def feasible_points(self) -> list[Point]:
+        """Every point that satisfies the constraints (exhaustive: small spaces only)."""
         if self.size > ENUMERATE_LIMIT:
             raise SpaceError(
                 f"space {self.names} has {self.size} points, too many to walk exhaustively "
                 f"(limit {ENUMERATE_LIMIT}); use another sampler"
             )
-        return sum(1 for point in self.grid() if self.violated(point) is None)
+        return [point for point in self.grid() if self.violated(point) is None]
 
-    def feasible_grid(self) -> dict[str, list]:
-        """Per parameter, the values that occur in at least one feasible point (the grid
-        an exhaustive search walks); raises SpaceError when there is none."""
-        self.feasible_count()  # refuses spaces too large to walk
-        self.check_feasible()
-        seen: dict[str, set] = {p.name: set() for p in self.params}
-        for point in self.grid():
-            if self.violated(point) is None:
-                for k, v in point.items():
-                    seen[k].add(v)
-        return {k: sorted(v, key=lambda x: (x is None, str(type(x)), x)) for k, v in seen.items()}
+    def feasible_count(self) -> int:
+        return len(self.feasible_points())
 
     def check_feasible(self, seed: int = 0) -> None:
         """Raise SpaceError when the constraints rule out every point (exhaustively for

@@ -72,7 +72,10 @@ def make_sampler(name: str, space: BoundSpace, objectives: int, seed: int | None
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         if name == "grid":
-            return optuna.samplers.GridSampler(space.feasible_grid(), seed=seed)
+            # Exhaustive: the tuner enqueues every feasible point once; Optuna's GridSampler
+            # would walk infeasible combinations too and stop the study from inside optimize().
+            space.feasible_count()  # refuses spaces too large to walk
+            return optuna.samplers.RandomSampler(seed=seed)
         if name == "cmaes":
             if objectives > 1:
                 raise TuneError("the cmaes sampler optimizes one objective; use nsga2 or tpe")

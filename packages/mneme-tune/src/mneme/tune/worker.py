@@ -133,7 +133,10 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
                 break
             continue
         conn.send(("ok", task_id, result.to_dict()))
-    pool.close()
+    try:
+        pool.close()
+    except Exception:  # noqa: BLE001 - after a fault the context is gone: nothing to free
+        pass
 
 
 #: per-process sessions of the compile pool (compile-only, one per instance)
