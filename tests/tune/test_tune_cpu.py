@@ -196,3 +196,29 @@ def test_grid_sampler_walks_every_feasible_point_once(tmp_path):
     assert len(points) == len(set(points)) == tuner.bound[0].feasible_count() == 30
     first = min(outcome.trials, key=lambda t: t.number)
     assert first.params == {"opt_level": "O3", "passes": ""}  # the recorded configuration
+
+
+def test_a_user_space_that_raises_fails_its_trials_only(tmp_path):
+    from mneme.tune import Categorical, settings_with, space
+
+    @space(Categorical("level", ("O1", "O2", "O3")), name="fragile")
+    def fragile(params, settings, ctx):
+        if params["level"] == "O2":
+            raise ZeroDivisionError("a bug in the user's space")
+        return settings_with(settings, compile={"pipeline": f"default<{params['level']}>"})
+
+    options = TuneOptions(trials=3, devices=None, cpu_workers=1, sampler="grid",
+                          storage=f"sqlite:///{tmp_path / 'f.db'}")
+    outcome = Tuner(GOLDEN, [SAXPY], [fragile], options).run()
+    by_level = {t.params["level"]: t for t in outcome.trials}
+    assert by_level["O2"].state == "failed" and "ZeroDivisionError" in by_level["O2"].reason
+    assert by_level["O1"].state == by_level["O3"].state == "complete"
+
+
+def test_a_recorded_launch_outside_the_space_is_no_trial(tmp_path):
+    from mneme.tune import BoundSpace, SpaceContext, resolve_spaces
+
+    odd = SpaceContext(grid=(10, 10, 1), block=(24, 8, 1))  # 24 is no power of two
+    bound = BoundSpace(resolve_spaces("launch"), odd)
+    assert bound.baseline() is None
+    assert BoundSpace(resolve_spaces("pipeline"), odd).baseline() == {"opt_level": "O3", "passes": ""}

@@ -32,6 +32,7 @@ def _write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as out:
         out.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
     os.replace(tmp, path)
 
 
@@ -79,6 +80,7 @@ def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
             writer.writerow([r.number, r.state, *values, *(r.params.get(p) for p in params),
                              *(r.metrics.get(m) for m in metrics), r.speedup, r.verified,
                              r.failure, r.reason])
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 
 

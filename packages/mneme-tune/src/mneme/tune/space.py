@@ -71,6 +71,10 @@ class IntParam:
     def values(self) -> Sequence[int]:
         return range(self.low, self.high + 1, self.step)
 
+    def contains(self, value: Any) -> bool:
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and self.low <= value <= self.high and (value - self.low) % self.step == 0)
+
     def sample(self, rng: random.Random) -> int:
         if self.log:
             value = int(round(math.exp(rng.uniform(math.log(self.low), math.log(self.high)))))
@@ -110,6 +114,9 @@ class Categorical:
 
     def values(self) -> Sequence[Any]:
         return self.choices
+
+    def contains(self, value: Any) -> bool:
+        return any(value == c and type(value) is type(c) for c in self.choices)
 
     def sample(self, rng: random.Random) -> Any:
         return rng.choice(self.choices)
@@ -469,14 +476,14 @@ class BoundSpace:
         self.params, self.constraints = [], []
         owner: dict[str, str] = {}
         for s in self.spaces:
-            for p in s.parameters(self.ctx):
+            for p in _user_call(s, "parameters", self.ctx):
                 if p.name in owner:
                     raise SpaceError(
                         f"parameter {p.name} is defined by both space {owner[p.name]} and {s.name}"
                     )
                 owner[p.name] = s.name
                 self.params.append(p)
-            self.constraints += s.constraints(self.ctx)
+            self.constraints += _user_call(s, "constraints", self.ctx)
         if not self.params:
             raise SpaceError(
                 f"the search space {self.names} has no parameters: nothing to tune"
@@ -495,7 +502,9 @@ class BoundSpace:
 
     def signature(self) -> str:
         """A short hash of the parameter definitions: a study must keep its space."""
-        text = json.dumps(self.describe(), sort_keys=True)
+        text = json.dumps({"parameters": self.describe(), "spaces": self.names,
+                           "constraints": [c.description for c in self.constraints]},
+                          sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def suggest(self, trial) -> Point:
@@ -521,6 +530,10 @@ class BoundSpace:
             if part is None:
                 return None
             point.update(part)
+        # A recorded launch outside the space (a 24x8 block among powers of two) is not
+        # a point of it: the baseline is then measured but not a trial.
+        if any(not p.contains(point.get(p.name)) for p in self.params):
+            return None
         return point if self.violated(point) is None else None
 
     def grid(self) -> Iterator[Point]:
@@ -562,6 +575,18 @@ class BoundSpace:
             f"the constraints of space {self.names} rule out every point "
             f"(most often: {worst}); widen the parameters or drop a constraint"
         )
+
+
+def _user_call(space_: Space, method: str, *args):
+    """Call a space's method; a user space's bug becomes one line naming the space."""
+    try:
+        return getattr(space_, method)(*args)
+    except SpaceError:
+        raise
+    except Exception as error:  # noqa: BLE001 - user code
+        raise SpaceError(
+            f"space {space_.name}: {method}() raised {type(error).__name__}: {error}"
+        ) from None
 
 
 def resolve_space(spec: str | Space, grid_mode: str = "cover") -> Space:

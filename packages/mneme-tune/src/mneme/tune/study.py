@@ -9,6 +9,7 @@ machines sharing a file system, use together.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,30 @@ SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
 #: user attribute holding what the study was made for (space, objectives)
 STUDY_ATTR = "mneme.study"
 
-optuna.logging.set_verbosity(logging.WARNING)
+optuna.logging.set_verbosity(logging.ERROR)  # mneme reports what matters itself
+
+
+def _shown(url: str) -> str:
+    """The URL as messages show it: without a password."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a database URL: nothing secret to hide
+        return url
+
+
+def _rdb_storage(url: str, engine_kwargs: dict[str, Any]):
+    """RDBStorage, retried: processes starting together on an empty database race to
+    create Optuna's tables, and all but one fail once."""
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        except Exception as error:  # noqa: BLE001
+            if attempt == 4 or "already exists" not in str(error) and "UniqueViolation" not in str(error):
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def open_storage(url: str | None, default_dir: Path | None = None):
@@ -51,14 +75,17 @@ def open_storage(url: str | None, default_dir: Path | None = None):
         engine_kwargs: dict[str, Any] = {}
         if url.startswith(("postgresql", "mysql")):
             engine_kwargs["connect_args"] = {"connect_timeout": 10}
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        return _rdb_storage(url, engine_kwargs)
     except StudyError:
         raise
     except ImportError as error:
-        raise StudyError(f"storage {url}: a database driver is missing ({error})") from None
+        raise StudyError(
+            f"storage {_shown(url)}: its database driver is not installed ({error}); "
+            "pip install psycopg (PostgreSQL) or pymysql (MySQL, with mysql+pymysql://)"
+        ) from None
     except Exception as error:  # noqa: BLE001 - SQLAlchemy/driver errors become one line
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise StudyError(f"cannot open storage {url}: {message}") from None
+        raise StudyError(f"cannot open storage {_shown(url)}: {message}") from None
 
 
 def make_sampler(name: str, space: BoundSpace, objectives: int, seed: int | None):
@@ -109,11 +136,13 @@ def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sam
         if held is None:
             raise StudyError(f"study {name!r} exists but was not made by mneme tune; choose "
                              "another --study name")
-        for key, what in (("signature", "search space"), ("objectives", "objectives"),
-                          ("instances", "instances")):
+        for key, what in (("signature", "search space"), ("objectives", "objective list"),
+                          ("instances", "instance list")):
             if held.get(key) != identity[key]:
                 mine = identity["space"] if key == "signature" else identity[key]
                 theirs = held.get("space") if key == "signature" else held.get(key)
+                if key == "signature" and mine == theirs:
+                    theirs, mine = "its parameters or constraints", "these"
                 raise StudyError(
                     f"study {name!r} exists with another {what} ({theirs}, not {mine}); "
                     "choose another --study name or the same settings"

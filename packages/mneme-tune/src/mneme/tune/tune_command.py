@@ -172,6 +172,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             f"study {outcome.study.study_name!r} holds {len(outcome.trials)} finished trials"
         )
         completed_any |= bool(outcome.best)
+        if not outcome.best:
+            _explain_failures(outcome, out)
         if report_dir is not None:
             from .report import write_report
 
@@ -181,8 +183,18 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             for kind, why in data.get("plots_skipped", {}).items():
                 out.print(f"  plot {kind} skipped: {why}")
     if not completed_any:
-        console.print("no configuration completed: every trial failed (see the reasons above)")
+        console.print("no configuration completed: every trial failed (reasons above)")
         raise SystemExit(NOTHING_COMPLETED_EXIT)
+
+
+def _explain_failures(outcome: TuneOutcome, out: Console) -> None:
+    """Why the trials failed: each kind once, with its count and first reason."""
+    kinds: dict[str, list] = {}
+    for record in outcome.trials:
+        if record.state == "failed":
+            kinds.setdefault(record.failure or "error", []).append(record)
+    for kind, records in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        out.print(f"  {len(records)} trial(s) {kind}: {records[0].reason}")
 
 
 def _db_root(database: str) -> str:

@@ -434,7 +434,13 @@ class Tuner:
                     number, values, attrs = seen[key]
                     tell(trial, values, {**attrs, "same_as": number})
                     continue
-                settings = self._settings(point)
+                try:
+                    settings = self._settings(point)
+                except Exception as error:  # noqa: BLE001 - a user space's apply()
+                    tell(trial, None, {"failure": "error", "reason":
+                                       f"the space's apply() raised {type(error).__name__}: {error}"},
+                         TrialState.FAIL)
+                    continue
                 futures = [executor.submit(s, i) for s, i in zip(settings, self.instance_ids, strict=True)]
                 trials_of[trial.number] = [trial, point, settings[0], futures]
                 for f in futures:
