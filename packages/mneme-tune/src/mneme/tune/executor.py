@@ -77,6 +77,15 @@ def _describe_exit(process) -> str:
     return f"the worker exited with status {code}"
 
 
+def _compile_identity(instance: str, settings: ReplaySettings) -> tuple:
+    """What decides the code a replay compiles: the compile configuration and the replay
+    fields that feed it (a launch change alone reuses the compiled code)."""
+    r = settings.replay
+    shape = (r.block, r.grid) if (r.specialize_dims or r.set_launch_bounds) else None
+    return (instance, settings.compile.to_json(), r.specialize, r.specialize_dims,
+            r.set_launch_bounds, shape, r.arch)
+
+
 class ReplayExecutor:
     """Replays configurations of instances of one database on worker processes.
 
@@ -126,6 +135,7 @@ class ReplayExecutor:
         self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
         self._closing = False
         self._inflight: set[Future] = set()
+        self._compiled: set[tuple] = set()  # code variants the compile pool has built
         self.failures: collections.Counter[str] = collections.Counter()
         self._compile_pool = None
         self.archs: set[str | None] = set()
@@ -227,7 +237,8 @@ class ReplayExecutor:
         with self._lock:
             self._inflight.add(task.future)
         task.future.add_done_callback(self._inflight.discard)
-        if self._compile_pool is not None:
+        identity = _compile_identity(instance, settings)
+        if self._compile_pool is not None and identity not in self._compiled:
             compiles = [
                 self._compile_pool.submit(
                     precompile, self.database, instance, task.settings_json, arch, self.cache_dir
@@ -246,6 +257,8 @@ class ReplayExecutor:
                 with self._lock:
                     remaining[0] -= 1
                     last = remaining[0] == 0
+                    if last and error is None:
+                        self._compiled.add(identity)
                 if last and not task.future.done():
                     self._queue(task)
 

@@ -61,7 +61,8 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
         "complete": sum(1 for r in outcome.trials if r.state == "complete"),
         "failed": failures,
         "this_run": {"trials": outcome.ran, "failed": outcome.failed,
-                     "seconds": outcome.elapsed, "trials_per_second": outcome.trials_per_second},
+                     "seconds": outcome.elapsed, "search_seconds": outcome.search_seconds,
+                     "trials_per_second": outcome.trials_per_second},
         "best": [row(r) for r in outcome.best[:TOP]],
     }
 

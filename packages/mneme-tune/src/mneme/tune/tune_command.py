@@ -167,8 +167,9 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         outcome = _run_one(tuner, console, suffix)
         out.print(best_table(outcome, top))
         out.print(
-            f"{outcome.ran} trials this run in {outcome.elapsed:.1f} s "
-            f"({outcome.trials_per_second:.1f} trials/s), {outcome.failed} failed; "
+            f"{outcome.ran} trials this run: {outcome.trials_per_second:.1f} trials/s over "
+            f"{outcome.search_seconds:.1f} s of search ({outcome.elapsed:.1f} s in all), "
+            f"{outcome.failed} failed; "
             f"study {outcome.study.study_name!r} holds {len(outcome.trials)} finished trials"
         )
         completed_any |= bool(outcome.best)

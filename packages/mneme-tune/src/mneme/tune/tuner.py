@@ -125,11 +125,14 @@ class TuneOutcome:
     best: list[TrialRecord]
     ran: int
     failed: int
+    #: seconds of the whole run: workers starting, the baseline, the search
     elapsed: float
+    #: seconds of the search alone (what trials per second are measured over)
+    search_seconds: float = 0.0
 
     @property
     def trials_per_second(self) -> float:
-        return self.ran / self.elapsed if self.elapsed > 0 else 0.0
+        return self.ran / self.search_seconds if self.search_seconds > 0 else 0.0
 
 
 @dataclass
@@ -361,12 +364,16 @@ class Tuner:
                         study.enqueue_trial(p)
             elif point is not None and not study.trials:
                 study.enqueue_trial(point)
-            ran, failed = self._loop(study, executor, on_progress, start, budget)
+            search_start = time.monotonic()
+            ran, failed = self._loop(study, executor, on_progress, search_start, budget)
+            search = time.monotonic() - search_start
             baseline = self._confirm_baseline(executor, study, baseline)
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
         elapsed = time.monotonic() - start
-        return self.outcome(study, baseline, ran, failed, elapsed)
+        outcome = self.outcome(study, baseline, ran, failed, elapsed)
+        outcome.search_seconds = search
+        return outcome
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options
