@@ -142,7 +142,7 @@ class ReplayExecutor:
         self._start_all()
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
-            compile_workers = (max(1, min(8, (os.cpu_count() or 2) - len(self._workers)))
+            compile_workers = (max(1, min(16, (os.cpu_count() or 2) - len(self._workers) - 2))
                                if self.devices is not None else 0)
         if compile_workers > 0:
             self._compile_pool = concurrent.futures.ProcessPoolExecutor(
