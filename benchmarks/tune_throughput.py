@@ -44,6 +44,13 @@ def tune_rate(db, rid, space, devices, trials, storage, name, iterations) -> tup
     options = TuneOptions(trials=trials, devices=devices, storage=storage, study=name,
                           sampler="random", seed=1, iterations=iterations, reuse_repeats=False)
     outcome = Tuner(db, [rid], space, options).run()
+    reasons: dict[str, int] = {}
+    for trial in outcome.trials:
+        if trial.state == "failed":
+            key = f"{trial.failure}: {trial.reason}"[:160]
+            reasons[key] = reasons.get(key, 0) + 1
+    for reason, count in reasons.items():
+        print(f"  {name} on {len(devices)} GPU(s): {count} trial(s) failed, {reason}")
     return outcome.trials_per_second, outcome.ran, outcome.failed
 
 
