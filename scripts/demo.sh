@@ -37,10 +37,16 @@ fi
 
 # 3. the recording database
 run mneme ls "$rdb"
-rid=$(mneme ls "$rdb" --json | python -c '
-import json, sys
-rows = [r for r in json.load(sys.stdin) if sys.argv[1] in r["kernel"]]
-print(max(rows, key=lambda r: r.get("occurrences", 1))["instance"])' "$kernel")
+# the kernel's instance that ran most often, then the one that changes most memory
+rid=$(python - "$rdb" "$kernel" <<'PY'
+import sys
+from mneme.replay.db import Database
+db, part = Database.open(sys.argv[1]), sys.argv[2]
+rows = [i for i in db.instances() if part in i.kernel.demangled_name]
+best = max(rows, key=lambda i: (i.occurrences, sum(c.changed_bytes for c in i.changes())))
+print(best.id)
+PY
+)
 run mneme show "$rdb" "$rid"
 run mneme check "$rdb"
 

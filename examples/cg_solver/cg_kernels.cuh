@@ -12,8 +12,12 @@
 
 #include "example_util.cuh"
 
+// The 4 bytes after each int are explicit members (zeroed once): as implicit padding they
+// would reach the launch's argument buffer with whatever a copy left there, and identical
+// launches would differ in their bytes (and be recorded as different instances).
 struct CsrMatrix {
   int rows;
+  int unused;
   const int *row_ptr;  // rows + 1 entries
   const int *cols;     // row_ptr[rows] entries, ascending within a row
   const double *vals;
@@ -21,6 +25,7 @@ struct CsrMatrix {
 
 struct Vector {
   int n;
+  int unused;
   double *data;
 };
 

@@ -103,3 +103,17 @@ def test_cpp_and_python_writers_share_one_database(tmp_path):
     assert Database.open(path).kernel(STATIC).instance(dyn).occurrences == 2
     with pytest.raises(Exception, match="another address range"):
         native.RecordingWriter(str(path), BASE + (1 << 30), 1 << 30)
+
+
+def test_gpu_facts_complete_a_database_created_before_the_run(tmp_path):
+    """`mneme record` creates the database before the application starts (no GPU facts
+    yet); the recorder's writer then fills them in, and later writers leave them alone."""
+    root = tmp_path / "app.rdb"
+    native.RecordingWriter(str(root), BASE, 1 << 30)
+    assert Database.open(root).info.gpu_name == ""
+    native.RecordingWriter(str(root), BASE, 1 << 30, gpu_name="NVIDIA H100 80GB HBM3",
+                           compute_capability="9.0")
+    info = Database.open(root).info
+    assert (info.gpu_name, info.compute_capability) == ("NVIDIA H100 80GB HBM3", "9.0")
+    native.RecordingWriter(str(root), BASE, 1 << 30, gpu_name="another GPU")
+    assert Database.open(root).info.gpu_name == "NVIDIA H100 80GB HBM3"

@@ -31,6 +31,9 @@ def test_missing_executable_and_bad_options(tmp_path):
     result = subprocess.run([exe, "-m", "mneme.cli", "record", "-rdb", str(tmp_path / "db"),
                              "-rr", "first", "--", exe], capture_output=True, text=True)
     assert "record-ranks" in one_line(result)
+    result = subprocess.run([exe, "-m", "mneme.cli", "record", "-rdb", str(tmp_path / "db"),
+                             "--host-memory", "0", "--", exe], capture_output=True, text=True)
+    assert "--host-memory" in one_line(result)
 
 
 def test_database_directory_of_another_kind_is_refused(tmp_path):

@@ -6,6 +6,7 @@ The corpus programs print FNV-1a checksums of each buffer before and after every
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from mneme.replay.db import Database
 from mneme.replay.db.integrity import check_database
@@ -125,3 +126,66 @@ def test_vass_too_small_says_how_much(tmp_path):
     result = mneme_record(tmp_path / "small.rdb", exe, "-vass", "1", args=["1024"])
     assert result.returncode == 75
     assert "too small" in result.stderr and "-vass" in result.stderr
+
+
+def stats_of(stderr: str) -> dict[str, float]:
+    """The one statistics line `mneme record --stats` prints at exit (docs/record.md)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("mneme record: stats ")]
+    assert len(lines) == 1, stderr
+    return {k: float(v) for k, v in (kv.split("=") for kv in lines[0].split()[3:])}
+
+
+def test_tiny_host_memory_cap_records_byte_exact(tmp_path):
+    """A 64 MiB staging cap under 2 x 64 MiB of live memory: every snapshot streams through
+    the cap (back-pressure, prologues read back from their chunk files) and still equals an
+    uncapped recording byte for byte, and what the program itself computed."""
+    exe = executable("large_working_set", tmp_path)
+    capped, free = tmp_path / "capped.rdb", tmp_path / "free.rdb"
+    result = mneme_record(capped, exe, "--host-memory", "0.0625", "--stats", args=["64"])
+    assert result.returncode == 0, result.stderr
+    assert checklines.result_ok(result.stdout), result.stderr
+    stats = stats_of(result.stderr)
+    assert stats["host_memory_bytes"] == 64 << 20
+    assert 0 < stats["peak_staged_bytes"] <= 64 << 20
+    reference = mneme_record(free, exe, "--stats", args=["64"])
+    assert reference.returncode == 0, reference.stderr
+    assert stats_of(reference.stderr)["host_memory_bytes"] > 64 << 20
+
+    mine = {i.dynamic_hash: i for i in Database.open(capped).instances()}
+    theirs = {i.dynamic_hash: i for i in Database.open(free).instances()}
+    # init_hash, smooth a->b, smooth b->a (the third sweep repeats the first), bit_sums
+    assert mine.keys() == theirs.keys() and len(mine) == 4
+    assert stats["instances"] == stats["committed"] == 4 and stats["repeats"] == 1
+    assert stats["snapshot_bytes"] == sum(2 * r.size for i in mine.values() for r in i.regions)
+    assert stats["snapshot_gbs"] > 0 and stats["blocked_s"] > 0
+    for dyn, inst in mine.items():
+        other = theirs[dyn]
+        assert [r.name for r in inst.regions] == [r.name for r in other.regions]
+        for r in inst.regions:
+            assert np.array_equal(inst.prologue(r.name), other.prologue(r.name)), (inst.id, r.name)
+            assert np.array_equal(inst.epilogue(r.name), other.epilogue(r.name)), (inst.id, r.name)
+
+    by_kernel = {i.kernel.demangled_name.split("(")[0]: i for i in mine.values()}
+    # init_hash's epilogue of `a` (the first allocation) is the hash the kernel computes
+    init = by_kernel["init_hash"]
+    v = np.arange((64 << 20) // 4, dtype=np.uint32)
+    v ^= v >> 16
+    v *= np.uint32(0x7FEB352D)
+    v ^= v >> 15
+    want = (v % 1024).astype(np.float32) * np.float32(0.125)
+    assert init.epilogue(init.regions[0].name).view(np.float32).tobytes() == want.tobytes()
+    # bit_sums' small `sums` buffer: exactly the program's own checksums
+    sums = by_kernel["bit_sums"]
+    launch = next(L for L in launches(result.stdout).values() if L["kernel"].startswith("bit_sums"))
+    small = next(r for r in sums.regions if r.size == launch["before"]["sums"][0])
+    assert checklines.fnv1a64_hex(sums.prologue(small.name).tobytes()) == launch["before"]["sums"][1]
+    assert checklines.fnv1a64_hex(sums.epilogue(small.name).tobytes()) == launch["after"]["sums"][1]
+    assert [p for p in check_database(Database.open(capped)) if p.fatal] == []
+
+
+def test_stats_line_without_recordings(tmp_path):
+    exe = executable("atomics", tmp_path)
+    result = mneme_record(tmp_path / "none.rdb", exe, "--kernel", "^no_such_kernel$", "--stats")
+    assert result.returncode == 0, result.stderr
+    stats = stats_of(result.stderr)
+    assert stats["instances"] == 0 and stats["snapshot_bytes"] == 0

@@ -59,14 +59,16 @@ def examples_database() -> Path | None:
 
 
 def instance_of(database: Path, name_part: str) -> str:
-    """The id of the first instance (most occurrences first) of a kernel whose name
-    contains ``name_part``."""
+    """The instance of a kernel whose name contains ``name_part`` that ran most often,
+    and among those the one that changes most memory (a first launch on zeroed inputs
+    changes nothing and verifies trivially)."""
     from mneme.replay.db import Database
 
     db = Database.open(database)
     for kernel in db.kernels():
         if name_part in (kernel.demangled_name or kernel.name):
-            instances = sorted(kernel.instances(), key=lambda i: -i.occurrences)
+            instances = sorted(kernel.instances(), key=lambda i: (
+                -i.occurrences, -sum(c.changed_bytes for c in i.changes())))
             if instances:
                 return instances[0].id
     raise LookupError(f"no recorded kernel named like {name_part!r} in {database}")

@@ -3,9 +3,11 @@
 // It serves the application's device allocations from a fixed-address virtual range
 // (AddressSpace on the CUDA VMM API), learns kernel and global names from the CUDA
 // runtime's registration calls, and around each selected kernel launch copies every
-// live allocation and every device global to the host before and after the launch,
-// writing the instance into the recording database (RecordingWriter). Everything else
-// passes through to the real CUDA runtime, found with dlsym(RTLD_NEXT).
+// live allocation and every device global to the host before and after the launch.
+// The copies land in pinned staging blocks through a SnapshotPipeline (their own
+// non-blocking stream, many chunks in flight); background threads diff, compress, write
+// and commit the instance (RecordingWriter layout) while the application goes on.
+// Everything else passes through to the real CUDA runtime, found with dlsym(RTLD_NEXT).
 //
 // Configuration comes from environment variables that `mneme record` sets (see
 // docs/record.md); kernel metadata and IR come from a manifest file it extracts from
@@ -15,6 +17,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +37,7 @@
 #include "mneme/runtime/devices.hpp"
 #include "mneme/runtime/errors.hpp"
 #include "mneme/runtime/recording_writer.hpp"
+#include "mneme/runtime/snapshot_pipeline.hpp"
 
 namespace rt = mneme::runtime;
 
@@ -52,9 +56,16 @@ F real(const char* name) {
 
 #define REAL(name) static auto real_##name = real<decltype(&name)>(#name)
 
+// Set once the recorder writes: instances captured before a fatal error still commit.
+rt::SnapshotPipeline* g_pipeline = nullptr;
+double g_commit_wait = 60;
+pid_t g_owner_pid = 0;
+
 [[noreturn]] void fatal(const std::string& message, int code = 70) {
   std::fprintf(stderr, "mneme record: %s\n", message.c_str());
   std::fflush(stderr);
+  if (g_pipeline && getpid() == g_owner_pid && g_pipeline->uncommitted() > 0 && !g_pipeline->drain_for(g_commit_wait))
+    std::fprintf(stderr, "mneme record: gave up waiting for the captured instances to be written\n");
   _exit(code);
 }
 
@@ -100,6 +111,86 @@ bool rank_selected(const std::string& ranks) {
   return false;
 }
 
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Device-to-host copies for the snapshot pipeline: cuMemcpyDtoHAsync on a non-blocking
+// stream of the runtime's primary context into pinned blocks; fences are events. The
+// driver API keeps the application's cudaGetLastError state untouched.
+class CudaSource : public rt::SnapshotSource {
+ public:
+  explicit CudaSource(std::shared_ptr<rt::cuda::CudaDevice> device) : device_(std::move(device)), d_(device_->driver()) {
+    rt::cuda::CudaDevice::Scope scope(*device_);
+    rt::cuda::check(d_, d_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+
+  void* allocate(size_t bytes) override {
+    try {
+      return device_->allocate_pinned(bytes);
+    } catch (const std::exception&) {
+      return nullptr;  // the pipeline falls back to pageable memory
+    }
+  }
+  void deallocate(void* pointer, size_t) noexcept override { device_->free_pinned(pointer); }
+
+  void copy(void* destination, uint64_t source, size_t bytes) override {
+    rt::cuda::CudaDevice::Scope scope(*device_);
+    rt::cuda::check(d_, d_.cuMemcpyDtoHAsync(destination, source, bytes, stream_), "cuMemcpyDtoHAsync");
+  }
+
+  std::shared_ptr<rt::Fence> fence() override {
+    CUevent event = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!events_.empty()) {
+        event = events_.back();
+        events_.pop_back();
+      }
+    }
+    rt::cuda::CudaDevice::Scope scope(*device_);
+    if (!event)
+      rt::cuda::check(d_, d_.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC), "cuEventCreate");
+    rt::cuda::check(d_, d_.cuEventRecord(event, stream_), "cuEventRecord");
+    return std::make_shared<EventFence>(this, event);
+  }
+
+  void wait_all() override {
+    rt::cuda::CudaDevice::Scope scope(*device_);
+    rt::cuda::check(d_, d_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  }
+
+  // Background threads keep the context current for their event waits.
+  void thread_started() override { d_.cuCtxPushCurrent(device_->context()); }
+
+ private:
+  class EventFence : public rt::Fence {
+   public:
+    EventFence(CudaSource* source, CUevent event) : source_(source), event_(event) {}
+    ~EventFence() override {
+      std::lock_guard<std::mutex> lock(source_->mutex_);
+      source_->events_.push_back(event_);
+    }
+
+   protected:
+    void wait_impl() override {
+      rt::cuda::check(source_->d_, source_->d_.cuEventSynchronize(event_), "cuEventSynchronize");
+    }
+
+   private:
+    CudaSource* source_;
+    CUevent event_;
+  };
+
+  std::shared_ptr<rt::cuda::CudaDevice> device_;
+  const rt::cuda::Driver& d_;
+  CUstream stream_ = nullptr;
+  std::mutex mutex_;
+  std::vector<CUevent> events_;
+};
+
+void at_exit();
+
 class Recorder {
  public:
   static Recorder& get() {
@@ -142,8 +233,42 @@ class Recorder {
     std::string filter = env("MNEME_RECORD_FILTER");
     if (!filter.empty()) filter_ = std::make_unique<std::regex>(filter);
     epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
+    std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
+    if (!host_memory.empty() && !(options_.host_memory = rt::parse_size(host_memory)))
+      fatal("MNEME_RECORD_HOST_MEMORY=" + host_memory + " is not a size (bytes, or e.g. 512M, 8G)", 2);
+    options_.threads = unsigned(std::max(0, std::atoi(env("MNEME_RECORD_THREADS", "0").c_str())));
+    stats_ = !env("MNEME_RECORD_STATS").empty() && env("MNEME_RECORD_STATS") != "0";
+    crash_wait_ = std::strtod(env("MNEME_RECORD_CRASH_WAIT", "60").c_str(), nullptr);
     load_manifest(env("MNEME_RECORD_MANIFEST"));
+    if (stats_) std::atexit(at_exit);  // the statistics line even when nothing is recorded
   }
+
+ public:
+  // At exit (return from main or exit()): every captured instance is committed first.
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (pipeline_ && getpid() != owner_) return;  // a forked child: the threads stayed in the parent
+    if (pipeline_) {
+      auto start = Clock::now();
+      pipeline_->flush();
+      pipeline_->note_drain(seconds(start, Clock::now()));
+      std::string error = pipeline_->error();
+      if (!error.empty()) {
+        std::fflush(nullptr);
+        fatal("writing the recording failed: " + error, 2);
+      }
+    }
+    if (stats_) {
+      rt::PipelineStats none;  // nothing recorded: the same keys, zero
+      none.host_memory_bytes = options_.host_memory ? options_.host_memory : rt::default_host_memory();
+      std::string line = pipeline_ ? pipeline_->stats_line() : rt::format_stats(none);
+      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fflush(stderr);
+    }
+  }
+
+ private:
 
   void load_manifest(const std::string& path) {
     std::ifstream in(path);
@@ -221,9 +346,17 @@ class Recorder {
       while (std::getline(cmd, arg, '\0')) info.command_line.push_back(arg);
       try {
         writer_ = std::make_unique<rt::RecordingWriter>(db_, info, epilogue_);
+        source_ = std::make_unique<CudaSource>(device_);
+        pipeline_ = std::make_unique<rt::SnapshotPipeline>(*writer_, *source_, options_);
       } catch (const std::exception& e) {
         fatal(e.what(), 2);
       }
+      rt::SnapshotPipeline::install_crash_handler(pipeline_.get(), crash_wait_);
+      g_commit_wait = crash_wait_;
+      g_pipeline = pipeline_.get();
+      owner_ = g_owner_pid = getpid();
+      // Registered after the application's CUDA module destructors, so it runs before them.
+      std::atexit(at_exit);
     }
     return *writer_;
   }
@@ -235,9 +368,14 @@ class Recorder {
     return true;
   }
 
-  std::vector<rt::RegionSnapshot> regions_now(std::vector<std::vector<uint8_t>>& store);
+  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources);
 
   bool active_ = false;
+  bool stats_ = false;
+  double crash_wait_ = 60;
+  pid_t owner_ = 0;
+  bool finished_ = false;
+  rt::PipelineOptions options_;
   std::string db_, epilogue_;
   uint64_t vass_ = 0, base_ = 0;
   int max_ = 0;
@@ -249,30 +387,27 @@ class Recorder {
   std::shared_ptr<rt::cuda::CudaDevice> device_;
   std::unique_ptr<rt::AddressSpace> space_;
   std::unique_ptr<rt::RecordingWriter> writer_;
+  std::unique_ptr<CudaSource> source_;
+  std::unique_ptr<rt::SnapshotPipeline> pipeline_;
 };
 
-// Copies every live allocation and every device global to the host.
-std::vector<rt::RegionSnapshot> Recorder::regions_now(std::vector<std::vector<uint8_t>>& store) {
-  REAL(cudaMemcpy);
+void at_exit() { Recorder::get().finish(); }
+
+// Every live allocation and every registered device global: what a snapshot copies.
+void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources) {
   REAL(cudaGetSymbolAddress);
-  std::vector<rt::RegionSnapshot> regions;
-  store.clear();
-  store.reserve(live_.size() + globals_.size());
+  regions.clear();
+  sources.clear();
   for (const auto& [address, size] : live_) {
-    store.emplace_back(size);
-    if (real_cudaMemcpy(store.back().data(), reinterpret_cast<void*>(address), size, cudaMemcpyDeviceToHost) != cudaSuccess)
-      fatal("copying an allocation to the host failed");
-    regions.push_back({"heap", address, size, store.back().data(), nullptr, ""});
+    regions.push_back({"heap", address, size, ""});
+    sources.push_back(address);
   }
   for (const auto& g : globals_) {
     void* address = nullptr;
     if (real_cudaGetSymbolAddress(&address, g.host_var) != cudaSuccess || !address) continue;
-    store.emplace_back(g.size);
-    if (real_cudaMemcpy(store.back().data(), address, g.size, cudaMemcpyDeviceToHost) != cudaSuccess)
-      fatal("copying device global " + g.name + " to the host failed");
-    regions.push_back({"global", reinterpret_cast<uint64_t>(address), g.size, store.back().data(), nullptr, g.name});
+    regions.push_back({"global", reinterpret_cast<uint64_t>(address), g.size, g.name});
+    sources.push_back(reinterpret_cast<uint64_t>(address));
   }
-  return regions;
 }
 
 int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
@@ -297,35 +432,66 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   inst.stream = stream;
   inst.args = buffer;
   auto& w = writer();
-  std::string dyn = rt::dynamic_hash(kernel->info.static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
-  if (kernel->stored && w.has_instance(kernel->info.static_hash, dyn)) {
-    w.count_occurrence(kernel->info.static_hash, dyn);  // a repeat: nothing else to store
-    return do_launch();
-  }
-  if (!kernel->stored) {
-    std::ifstream ir(kernel->ir_path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << ir.rdbuf();
-    kernel->info.ir = bytes.str();
-    w.add_kernel(kernel->info);
-    kernel->stored = true;
-  }
-  // Complete outstanding work so the prologue is what the kernel will see.
-  if (real_cudaDeviceSynchronize() != cudaSuccess) return do_launch();
-  std::vector<std::vector<uint8_t>> before, after;
-  auto regions = regions_now(before);
-  int status = do_launch();
-  if (status != 0) return status;
-  cudaError_t done = real_cudaDeviceSynchronize();
-  if (done != cudaSuccess) return status;  // a failed launch is not recorded; the app sees the error
-  auto epilogue = regions_now(after);
-  for (size_t i = 0; i < regions.size() && i < epilogue.size(); ++i) regions[i].after = epilogue[i].before;
-  inst.regions = std::move(regions);
+  auto& pipeline = *pipeline_;
+  std::string failure = pipeline.error();
+  if (!failure.empty()) fatal("writing the recording failed: " + failure, 2);
+  const std::string& static_hash = kernel->info.static_hash;
+  std::string dyn = rt::dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
   try {
-    if (w.add_instance(kernel->info.static_hash, inst).second) kernel->recorded++;
+    // A repeat only counts: of an instance of this run (possibly still being written)...
+    if (pipeline.count_repeat(static_hash, dyn)) return do_launch();
+    if (!kernel->stored) {
+      std::ifstream ir(kernel->ir_path, std::ios::binary);
+      std::stringstream bytes;
+      bytes << ir.rdbuf();
+      kernel->info.ir = bytes.str();
+      w.add_kernel(kernel->info);
+      kernel->stored = true;
+    }
+    // ...or of an earlier recording into the same database.
+    if (w.has_instance(static_hash, dyn)) {
+      w.count_occurrence(static_hash, dyn);
+      return do_launch();
+    }
   } catch (const std::exception& e) {
     fatal(std::string("writing the recording failed: ") + e.what(), 2);
   }
+  // Complete outstanding work so the prologue is what the kernel will see.
+  auto t0 = Clock::now();
+  if (real_cudaDeviceSynchronize() != cudaSuccess) return do_launch();
+  auto t1 = Clock::now();
+  std::vector<rt::RegionSpec> regions;
+  std::vector<uint64_t> sources;
+  regions_now(regions, sources);
+  std::shared_ptr<rt::SnapshotPipeline::Instance> snap;
+  try {
+    snap = pipeline.begin(static_hash, inst, regions);
+    pipeline.capture_prologue(*snap, sources);  // returns once the bytes are in host memory
+  } catch (const std::exception& e) {
+    fatal(std::string("copying the prologue to the host failed: ") + e.what());
+  }
+  auto t2 = Clock::now();
+  int status = do_launch();
+  if (status != 0) {
+    pipeline.abandon(*snap);
+    return status;
+  }
+  cudaError_t done = real_cudaDeviceSynchronize();
+  auto t3 = Clock::now();
+  if (done != cudaSuccess) {  // a failed launch is not recorded; the app sees the error
+    pipeline.abandon(*snap);
+    return status;
+  }
+  try {
+    // The application continues as soon as the epilogue is in host memory: diffing,
+    // compressing, writing and committing go on in the background.
+    pipeline.capture_epilogue(*snap, sources);
+  } catch (const std::exception& e) {
+    fatal(std::string("copying the epilogue to the host failed: ") + e.what());
+  }
+  auto t4 = Clock::now();
+  kernel->recorded++;
+  pipeline.note_launch(seconds(t1, t2) + seconds(t3, t4), seconds(t2, t3), seconds(t0, t1));
   return status;
 }
 

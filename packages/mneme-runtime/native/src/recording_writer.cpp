@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -23,8 +24,7 @@ namespace fs = std::filesystem;
 namespace mneme::runtime {
 namespace {
 
-// CRC-32C (Castagnoli), reflected, as Zarr's crc32c codec computes it.
-uint32_t crc32c(const uint8_t* data, size_t size) {
+uint32_t crc32c_table(const uint8_t* data, size_t size, uint32_t crc) {
   static const std::array<uint32_t, 256> table = [] {
     std::array<uint32_t, 256> t{};
     for (uint32_t i = 0; i < 256; ++i) {
@@ -34,10 +34,24 @@ uint32_t crc32c(const uint8_t* data, size_t size) {
     }
     return t;
   }();
-  uint32_t crc = 0xFFFFFFFFu;
   for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return crc ^ 0xFFFFFFFFu;
+  return crc;
 }
+
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction computes exactly CRC-32C, 8 bytes at a time.
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* data, size_t size, uint32_t crc) {
+  uint64_t c = crc;
+  for (; size >= 8; data += 8, size -= 8) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; size; ++data, --size) c32 = __builtin_ia32_crc32qi(c32, *data);
+  return c32;
+}
+#endif
 
 uint64_t fnv1a64(const void* data, size_t size, uint64_t value = 0xcbf29ce484222325ull) {
   auto bytes = static_cast<const uint8_t*>(data);
@@ -112,6 +126,19 @@ bool commit(const fs::path& node, const fs::path& final_path) {
   throw Error("cannot commit " + final_path.string() + ": " + std::strerror(errno));
 }
 
+}  // namespace
+
+// CRC-32C (Castagnoli), reflected, as Zarr's crc32c codec computes it.
+uint32_t crc32c(const uint8_t* data, size_t size) {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  if (sse42) return crc32c_sse42(data, size, 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
+#endif
+  return crc32c_table(data, size, 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
+}
+
+namespace {
+
 class Staging {
  public:
   explicit Staging(fs::path dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
@@ -125,9 +152,9 @@ class Staging {
   fs::path dir_;
 };
 
-std::string region_name(uint64_t address) { return "r-" + hex16(address); }
-
 }  // namespace
+
+std::string region_name(uint64_t address) { return "r-" + hex16(address); }
 
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3], const uint32_t block[3],
                          uint32_t shared_mem, const std::string& args) {
@@ -173,20 +200,8 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
     int fd;
     ~Unlock() { ::flock(fd, LOCK_UN); ::close(fd); }
   } unlock{lock_fd};
-  if (fs::exists(meta)) {
-    std::string text = read_text(meta);
-    std::string want_base = "\"base\": " + std::to_string(info_.vas_base);
-    std::string want_size = "\"size\": " + std::to_string(info_.vas_size);
-    if (text.find("\"mneme\"") == std::string::npos)
-      throw UserError(root_.string() + " is a Zarr hierarchy but not a mneme database");
-    if (text.find(want_base) == std::string::npos || text.find(want_size) == std::string::npos)
-      throw UserError(root_.string() + " holds a recording of another address range: use a new directory");
-  } else {
-    if (foreign())
-      throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
-    fs::create_directories(root_ / "kernels");
-    fs::create_directories(staging());
-    write_json(root_ / "kernels" / "zarr.json", group_json(""));
+  // The root metadata: what was recorded where (GPU, driver, address range, command).
+  auto root_attributes = [&] {
     std::ostringstream a;
     a << "{\"format_version\": 1, \"tool_version\": " << json_string(info_.tool_version)
       << ", \"created\": " << json_string(now_iso()) << ", \"host\": " << json_string(info_.host)
@@ -199,7 +214,27 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
     for (size_t i = 0; i < info_.command_line.size(); ++i)
       a << (i ? ", " : "") << json_string(info_.command_line[i]);
     a << "]}";
-    write_json(meta, group_json(a.str()));  // last: this makes the directory a database
+    return a.str();
+  };
+  if (fs::exists(meta)) {
+    std::string text = read_text(meta);
+    std::string want_base = "\"base\": " + std::to_string(info_.vas_base);
+    std::string want_size = "\"size\": " + std::to_string(info_.vas_size);
+    if (text.find("\"mneme\"") == std::string::npos)
+      throw UserError(root_.string() + " is a Zarr hierarchy but not a mneme database");
+    if (text.find(want_base) == std::string::npos || text.find(want_size) == std::string::npos)
+      throw UserError(root_.string() + " holds a recording of another address range: use a new directory");
+    // `mneme record` creates the database before the application starts, when no GPU
+    // facts are known yet: the recorder's writer completes them.
+    if (text.find("\"gpu\": {\"name\": \"\"") != std::string::npos && !info_.gpu_name.empty())
+      write_json(meta, group_json(root_attributes()));
+  } else {
+    if (foreign())
+      throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
+    fs::create_directories(root_ / "kernels");
+    fs::create_directories(staging());
+    write_json(root_ / "kernels" / "zarr.json", group_json(""));
+    write_json(meta, group_json(root_attributes()));  // last: this makes the directory a database
   }
   fs::create_directories(staging());
 }
@@ -214,46 +249,149 @@ bool RecordingWriter::has_instance(const std::string& static_hash, const std::st
   return fs::exists(root_ / "kernels" / static_hash / "instances" / dyn / "zarr.json");
 }
 
-uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, uint64_t size,
-                                      const std::string& encoding, bool skip_zero_chunks) const {
-  // Small arrays get one chunk of their own size (Zarr pads edge chunks to the full shape).
-  uint64_t chunk = std::max<uint64_t>(1, std::min(chunk_size_, size));
-  fs::create_directories(dir / "c");
-  uint64_t stored = 0;
-  std::vector<uint8_t> padded, compressed(ZSTD_compressBound(chunk) + 4);
-  ZSTD_CCtx* ctx = ZSTD_createCCtx();
-  for (uint64_t index = 0, start = 0; start < size; ++index, start += chunk) {
-    uint64_t n = std::min(chunk, size - start);
-    const uint8_t* piece = data + start;
-    if (skip_zero_chunks && std::all_of(piece, piece + n, [](uint8_t b) { return b == 0; })) continue;
-    if (n < chunk) {
-      padded.assign(chunk, 0);
-      std::memcpy(padded.data(), piece, n);
-      piece = padded.data();
-    }
-    size_t z = ZSTD_compressCCtx(ctx, compressed.data(), compressed.size() - 4, piece, chunk, level_);
-    if (ZSTD_isError(z)) {
-      ZSTD_freeCCtx(ctx);
-      throw Error(std::string("zstd: ") + ZSTD_getErrorName(z));
-    }
-    uint32_t crc = crc32c(compressed.data(), z);
-    for (int b = 0; b < 4; ++b) compressed[z + b] = static_cast<uint8_t>(crc >> (8 * b));
-    write_file(dir / "c" / std::to_string(index), compressed.data(), z + 4);
-    stored += z + 4;
+ChunkCodec::ChunkCodec(int level) : cctx_(ZSTD_createCCtx()), dctx_(ZSTD_createDCtx()), level_(level) {
+  if (!cctx_ || !dctx_) throw Error("zstd: cannot create a context");
+}
+
+ChunkCodec::~ChunkCodec() {
+  ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
+  ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
+}
+
+const std::vector<uint8_t>& ChunkCodec::encode(const uint8_t* data, uint64_t n, uint64_t chunk) {
+  if (n < chunk) {  // Zarr pads the last chunk of an array to the full chunk shape
+    padded_.resize(chunk);
+    std::memcpy(padded_.data(), data, n);
+    std::memset(padded_.data() + n, 0, chunk - n);
+    data = padded_.data();
   }
-  ZSTD_freeCCtx(ctx);
+  compressed_.resize(ZSTD_compressBound(chunk) + 4);
+  size_t z = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), compressed_.size() - 4, data,
+                               chunk, level_);
+  if (ZSTD_isError(z)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(z));
+  uint32_t crc = crc32c(compressed_.data(), z);
+  for (int b = 0; b < 4; ++b) compressed_[z + b] = static_cast<uint8_t>(crc >> (8 * b));
+  compressed_.resize(z + 4);
+  return compressed_;
+}
+
+void ChunkCodec::decode_file(const fs::path& file, uint8_t* out, uint64_t chunk) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("cannot read " + file.string() + ": " + std::strerror(errno));
+  file_.clear();
+  uint8_t buffer[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    file_.insert(file_.end(), buffer, buffer + got);
+  }
+  ::close(fd);
+  if (file_.size() < 4) throw Error(file.string() + ": truncated chunk");
+  size_t z = file_.size() - 4;
+  uint32_t stored = 0;
+  for (int b = 0; b < 4; ++b) stored |= uint32_t(file_[z + b]) << (8 * b);
+  if (crc32c(file_.data(), z) != stored) throw Error(file.string() + ": chunk checksum mismatch");
+  size_t got = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, chunk, file_.data(), z);
+  if (ZSTD_isError(got) || got != chunk) throw Error(file.string() + ": chunk does not decode");
+}
+
+uint64_t RecordingWriter::chunk_for(uint64_t size) const { return std::max<uint64_t>(1, std::min(chunk_size_, size)); }
+
+fs::path RecordingWriter::new_staging_dir() const {
+  static std::atomic<uint64_t> serial{0};
+  fs::path dir = staging() / (std::to_string(getpid()) + "-" + hex16(std::random_device{}()) + "-" +
+                              std::to_string(serial.fetch_add(1)));
+  fs::create_directories(dir);
+  return dir;
+}
+
+uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
+                                      uint64_t chunk, ChunkCodec& codec) const {
+  const auto& bytes = codec.encode(data, n, chunk);
+  fs::path path = dir / "c" / std::to_string(index);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {
+    std::error_code ec;
+    fs::create_directories(dir / "c", ec);
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t put = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      int err = errno;
+      ::close(fd);
+      throw Error("cannot write " + path.string() + ": " + std::strerror(err));
+    }
+    done += size_t(put);
+  }
+  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  return bytes.size();
+}
+
+void RecordingWriter::write_group_metadata(const fs::path& dir) const {
+  fs::create_directories(dir);
+  write_json(dir / "zarr.json", group_json(""));
+}
+
+void RecordingWriter::write_array_metadata(const fs::path& dir, uint64_t size, const std::string& encoding) const {
+  fs::create_directories(dir);
   std::ostringstream m;
   m << "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [" << size
     << "], \"data_type\": \"uint8\", \"chunk_grid\": {\"name\": \"regular\", \"configuration\": "
        "{\"chunk_shape\": ["
-    << chunk
+    << chunk_for(size)
     << "]}}, \"chunk_key_encoding\": {\"name\": \"default\", \"configuration\": {\"separator\": "
        "\"/\"}}, \"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}, {\"name\": \"zstd\", "
        "\"configuration\": {\"level\": "
     << level_ << ", \"checksum\": false}}, {\"name\": \"crc32c\"}], \"attributes\": {\"mneme\": "
     << "{\"encoding\": " << json_string(encoding) << "}}, \"storage_transformers\": []}";
   write_json(dir / "zarr.json", m.str());
+}
+
+uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, uint64_t size,
+                                      const std::string& encoding, bool skip_zero_chunks) const {
+  uint64_t chunk = chunk_for(size);
+  fs::create_directories(dir / "c");
+  uint64_t stored = 0;
+  ChunkCodec codec(level_);
+  for (uint64_t index = 0, start = 0; start < size; ++index, start += chunk) {
+    uint64_t n = std::min(chunk, size - start);
+    const uint8_t* piece = data + start;
+    if (skip_zero_chunks && std::all_of(piece, piece + n, [](uint8_t b) { return b == 0; })) continue;
+    stored += write_chunk(dir, index, piece, n, chunk, codec);
+  }
+  write_array_metadata(dir, size, encoding);
   return stored;
+}
+
+void RecordingWriter::write_instance_metadata(const fs::path& node, const std::string& dyn, const InstanceInfo& inst,
+                                              const std::vector<RegionRecord>& regions, uint64_t occurrences) const {
+  std::ostringstream rs;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const auto& r = regions[i];
+    rs << (i ? ", " : "") << "{\"name\": " << json_string(region_name(r.address)) << ", \"kind\": " << json_string(r.kind)
+       << ", \"address\": " << r.address << ", \"size\": " << r.size
+       << ", \"symbol\": " << (r.symbol.empty() ? "null" : json_string(r.symbol))
+       << ", \"epilogue_encoding\": " << json_string(r.epilogue_encoding) << "}";
+  }
+  std::ostringstream a;
+  a << "{\"kind\": \"instance\", \"dynamic_hash\": " << json_string(dyn) << ", \"grid\": [" << inst.grid[0]
+    << ", " << inst.grid[1] << ", " << inst.grid[2] << "], \"block\": [" << inst.block[0] << ", "
+    << inst.block[1] << ", " << inst.block[2] << "], \"shared_mem\": " << inst.shared_mem
+    << ", \"stream\": " << inst.stream << ", \"args_size\": " << inst.args.size()
+    << ", \"occurrences\": " << occurrences << ", \"epilogue_format\": " << json_string(epilogue_format_)
+    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
+    << "}";
+  write_json(node / "zarr.json", group_json(a.str()));
+}
+
+bool RecordingWriter::commit_instance(const fs::path& node, const std::string& static_hash,
+                                      const std::string& dyn) const {
+  return commit(node, root_ / "kernels" / static_hash / "instances" / dyn);
 }
 
 bool RecordingWriter::add_kernel(const KernelInfo& k) {
@@ -287,6 +425,10 @@ bool RecordingWriter::add_kernel(const KernelInfo& k) {
 }
 
 void RecordingWriter::count_occurrence(const std::string& static_hash, const std::string& dyn) {
+  count_occurrences(static_hash, dyn, 1);
+}
+
+void RecordingWriter::count_occurrences(const std::string& static_hash, const std::string& dyn, uint64_t more) {
   fs::path meta = root_ / "kernels" / static_hash / "instances" / dyn / "zarr.json";
   fs::path lock_path = root_ / ".mneme" / "lock";
   int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
@@ -298,7 +440,7 @@ void RecordingWriter::count_occurrence(const std::string& static_hash, const std
   if (at != std::string::npos) {
     size_t start = at + key.size(), end = start;
     while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-    uint64_t count = std::stoull(text.substr(start, end - start)) + 1;
+    uint64_t count = std::stoull(text.substr(start, end - start)) + more;
     text.replace(start, end - start, std::to_string(count));
     write_json(meta, text);
   }
@@ -311,24 +453,22 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
                                                            const InstanceInfo& inst) {
   if (!has_kernel(static_hash)) throw Error("kernel " + static_hash + " is not stored: add_kernel first");
   std::string dyn = dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
-  fs::path final_path = root_ / "kernels" / static_hash / "instances" / dyn;
-  if (fs::exists(final_path / "zarr.json")) {
+  if (has_instance(static_hash, dyn)) {
     count_occurrence(static_hash, dyn);
     return {dyn, false};
   }
   std::vector<RegionSnapshot> regions = inst.regions;
   std::sort(regions.begin(), regions.end(), [](auto& a, auto& b) { return a.address < b.address; });
-  Staging stage(staging() / (std::to_string(getpid()) + "-" + hex16(std::random_device{}())));
+  Staging stage(new_staging_dir());
   fs::path node = stage.dir() / dyn;
   fs::create_directories(node / "prologue");
   fs::create_directories(node / "epilogue");
   write_array(node / "args", reinterpret_cast<const uint8_t*>(inst.args.data()), inst.args.size(), "bytes", false);
   write_json(node / "prologue" / "zarr.json", group_json(""));
   write_json(node / "epilogue" / "zarr.json", group_json(""));
-  std::ostringstream rs;
+  std::vector<RegionRecord> records;
   std::vector<uint8_t> delta;
-  for (size_t i = 0; i < regions.size(); ++i) {
-    const auto& r = regions[i];
+  for (const auto& r : regions) {
     std::string name = region_name(r.address);
     write_array(node / "prologue" / name, r.before, r.size, "bytes", false);
     std::string encoding = "xor-prologue";
@@ -351,21 +491,10 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
         }
       }
     }
-    rs << (i ? ", " : "") << "{\"name\": " << json_string(name) << ", \"kind\": " << json_string(r.kind)
-       << ", \"address\": " << r.address << ", \"size\": " << r.size
-       << ", \"symbol\": " << (r.symbol.empty() ? "null" : json_string(r.symbol))
-       << ", \"epilogue_encoding\": " << json_string(encoding) << "}";
+    records.push_back({r.kind, r.address, r.size, r.symbol, encoding});
   }
-  std::ostringstream a;
-  a << "{\"kind\": \"instance\", \"dynamic_hash\": " << json_string(dyn) << ", \"grid\": [" << inst.grid[0]
-    << ", " << inst.grid[1] << ", " << inst.grid[2] << "], \"block\": [" << inst.block[0] << ", "
-    << inst.block[1] << ", " << inst.block[2] << "], \"shared_mem\": " << inst.shared_mem
-    << ", \"stream\": " << inst.stream << ", \"args_size\": " << inst.args.size()
-    << ", \"occurrences\": 1, \"epilogue_format\": " << json_string(epilogue_format_)
-    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
-    << "}";
-  write_json(node / "zarr.json", group_json(a.str()));
-  if (commit(node, final_path)) return {dyn, true};
+  write_instance_metadata(node, dyn, inst, records, 1);
+  if (commit_instance(node, static_hash, dyn)) return {dyn, true};
   count_occurrence(static_hash, dyn);
   return {dyn, false};
 }

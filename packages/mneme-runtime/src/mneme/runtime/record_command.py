@@ -61,9 +61,14 @@ def _manifest(executable: Path, out: Path) -> int:
 @click.option("--epilogue-format", type=click.Choice(["diff", "bytes", "best"]), default="diff", show_default=True)
 @click.option("-rr", "--record-ranks", default="0", show_default=True,
               help="MPI ranks to record: a comma-separated list or 'all'.")
+@click.option("--host-memory", type=float, default=None,
+              help="GiB of host memory for staged snapshot bytes not yet written "
+                   "(default: min(8, a quarter of RAM)); the application waits when it is full.")
+@click.option("--stats", is_flag=True, help="Print one line of snapshot statistics on stderr at exit.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
-           epilogue_format: str, record_ranks: str, command: tuple[str, ...]):
+           epilogue_format: str, record_ranks: str, host_memory: float | None, stats: bool,
+           command: tuple[str, ...]):
     """Run COMMAND (an executable built with mneme-clang++) and record its kernel launches."""
     executable = shutil.which(command[0]) or command[0]
     if not Path(executable).is_file():
@@ -79,6 +84,8 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
             raise UserError(f"--kernel {kernel_regex!r} is not a regular expression: {exc}") from None
     if record_ranks != "all" and not re.fullmatch(r"\d+(,\d+)*", record_ranks):
         raise UserError(f"--record-ranks {record_ranks!r}: give 'all' or a list like 0,2")
+    if host_memory is not None and not 0 < host_memory <= 1 << 20:
+        raise UserError(f"--host-memory {host_memory:g}: give a positive number of GiB (e.g. 4 or 0.5)")
     if not RECORDER.is_file():
         raise UserError(f"the recorder library is missing ({RECORDER}): reinstall mneme-runtime")
     from . import _native
@@ -100,6 +107,10 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
             "MNEME_RECORD_EPILOGUE": epilogue_format,
             "MNEME_RECORD_RANKS": record_ranks,
         })
+        if host_memory is not None:
+            env["MNEME_RECORD_HOST_MEMORY"] = str(max(1, int(host_memory * (1 << 30))))
+        if stats:
+            env["MNEME_RECORD_STATS"] = "1"
         code = subprocess.call([executable, *command[1:]], env=env)
     if code < 0:  # killed by a signal: exit as a shell would
         click.echo(f"mneme record: the application died of signal {-code}; "

@@ -57,6 +57,41 @@ struct InstanceInfo {
   std::vector<RegionSnapshot> regions;
 };
 
+// One region's entry in an instance's metadata.
+struct RegionRecord {
+  std::string kind;
+  uint64_t address = 0, size = 0;
+  std::string symbol;
+  std::string epilogue_encoding;  // "bytes" or "xor-prologue"
+};
+
+// Encodes and decodes chunks as the format stores them: the chunk padded with zeros to
+// the array's chunk size, a zstd frame, then the frame's CRC-32C (4 bytes, little-endian).
+// Holds its zstd contexts and buffers: one per thread.
+class ChunkCodec {
+ public:
+  explicit ChunkCodec(int level = 1);
+  ~ChunkCodec();
+  ChunkCodec(const ChunkCodec&) = delete;
+  ChunkCodec& operator=(const ChunkCodec&) = delete;
+  // The stored bytes of `n` data bytes padded to `chunk`; valid until the next call.
+  const std::vector<uint8_t>& encode(const uint8_t* data, uint64_t n, uint64_t chunk);
+  // Decodes a stored chunk file into `out` (`chunk` bytes); throws on a bad checksum.
+  void decode_file(const std::filesystem::path& file, uint8_t* out, uint64_t chunk);
+
+ private:
+  void* cctx_ = nullptr;
+  void* dctx_ = nullptr;
+  int level_;
+  std::vector<uint8_t> padded_, compressed_, file_;
+};
+
+// "r-<address as 16 hex digits>": a region's array name inside prologue/ and epilogue/.
+std::string region_name(uint64_t address);
+
+// CRC-32C (Castagnoli) as Zarr's crc32c codec computes it (SSE4.2 where available).
+uint32_t crc32c(const uint8_t* data, size_t size);
+
 // FNV-1a 64 of the format's dynamic-hash serialization, as 16 hex digits.
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3],
                          const uint32_t block[3], uint32_t shared_mem, const std::string& args);
@@ -78,10 +113,37 @@ class RecordingWriter {
 
   const std::filesystem::path& root() const { return root_; }
 
- private:
-  std::filesystem::path staging() const;
+  // Building blocks of the background snapshot pipeline (snapshot_pipeline.hpp), which
+  // writes an instance chunk by chunk from several threads; add_instance uses them too.
+  uint64_t chunk_size() const { return chunk_size_; }
+  int level() const { return level_; }
+  const std::string& epilogue_format() const { return epilogue_format_; }
+  // The chunk length of an array of `size` bytes (small arrays: one chunk of their size).
+  uint64_t chunk_for(uint64_t size) const;
+  // A fresh private folder under .mneme/staging (created).
+  std::filesystem::path new_staging_dir() const;
+  // Writes chunk `index` (`n` bytes, padded to `chunk`) of the array at `dir`, creating
+  // the folder as needed; returns the stored size.
+  uint64_t write_chunk(const std::filesystem::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
+                       uint64_t chunk, ChunkCodec& codec) const;
+  // A plain group's zarr.json (the folder is created).
+  void write_group_metadata(const std::filesystem::path& dir) const;
+  // The array's zarr.json (its chunks are written separately).
+  void write_array_metadata(const std::filesystem::path& dir, uint64_t size, const std::string& encoding) const;
   uint64_t write_array(const std::filesystem::path& dir, const uint8_t* data, uint64_t size,
                        const std::string& encoding, bool skip_zero_chunks) const;
+  // The instance's zarr.json inside its staged node.
+  void write_instance_metadata(const std::filesystem::path& node, const std::string& dynamic_hash,
+                               const InstanceInfo& instance, const std::vector<RegionRecord>& regions,
+                               uint64_t occurrences) const;
+  // Renames a staged instance node into place: false when another writer was first.
+  bool commit_instance(const std::filesystem::path& node, const std::string& static_hash,
+                       const std::string& dynamic_hash) const;
+  // Adds `count` occurrences to a stored instance.
+  void count_occurrences(const std::string& static_hash, const std::string& dynamic_hash, uint64_t count);
+
+ private:
+  std::filesystem::path staging() const;
 
   std::filesystem::path root_;
   RecordingInfo info_;

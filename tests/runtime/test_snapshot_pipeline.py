@@ -1,0 +1,259 @@
+"""The recorder's snapshot pipeline without a GPU: host memory stands in for the device.
+
+``_native.SnapshotWriter`` runs the same C++ pipeline as ``mneme record`` (staging blocks
+under a host-memory cap, background threads that diff, compress, write and commit), with
+copies that are plain memcpy. What it writes must be what the synchronous writer writes,
+byte for byte, and what the Python reader reads.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from mneme.replay.db import Database
+from mneme.replay.db.integrity import check_database
+
+native = pytest.importorskip("mneme.runtime._native")
+
+BASE = 0x200000000000
+STATIC = "feedc0de00000042"
+IR = b"BC\xc0\xde" + bytes(range(256)) * 3
+CHUNK = 64 << 10
+
+
+def regions_for(rng, count, max_size=600_000):
+    """Regions of every shape: empty, below a chunk, several chunks with a short last one;
+    epilogues unchanged, sparsely changed or rewritten."""
+    regions, address = [], BASE
+    for i in range(count):
+        size = int(rng.choice([0, 100, CHUNK, int(rng.integers(1, max_size))])) if i % 4 else int(
+            rng.integers(1, max_size))
+        before = rng.integers(0, 256, size, dtype=np.uint8)
+        after = before.copy()
+        mode = i % 3
+        if mode == 1 and size:
+            after[rng.integers(0, size, 50)] ^= 0x3C
+        elif mode == 2:
+            after = rng.integers(0, 256, size, dtype=np.uint8)
+        kind, symbol = ("global", f"g_{i}") if i == count - 1 else ("heap", "")
+        regions.append((kind, address, symbol, before, after))
+        address += size + int(rng.integers(1, 1 << 20)) // 256 * 256 + 256
+    rng.shuffle(regions)  # the writer orders them by address
+    return regions
+
+
+def new_writer(path, cls=None, fmt="diff", **options):
+    cls = cls or native.SnapshotWriter
+    extra = {} if cls is native.RecordingWriter else options
+    w = cls(str(path), BASE, 1 << 30, "NVIDIA H100", "9.0", ["./app"], fmt, CHUNK, 1, **extra)
+    w.add_kernel(STATIC, "_Z3fooPfi", "foo(float*, int)", IR,
+                 [(8, 8, 0, True, False), (4, 4, 8, False, False)], [])
+    return w
+
+
+def write_many(w, seed=7, count=12, regions=5, max_size=600_000):
+    rng = np.random.default_rng(seed)
+    written = {}
+    for k in range(count):
+        regs = regions_for(rng, regions, max_size)
+        args = rng.integers(0, 256, 12, dtype=np.uint8).tobytes()
+        dyn, new = w.add_instance(STATIC, (k + 1, 2, 1), (128, 1, 1), 16 * k, args, regs)
+        assert new
+        written[dyn] = regs
+    return written
+
+
+def assert_reads_back(path, written):
+    db = Database.open(path)
+    kernel = db.kernel(STATIC)
+    assert {i.dynamic_hash for i in kernel.instances()} == set(written)
+    plain = zarr.open_group(str(path), mode="r")
+    for dyn, regions in written.items():
+        inst = kernel.instance(dyn)
+        node = plain[f"kernels/{STATIC}/instances/{dyn}"]
+        for kind, address, symbol, before, after in regions:
+            name = f"r-{address:016x}"
+            info = inst.region(name)
+            assert (info.kind, info.size, info.symbol or "") == (kind, before.size, symbol)
+            assert inst.prologue(name).tobytes() == before.tobytes()
+            assert inst.epilogue(name).tobytes() == after.tobytes()
+            stored = node[f"epilogue/{name}"]
+            pro = node[f"prologue/{name}"][:]
+            got = stored[:] if stored.attrs["mneme"]["encoding"] == "bytes" else pro ^ stored[:]
+            assert got.tobytes() == after.tobytes()
+    assert [p for p in check_database(db) if p.fatal] == []
+    staging = path / ".mneme" / "staging"
+    assert not staging.exists() or list(staging.iterdir()) == []
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    """Every file of a database by relative path; instance metadata without its timestamp."""
+    out = {}
+    for f in sorted(path.rglob("*")):
+        rel = str(f.relative_to(path))
+        if not f.is_file() or rel.startswith(".mneme") or rel == "zarr.json":
+            continue
+        data = f.read_bytes()
+        if f.name == "zarr.json" and b'"kind": "instance"' in data:
+            doc = json.loads(data)
+            doc["attributes"]["mneme"].pop("recorded")
+            data = json.dumps(doc, sort_keys=True).encode()
+        out[rel] = data
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["diff", "bytes", "best"])
+def test_background_pool_writes_what_the_reader_reads(tmp_path, fmt):
+    w = new_writer(tmp_path / "p.rdb", fmt=fmt, threads=4)
+    written = write_many(w)
+    w.flush()
+    stats = w.stats()
+    assert stats["instances"] == stats["committed"] == len(written)
+    assert stats["snapshot_bytes"] == sum(2 * r[3].size for regs in written.values() for r in regs)
+    assert w.error() == ""
+    assert_reads_back(tmp_path / "p.rdb", written)
+
+
+@pytest.mark.parametrize("fmt", ["diff", "best"])
+@pytest.mark.parametrize("host_memory", [0, 2 * CHUNK])
+def test_same_files_as_the_synchronous_writer(tmp_path, fmt, host_memory):
+    """Chunk files and metadata are byte-identical to RecordingWriter.add_instance's, with
+    the prologue kept in staging (large cap) or read back from its chunk files (tiny cap)."""
+    sync = new_writer(tmp_path / "sync.rdb", native.RecordingWriter, fmt)
+    write_many(sync, count=6)
+    piped = new_writer(tmp_path / "pipe.rdb", fmt=fmt, threads=3, host_memory=host_memory)
+    write_many(piped, count=6)
+    piped.close()
+    a, b = tree(tmp_path / "sync.rdb"), tree(tmp_path / "pipe.rdb")
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+def test_back_pressure_streams_snapshots_larger_than_the_cap(tmp_path):
+    cap = 2 * CHUNK  # the smallest cap: two staging blocks
+    w = new_writer(tmp_path / "tiny.rdb", threads=2, host_memory=cap)
+    assert w.host_memory == cap
+    written = write_many(w, count=5, regions=4, max_size=3_000_000)  # ~45 chunks per side
+    w.flush()
+    stats = w.stats()
+    assert stats["peak_staged_bytes"] <= cap and stats["staging_bytes"] <= cap
+    assert stats["snapshot_bytes"] > 20 * cap
+    assert stats["committed"] == 5
+    assert_reads_back(tmp_path / "tiny.rdb", written)
+    line = w.stats_line()
+    assert line.startswith("mneme record: stats instances=5 ")
+    fields = dict(kv.split("=") for kv in line.split()[3:])
+    assert int(fields["peak_staged_bytes"]) <= cap and int(fields["host_memory_bytes"]) == cap
+
+
+def test_staging_grows_toward_the_snapshot_in_the_background(tmp_path):
+    """A 2 x 40 MiB snapshot: the first 64 MiB slab is allocated at once, the rest by one
+    background thread while copies proceed; the pool then holds the whole capture."""
+    w = new_writer(tmp_path / "g.rdb", threads=2, host_memory=1 << 30)
+    size = 40 << 20
+    regions = []
+    for i in range(2):
+        before = np.zeros(size, dtype=np.uint8)
+        before[:: 1 << 16] = i + 1
+        after = before.copy()
+        after[12345 :: 1 << 20] ^= 0x5A
+        regions.append(("heap", BASE + i * (64 << 20), "", before, after))
+    dyn, _ = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x03" * 12, regions)
+    w.flush()
+    stats = w.stats()
+    assert stats["staging_bytes"] == 2 * 2 * size and stats["pinned_bytes"] == 0  # plain memory here
+    assert stats["peak_staged_bytes"] <= stats["staging_bytes"]
+    w.close()
+    assert_reads_back(tmp_path / "g.rdb", {dyn: regions})
+
+
+def test_repeats_count_while_in_flight_and_after_commit(tmp_path):
+    w = new_writer(tmp_path / "r.rdb", threads=2)
+    rng = np.random.default_rng(1)
+    regions = regions_for(rng, 3)
+    first = w.add_instance(STATIC, (1, 1, 1), (32, 1, 1), 0, b"\x01" * 12, regions)
+    again = w.add_instance(STATIC, (1, 1, 1), (32, 1, 1), 0, b"\x01" * 12, regions)
+    assert first[1] and again == (first[0], False)
+    w.flush()
+    assert w.add_instance(STATIC, (1, 1, 1), (32, 1, 1), 0, b"\x01" * 12, regions) == (first[0], False)
+    w.close()
+    inst = Database.open(tmp_path / "r.rdb").kernel(STATIC).instance(first[0])
+    assert inst.occurrences == 3
+
+
+def test_destroying_the_writer_flushes(tmp_path):
+    w = new_writer(tmp_path / "d.rdb", threads=1)
+    written = write_many(w, count=8, max_size=1_500_000)
+    del w
+    gc.collect()
+    assert_reads_back(tmp_path / "d.rdb", written)
+
+
+def test_an_abandoned_capture_is_never_listed(tmp_path):
+    w = new_writer(tmp_path / "a.rdb", threads=2)
+    rng = np.random.default_rng(5)
+    regions = regions_for(rng, 3)
+    specs = [(k, a, b.size, s) for k, a, s, b, _ in regions]
+    capture = w.begin_instance(STATIC, (1, 1, 1), (64, 1, 1), 0, b"\x02" * 12, specs)
+    w.capture_prologue(capture, [r[3] for r in regions])
+    w.abandon(capture)  # the launch failed
+    w.flush()
+    assert list(Database.open(tmp_path / "a.rdb").instances()) == []
+    # the same launch, captured again later, is recorded
+    capture = w.begin_instance(STATIC, (1, 1, 1), (64, 1, 1), 0, b"\x02" * 12, specs)
+    assert capture.dynamic_hash
+    w.capture_prologue(capture, [r[3] for r in regions])
+    with pytest.raises(Exception, match="one buffer per region"):
+        w.capture_epilogue(capture, [])
+    w.capture_epilogue(capture, [r[4] for r in regions])
+    w.close()
+    assert_reads_back(tmp_path / "a.rdb", {capture.dynamic_hash: regions})
+
+
+CRASHING = textwrap.dedent("""
+    import os, sys
+    import numpy as np
+    sys.path.insert(0, {here!r})
+    from test_snapshot_pipeline import new_writer, write_many
+    w = new_writer({path!r}, threads=1)
+    w.install_crash_handler(120.0)
+    write_many(w, seed=11, count=6, regions=3, max_size=4_000_000)
+    print("uncommitted", w.uncommitted, flush=True)
+    os.abort()
+""")
+
+
+def test_a_fatal_signal_commits_the_captured_instances(tmp_path):
+    path = tmp_path / "crash.rdb"
+    script = CRASHING.format(here=str(Path(__file__).parent), path=str(path))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == -signal.SIGABRT, result.stderr
+    assert "uncommitted" in result.stdout
+    if int(result.stdout.split()[-1]) > 0:
+        assert "committing" in result.stderr
+    # the same instances, regenerated from the seed, are all there byte for byte
+    probe = new_writer(tmp_path / "probe.rdb", threads=1)
+    written = write_many(probe, seed=11, count=6, regions=3, max_size=4_000_000)
+    probe.close()
+    assert_reads_back(path, written)
+
+
+def test_sizes_and_the_default_cap():
+    assert native.parse_size("64M") == 64 << 20
+    assert native.parse_size("0.5G") == 1 << 29
+    assert native.parse_size("8GiB") == 8 << 30
+    assert native.parse_size("123") == 123
+    for bad in ("", "x", "-1G", "12Q"):
+        assert native.parse_size(bad) == 0
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert native.default_host_memory() == min(8 << 30, ram // 4)
