@@ -41,3 +41,19 @@ def simple_instance(seed: int = 0, size: int = 1 << 16, changed: float = 0.01) -
         prologue=(Region("heap", BASE, before), Region("global", 0x1000, g_before, "g_table")),
         epilogue=(Region("heap", BASE, after), Region("global", 0x1000, g_after, "g_table")),
     )
+
+
+def assert_regions_read_back(instance, node, regions) -> None:
+    """Each region ``(kind, address, symbol, before, after)`` of ``instance`` reads back
+    exactly through our reader and through zarr-python (``node``: the instance's group
+    opened with zarr; a ``diff`` epilogue is stored as epilogue XOR prologue)."""
+    for kind, address, symbol, before, after in regions:
+        name = f"r-{address:016x}"
+        info = instance.region(name)
+        assert (info.kind, info.size, info.symbol or "") == (kind, before.size, symbol)
+        assert instance.prologue(name).tobytes() == before.tobytes()
+        assert instance.epilogue(name).tobytes() == after.tobytes()
+        stored = node[f"epilogue/{name}"]
+        prologue = node[f"prologue/{name}"][:]
+        got = stored[:] if stored.attrs["mneme"]["encoding"] == "bytes" else prologue ^ stored[:]
+        assert got.tobytes() == after.tobytes()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zarr
-from db_support import BASE
+from db_support import BASE, assert_regions_read_back
 from mneme.replay.db import (
     Database,
     DatabaseWriter,
@@ -72,16 +72,7 @@ def test_cpp_written_database_reads_exactly(tmp_path, fmt):
         assert (inst.grid, inst.block, inst.args) == (grid, block, args)
         assert inst.occurrences == (2 if dyn == written[0][0] else 1)
         node = plain[f"kernels/{STATIC}/instances/{dyn}"]
-        for kind, address, symbol, before, after in regions:
-            name = f"r-{address:016x}"
-            info = inst.region(name)
-            assert (info.kind, info.size, info.symbol or "") == (kind, before.size, symbol)
-            assert inst.prologue(name).tobytes() == before.tobytes()
-            assert inst.epilogue(name).tobytes() == after.tobytes()
-            stored = node[f"epilogue/{name}"]
-            pro = node[f"prologue/{name}"][:]
-            got = stored[:] if stored.attrs["mneme"]["encoding"] == "bytes" else pro ^ stored[:]
-            assert got.tobytes() == after.tobytes()
+        assert_regions_read_back(inst, node, regions)
     assert [p for p in check_database(db) if p.fatal] == []
 
 

@@ -163,6 +163,19 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// What the bound writers record about the recording (the recorder fills the same fields).
+rt::RecordingInfo recording_info(uint64_t vas_base, uint64_t vas_size, const std::string& gpu_name,
+                                 const std::string& compute_capability,
+                                 const std::vector<std::string>& command_line) {
+  rt::RecordingInfo info;
+  info.vas_base = vas_base;
+  info.vas_size = vas_size;
+  info.gpu_name = gpu_name;
+  info.compute_capability = compute_capability;
+  info.command_line = command_line;
+  return info;
+}
+
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -387,13 +400,9 @@ NB_MODULE(_native, m) {
               const std::string& gpu_name, const std::string& compute_capability,
               const std::vector<std::string>& command_line, const std::string& epilogue_format,
               uint64_t chunk_size, int level) {
-             rt::RecordingInfo info;
-             info.vas_base = vas_base;
-             info.vas_size = vas_size;
-             info.gpu_name = gpu_name;
-             info.compute_capability = compute_capability;
-             info.command_line = command_line;
-             new (self) rt::RecordingWriter(root, info, epilogue_format, chunk_size, level);
+             new (self) rt::RecordingWriter(
+                 root, recording_info(vas_base, vas_size, gpu_name, compute_capability, command_line),
+                 epilogue_format, chunk_size, level);
            },
            "root"_a, "vas_base"_a, "vas_size"_a, "gpu_name"_a = "", "compute_capability"_a = "",
            "command_line"_a = std::vector<std::string>{}, "epilogue_format"_a = "diff",
@@ -455,13 +464,9 @@ NB_MODULE(_native, m) {
               const std::string& gpu_name, const std::string& compute_capability,
               const std::vector<std::string>& command_line, const std::string& epilogue_format,
               uint64_t chunk_size, int level, uint64_t host_memory, unsigned threads) {
-             rt::RecordingInfo info;
-             info.vas_base = vas_base;
-             info.vas_size = vas_size;
-             info.gpu_name = gpu_name;
-             info.compute_capability = compute_capability;
-             info.command_line = command_line;
-             new (self) SnapshotWriterObject(root, info, epilogue_format, chunk_size, level, host_memory, threads);
+             new (self) SnapshotWriterObject(
+                 root, recording_info(vas_base, vas_size, gpu_name, compute_capability, command_line),
+                 epilogue_format, chunk_size, level, host_memory, threads);
            },
            "root"_a, "vas_base"_a, "vas_size"_a, "gpu_name"_a = "", "compute_capability"_a = "",
            "command_line"_a = std::vector<std::string>{}, "epilogue_format"_a = "diff",

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from db_support import assert_regions_read_back
 from mneme.replay.db import Database
 from mneme.replay.db.integrity import check_database
 
@@ -81,16 +82,7 @@ def assert_reads_back(path, written):
     for dyn, regions in written.items():
         inst = kernel.instance(dyn)
         node = plain[f"kernels/{STATIC}/instances/{dyn}"]
-        for kind, address, symbol, before, after in regions:
-            name = f"r-{address:016x}"
-            info = inst.region(name)
-            assert (info.kind, info.size, info.symbol or "") == (kind, before.size, symbol)
-            assert inst.prologue(name).tobytes() == before.tobytes()
-            assert inst.epilogue(name).tobytes() == after.tobytes()
-            stored = node[f"epilogue/{name}"]
-            pro = node[f"prologue/{name}"][:]
-            got = stored[:] if stored.attrs["mneme"]["encoding"] == "bytes" else pro ^ stored[:]
-            assert got.tobytes() == after.tobytes()
+        assert_regions_read_back(inst, node, regions)
     assert [p for p in check_database(db) if p.fatal] == []
     staging = path / ".mneme" / "staging"
     assert not staging.exists() or list(staging.iterdir()) == []
