@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
@@ -30,7 +31,7 @@ TOP = 10
 def _write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file and rename: a reader never sees half a report."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as out:
+    with os.fdopen(fd, "w", newline="") as out:  # csv writes its own line ends
         out.write(text)
     os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
     os.replace(tmp, path)
@@ -72,17 +73,15 @@ def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
     metrics = sorted({k for r in outcome.trials for k in r.metrics})
     header = ["trial", "state", *(f"value_{n}" for n in outcome.objectives), *params, *metrics, "speedup", "verified",
               "failure", "reason"]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(header)
-        for r in sorted(outcome.trials, key=lambda r: r.number):
-            values = r.values or [None] * len(outcome.objectives)
-            writer.writerow([r.number, r.state, *values, *(r.params.get(p) for p in params),
-                             *(r.metrics.get(m) for m in metrics), r.speedup, r.verified,
-                             r.failure, r.reason])
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    for r in sorted(outcome.trials, key=lambda r: r.number):
+        values = r.values or [None] * len(outcome.objectives)
+        writer.writerow([r.number, r.state, *values, *(r.params.get(p) for p in params),
+                         *(r.metrics.get(m) for m in metrics), r.speedup, r.verified,
+                         r.failure, r.reason])
+    _write_atomic(path, out.getvalue())
 
 
 def _times_figures(outcome: TuneOutcome):

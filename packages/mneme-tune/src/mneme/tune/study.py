@@ -107,7 +107,7 @@ def open_storage(url: str | None, default_dir: Path | None = None):
         raise StudyError(f"cannot open storage {_shown(url)}: {message}") from None
 
 
-def make_sampler(name: str, space: BoundSpace, objectives: int, seed: int | None):
+def make_sampler(name: str, objectives: int, seed: int | None):
     if name not in SAMPLERS:
         raise TuneError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
     with warnings.catch_warnings():
@@ -120,7 +120,6 @@ def make_sampler(name: str, space: BoundSpace, objectives: int, seed: int | None
         if name == "grid":
             # Exhaustive: the tuner enqueues every feasible point once; Optuna's GridSampler
             # would walk infeasible combinations too and stop the study from inside optimize().
-            space.feasible_count()  # refuses spaces too large to walk
             return optuna.samplers.RandomSampler(seed=seed)
         if name == "cmaes":
             if objectives > 1:

@@ -48,15 +48,15 @@ def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
     return devices
 
 
-def instances_to_tune(database: str, record_id: str | None, per: str) -> list[list[str]]:
-    """Groups of instance ids, one study each."""
+def instances_to_tune(database: str, record_id: str | None, per: str) -> tuple[Path, list[list[str]]]:
+    """The database's root and groups of instance ids, one study each."""
     db, kernel = open_database(database)
     if record_id or (kernel is not None and per == "instance" and
                      len(db.kernel(kernel).instance_hashes()) == 1):
         instance = select_instance(db, kernel, record_id)
         if per == "kernel":
-            return [[i.id for i in instance.kernel.instances()]]
-        return [[instance.id]]
+            return db.root, [[i.id for i in instance.kernel.instances()]]
+        return db.root, [[instance.id]]
     kernels = [db.kernel(kernel)] if kernel is not None else db.kernels()
     groups = []
     for k in kernels:
@@ -66,7 +66,7 @@ def instances_to_tune(database: str, record_id: str | None, per: str) -> list[li
         groups += [ids] if per == "kernel" else [[i] for i in ids]
     if not groups:
         raise TuneError(f"{db.root} holds no recorded instance to tune")
-    return groups
+    return db.root, groups
 
 
 def _format_values(values, objectives) -> str:
@@ -152,7 +152,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         console.print("no GPU driver on this machine: tuning compile-only on static objectives")
     if spaces is None:
         spaces = "launch,pipeline" if device_list is not None else "pipeline,bounds"
-    groups = instances_to_tune(database, record_id, per)
+    root, groups = instances_to_tune(database, record_id, per)
     if study_name and len(groups) > 1:
         raise TuneError("--study names one study, but this tunes several instances: add -rid")
     options = TuneOptions(
@@ -160,7 +160,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, trial_timeout=trial_timeout,
     )
-    tuners = [Tuner(_db_root(database), group, spaces, options) for group in groups]  # validate all first
+    tuners = [Tuner(root, group, spaces, options) for group in groups]  # validate all first
     completed_any = False
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
@@ -196,11 +196,6 @@ def _explain_failures(outcome: TuneOutcome, out: Console) -> None:
             kinds.setdefault(record.failure or "error", []).append(record)
     for kind, records in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
         out.print(f"  {len(records)} trial(s) {kind}: {records[0].reason}")
-
-
-def _db_root(database: str) -> str:
-    db, _ = open_database(database)
-    return str(db.root)
 
 
 def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:

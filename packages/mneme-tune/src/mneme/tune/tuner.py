@@ -199,11 +199,16 @@ class Tuner:
         self._check_spaces()
         self.storage = open_storage(self.options.storage, self.options.storage_dir)
         self.sampler_name = self.options.sampler or default_sampler(len(self.objectives))
+        self.grid_points = self._walk()
         self.study = self._open_study()
 
+    def _walk(self) -> list[dict[str, Any]] | None:
+        """Exhaustive search: every feasible point, enumerated once (refuses spaces too
+        large to walk before any worker starts)."""
+        return self.bound[0].feasible_points() if self.sampler_name == "grid" else None
+
     def _open_study(self) -> optuna.Study:
-        sampler = make_sampler(self.sampler_name, self.bound[0], len(self.objectives),
-                               self.options.seed)
+        sampler = make_sampler(self.sampler_name, len(self.objectives), self.options.seed)
         return open_study(self.storage, self.study_name, self.bound[0], self.objectives,
                           sampler, self.instance_ids)
 
@@ -344,6 +349,7 @@ class Tuner:
             signature = self.bound[0].signature()
             self._rebind(executor)
             if self.bound[0].signature() != signature:  # this GPU's limits change the space
+                self.grid_points = self._walk()
                 self.study = self._open_study()
             study, sampler_name = self.study, self.sampler_name
             self._recover(study)
@@ -355,7 +361,7 @@ class Tuner:
             point = self.bound[0].baseline()
             budget = o.trials
             if sampler_name == "grid":
-                points = self.bound[0].feasible_points()
+                points = list(self.grid_points)
                 budget = min(budget, len(points))
                 if not study.trials:
                     if point is not None:  # the recorded configuration first

@@ -23,7 +23,7 @@ def load_attribute(spec: str):
         module_name = f"mneme_user_space_{abs(hash(str(path.resolve())))}"
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_name] = module  # workers unpickle objects of this module by name
+        sys.modules[module_name] = module  # classes defined in it find their module (pickle, dataclasses)
         try:
             module_spec.loader.exec_module(module)
         except Exception as error:  # noqa: BLE001 - the user's file: report it in one line
