@@ -15,7 +15,8 @@ from record_support import PROGRAMS, checklines, executable, mneme_record
 
 pytestmark = pytest.mark.gpu
 SLOW = {"large_working_set"}  # checksummed by size only (pure-Python FNV is slow)
-RECORDED = sorted(set(PROGRAMS) - {"crash_after_launch"})
+REFUSED = {"managed_memory"}  # managed memory: refused, never recorded
+RECORDED = sorted(set(PROGRAMS) - {"crash_after_launch"} - REFUSED)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -523,11 +524,24 @@ bool release(void* ptr) {
   return true;
 }
 
-void refuse_managed(const char* api) {
+// "/path/app+0x1a2b": the file and the address addr2line takes for a return address
+// (an offset in shared objects and position-independent executables, absolute otherwise).
+// The caller's function name is not at hand: executables export few symbols.
+std::string code_site(const void* return_address) {
   Dl_info where{};
-  dladdr(__builtin_return_address(0), &where);
-  fatal(std::string(api) + " (managed memory) is not supported by mneme record; called from " +
-        (where.dli_sname ? where.dli_sname : "?") + " in " + (where.dli_fname ? where.dli_fname : "?") +
+  if (!dladdr(return_address, &where) || !where.dli_fname) return "an unknown caller";
+  auto address = reinterpret_cast<uintptr_t>(return_address) - 1;  // inside the call instruction
+  const auto* header = static_cast<const Elf64_Ehdr*>(where.dli_fbase);
+  if (header && header->e_type != ET_EXEC) address -= reinterpret_cast<uintptr_t>(where.dli_fbase);
+  std::string file = where.dli_fname[0] ? where.dli_fname : "the executable";
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address));
+  return file + "+" + hex + " (addr2line -f -C -e " + file + " " + hex + " names the caller)";
+}
+
+// Managed memory is refused, never recorded: the host can change it behind a snapshot.
+[[noreturn]] void refuse_managed(const std::string& what, const void* caller) {
+  fatal(what + " (managed memory) is not supported by mneme record; called from " + code_site(caller) +
         ": allocate with cudaMalloc instead", 76);
 }
 
@@ -652,8 +666,14 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 
 cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
   REAL(cudaMallocManaged);
-  if (Recorder::get().active()) refuse_managed("cudaMallocManaged");
+  if (Recorder::get().active()) refuse_managed("cudaMallocManaged", __builtin_return_address(0));
   return real_cudaMallocManaged(ptr, size, flags);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
+  REAL(cuMemAllocManaged);
+  if (Recorder::get().active()) refuse_managed("cuMemAllocManaged", __builtin_return_address(0));
+  return real_cuMemAllocManaged(ptr, size, flags);
 }
 
 }  // extern "C"

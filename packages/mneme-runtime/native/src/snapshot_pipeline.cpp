@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "mneme/runtime/errors.hpp"
+#include "mneme/runtime/host_memory.hpp"
 
 namespace fs = std::filesystem;
 
@@ -29,6 +30,9 @@ double seconds_since(Clock::time_point start) {
 
 constexpr uint64_t kAlign = 256;             // piece offsets inside a block
 constexpr uint64_t kSlabBytes = 64ull << 20;  // staging memory is allocated this much at a time
+// Background threads allocating slabs at once: faulting pages in runs in parallel, the
+// driver's page-locking barely does (measured on the H100 host), so two keep both busy.
+constexpr int kGrowers = 2;
 
 // out = a ^ b; true when any byte differs.
 bool xor_into(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t n) {
@@ -168,7 +172,7 @@ SnapshotPipeline::~SnapshotPipeline() {
   for (auto& t : workers_) t.join();
   for (const auto& slab : slabs_) {
     if (slab.pinned) source_.deallocate(slab.pointer, slab.bytes);
-    else std::free(slab.pointer);
+    else unmap_resident(slab.pointer, slab.bytes);
   }
 }
 
@@ -182,7 +186,13 @@ void SnapshotPipeline::add_slab(uint64_t bytes) {
     pointer = nullptr;
   }
   bool pinned = pointer != nullptr;
-  if (!pointer) pointer = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (!pointer) {
+    try {
+      pointer = map_resident(bytes);  // pageable, but resident before the first copy
+    } catch (const Error&) {
+      pointer = nullptr;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);
     if (!pointer) {
@@ -204,15 +214,14 @@ void SnapshotPipeline::add_slab(uint64_t bytes) {
 }
 
 void SnapshotPipeline::grow_in_background() {
-  // One slab at a time: page-locking serializes inside the driver (measured on an H100
-  // host: 16 threads allocating at once were no faster than one), and the other
-  // background threads stay free to compress.
+  // Slab by slab until the target is reached, beside at most kGrowers - 1 other growers;
+  // the remaining background threads stay free to compress.
   for (;;) {
     uint64_t bytes;
     {
       std::lock_guard<std::mutex> lock(pool_mutex_);
       if (!grow_left_) {
-        growing_ = false;
+        --growers_;
         break;
       }
       bytes = std::min(grow_left_, std::max(block_, kSlabBytes / block_ * block_));
@@ -241,7 +250,7 @@ SnapshotPipeline::Block* SnapshotPipeline::acquire() {
     if (alloc_failed_ && allocated_ == 0)
       throw Error("cannot allocate " + std::to_string(block_ >> 20) + " MiB of host staging memory");
     auto start = Clock::now();
-    if (!alloc_failed_ && !growing_ && allocated_ + block_ <= cap_) {
+    if (!alloc_failed_ && !growers_ && allocated_ + block_ <= cap_) {
       // Grow toward what this capture needs at once: the first slab here, the rest on
       // one background thread while the copies into the first blocks proceed.
       uint64_t target = std::min(cap_, std::max(allocated_ + block_, need_));
@@ -249,16 +258,17 @@ SnapshotPipeline::Block* SnapshotPipeline::acquire() {
       uint64_t first = std::min(total, std::max(block_, kSlabBytes / block_ * block_));
       allocated_ += total;
       grow_left_ = total - first;
-      bool background = grow_left_ > 0;
-      if (background) growing_ = true;
+      int growers = int(std::min<uint64_t>(kGrowers, (grow_left_ + kSlabBytes - 1) / kSlabBytes));
+      growers = std::min(growers, int(workers_.size()));
+      growers_ = growers;
       lock.unlock();
-      if (background) submit([this](Worker&) { grow_in_background(); }, true);
+      for (int g = 0; g < growers; ++g) submit([this](Worker&) { grow_in_background(); }, true);
       add_slab(first);
       lock.lock();
       allocating += seconds_since(start);
       continue;
     }
-    bool growth = growing_;
+    bool growth = growers_ > 0;
     pool_cv_.wait(lock);  // a slab arrives, or (back-pressure) a background thread frees a block
     (growth ? allocating : waited) += seconds_since(start);
   }

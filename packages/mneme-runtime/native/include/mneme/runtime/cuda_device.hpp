@@ -84,6 +84,8 @@ class CudaDevice : public Device, public std::enable_shared_from_this<CudaDevice
   CUdevice device_;
   CUcontext context_;
   DeviceProperties properties_;
+  std::mutex pinned_mutex_;
+  std::unordered_map<void*, size_t> registered_;  // allocate_pinned's mappings -> bytes
 };
 
 // Physical memory of one device mapped into reserved ranges with

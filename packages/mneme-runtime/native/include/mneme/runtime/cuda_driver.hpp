@@ -20,7 +20,7 @@ namespace mneme::runtime::cuda {
   X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuMemcpyHtoD)       \
   X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)              \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemHostAlloc)               \
-  X(cuMemFreeHost) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)        \
+  X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)        \
   X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)     \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)           \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)

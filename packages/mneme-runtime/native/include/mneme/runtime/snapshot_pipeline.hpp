@@ -197,7 +197,7 @@ class SnapshotPipeline {
   uint64_t allocated_ = 0, in_use_ = 0;  // allocated_ counts slabs still being allocated
   uint64_t need_ = 0;                    // staging the current capture could use
   bool alloc_failed_ = false;
-  bool growing_ = false;    // a background thread is allocating grow_left_ more bytes
+  int growers_ = 0;         // background threads allocating grow_left_ more bytes
   uint64_t grow_left_ = 0;
 
   // background threads
