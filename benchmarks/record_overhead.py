@@ -1,7 +1,7 @@
 """Recording overhead and snapshot throughput on a GPU host, in one run.
 
     python benchmarks/record_overhead.py --plain PLAIN_EXE --instrumented INSTR_EXE \\
-        [--mib 2048] [--repeat 3] [--host-memory GiB ...]
+        [--mib 2048] [--repeat 5] [--host-memory GiB ...]
 
 Both executables are builds of tests/corpus/cuda/large_working_set (two buffers of --mib
 MiB each live, several kernels): PLAIN_EXE with clang++-22, INSTR_EXE with mneme-clang++.
@@ -9,21 +9,24 @@ They run with --quiet (no per-launch host checksums), so the times are the kerne
 the recorder's, not the program's FNV loops.
 
 Prints
-(1) wall time (best of --repeat) of the plain run, the instrumented run without
-    recording, and the recorded run (each kernel once, -mr 1), with overhead ratios
-    (goal: not recording <= 1 %);
+(1) wall time of the plain run and of the instrumented run without recording (median of
+    --repeat runs, the two alternating so drift hits both), their ratio (goal: not
+    recording <= 1 %) next to the plain runs' own spread, and whether the instrumented
+    executable's loaded image is byte-identical to the plain build's (then any difference
+    is noise: the same instructions run); and the recorded run (each kernel once, -mr 1);
 (2) snapshot throughput = snapshot bytes / time the application was blocked in
     snapshots, both from the recorder's own statistics line (`mneme record --stats`),
     next to the raw pinned device-to-host bandwidth measured in the same run with mneme's
     device layer (one large cuMemcpyDtoHAsync into page-locked memory; goal >= 0.5x),
-    and the same without the time the application waited for the staging pool to be
-    page-locked on first use (`alloc_s`).
+    with the time the application waited while the staging pool grew (`alloc_s`) or
+    for the background writes to free staging (`wait_s`, back-pressure at the cap).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +46,15 @@ def wall(command: list[str], repeat: int = 1) -> tuple[float, subprocess.Complet
             sys.exit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
         best = min(best, took)
     return best, result
+
+
+def alternating(commands: list[list[str]], repeat: int) -> list[list[float]]:
+    """Wall times of each command, run in turn `repeat` times (drift hits all alike)."""
+    times: list[list[float]] = [[] for _ in commands]
+    for _ in range(repeat):
+        for command, series in zip(commands, times, strict=True):
+            series.append(wall(command)[0])
+    return times
 
 
 def parse_stats(stderr: str) -> dict[str, float]:
@@ -98,7 +110,7 @@ def main() -> None:
     parser.add_argument("--plain", type=Path, required=True)
     parser.add_argument("--instrumented", type=Path, required=True)
     parser.add_argument("--mib", type=int, default=2048, help="MiB per buffer (two buffers)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (best is kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of the plain and instrumented builds each")
     parser.add_argument("--host-memory", type=float, action="append", default=None,
                         help="the recorder's staging cap in GiB (default: its own default); "
                              "repeat the option to record once per cap")
@@ -106,16 +118,30 @@ def main() -> None:
 
     argv = [str(args.mib), "--quiet"]
     wall([str(args.plain), "4", "--quiet"])  # warm the driver and the file cache
-    plain, _ = wall([str(args.plain), *argv], args.repeat)
-    instrumented, _ = wall([str(args.instrumented), *argv], args.repeat)
+    plain_runs, instrumented_runs = alternating(
+        [[str(args.plain), *argv], [str(args.instrumented), *argv]], args.repeat)
+    plain, instrumented = statistics.median(plain_runs), statistics.median(instrumented_runs)
+    spread = (max(plain_runs) - min(plain_runs)) / plain
+    sys.path.insert(0, str(Path(__file__).parent))
+    from instrument_overhead import loaded_sections_equal
+
+    try:
+        identical = "yes" if loaded_sections_equal(args.plain, args.instrumented) else "NO"
+    except (OSError, subprocess.CalledProcessError) as exc:  # readelf missing
+        identical = f"not checked ({exc})"
     try:
         raw = raw_pinned_d2h(1 << 30)
     except Exception as exc:  # still report the recording
         print(f"raw pinned D2H not measured: {exc}")
         raw = {"d2h_gbs": float("nan"), "pin_gbs": float("nan")}
     print(f"live device memory      {2 * args.mib / 1024:.1f} GiB")
-    print(f"plain run               {plain:8.2f} s")
-    print(f"instrumented, no record {instrumented:8.2f} s   overhead {100 * (instrumented / plain - 1):+.2f} %   (goal <= 1 %)")
+    print(f"plain run               {plain:8.2f} s   median of {args.repeat} "
+          f"({min(plain_runs):.2f}..{max(plain_runs):.2f}, spread {100 * spread:.1f} %)")
+    print(f"instrumented, no record {instrumented:8.2f} s   median of {args.repeat} "
+          f"({min(instrumented_runs):.2f}..{max(instrumented_runs):.2f})   overhead "
+          f"{100 * (instrumented / plain - 1):+.2f} %   (goal <= 1 %)")
+    print(f"loaded image identical to the plain build's (every SHF_ALLOC section but the "
+          f"build-id): {identical}")
     print(f"raw pinned D2H          {raw['d2h_gbs']:.2f} GB/s (1 GiB, one cuMemcpyDtoHAsync); "
           f"page-locking runs at {raw['pin_gbs']:.1f} GB/s")
     for cap in args.host_memory or [None]:
@@ -135,9 +161,6 @@ def main() -> None:
               f"for it), back-pressure waits {stats['wait_s']:.2f} s")
         print(f"  snapshot throughput   {gbs:.2f} GB/s vs raw pinned D2H {raw['d2h_gbs']:.2f} GB/s "
               f"= {gbs / raw['d2h_gbs']:.2f}x (goal >= 0.5x)")
-        warm = stats["snapshot_bytes"] / max(stats["blocked_s"] - stats["alloc_s"], 1e-9) / 1e9
-        print(f"  ... staging allocated {warm:.2f} GB/s = {warm / raw['d2h_gbs']:.2f}x (blocked time without "
-              f"the first use's page-locking: what later snapshots of a long run see)")
         print(f"  end to end            {snapshot / max(recorded - instrumented, 1e-9) / 1e9:.2f} GB/s "
               f"(snapshot bytes / extra wall time of the recorded run, compression and writes included)")
 

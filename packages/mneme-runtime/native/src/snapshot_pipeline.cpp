@@ -241,6 +241,7 @@ SnapshotPipeline::Block* SnapshotPipeline::acquire() {
       free_.pop_back();
       b->refs.store(1);
       in_use_ += block_;
+      need_ = need_ > block_ ? need_ - block_ : 0;  // what the current capture still needs
       std::lock_guard<std::mutex> s(stats_mutex_);
       stats_.peak_staged_bytes = std::max(stats_.peak_staged_bytes, in_use_);
       stats_.wait_s += waited;
@@ -251,11 +252,13 @@ SnapshotPipeline::Block* SnapshotPipeline::acquire() {
       throw Error("cannot allocate " + std::to_string(block_ >> 20) + " MiB of host staging memory");
     auto start = Clock::now();
     if (!alloc_failed_ && !growers_ && allocated_ + block_ <= cap_) {
-      // Grow toward what this capture needs at once: the first slab here, the rest on
-      // one background thread while the copies into the first blocks proceed.
-      uint64_t target = std::min(cap_, std::max(allocated_ + block_, need_));
+      // Grow toward what this capture needs at once on top of what earlier captures
+      // still hold (at least a slab: one block at a time is slow to page-lock): the
+      // first slab here, the rest on background threads while the copies proceed.
+      uint64_t slab = std::max(block_, kSlabBytes / block_ * block_);
+      uint64_t target = std::min(cap_, std::max(allocated_ + slab, in_use_ + need_));
       uint64_t total = std::max(block_, (target - allocated_) / block_ * block_);
-      uint64_t first = std::min(total, std::max(block_, kSlabBytes / block_ * block_));
+      uint64_t first = std::min(total, slab);
       allocated_ += total;
       grow_left_ = total - first;
       int growers = int(std::min<uint64_t>(kGrowers, (grow_left_ + kSlabBytes - 1) / kSlabBytes));

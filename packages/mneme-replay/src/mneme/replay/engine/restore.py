@@ -19,6 +19,13 @@ from .verify_kernels import RESULT_BYTES
 
 ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
 _SCRATCH_ALIGNMENT = 4096
+# Reservations grow in these steps. While a reservation is live, the driver puts its own
+# new allocations (module code, events) at the first free addresses after it; those stay
+# when the image closes and would sit inside the next, slightly larger reservation at the
+# same base (seen on the H100 host after many replays in one process: "the driver offered
+# base+16.125 GiB"). Whole steps keep the driver's allocations beyond what later images
+# of recordings up to the same step need. Unmapped virtual addresses cost nothing.
+_RESERVE_STEP = 64 << 30
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -89,7 +96,7 @@ class DeviceImage:
         granularity = int(device.properties.granularity) or (2 << 20)
         # every scratch allocation may start a fresh granule; keep room for that
         scratch += granularity * (len(self.spans) + len(regions) + 4)
-        reserve = _round_up(size + scratch, granularity)
+        reserve = _round_up(size + scratch, _RESERVE_STEP)
         self.space = device.address_space(base, reserve)
         self._allocations: list = []
         try:

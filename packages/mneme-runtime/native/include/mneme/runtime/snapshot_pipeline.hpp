@@ -195,7 +195,7 @@ class SnapshotPipeline {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<Block*> free_;
   uint64_t allocated_ = 0, in_use_ = 0;  // allocated_ counts slabs still being allocated
-  uint64_t need_ = 0;                    // staging the current capture could use
+  uint64_t need_ = 0;                    // staging the current capture still needs (both sides)
   bool alloc_failed_ = false;
   int growers_ = 0;         // background threads allocating grow_left_ more bytes
   uint64_t grow_left_ = 0;
