@@ -2,33 +2,20 @@
 
 import ctypes
 import ctypes.util
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
-CORPUS_DIR = Path(__file__).resolve().parents[1] / "corpus"
 MAX_JOBS = 2  # the machines have 2 cores shared with other work
 
 
-def _load(name: str, filename: str):
-    """Load a stdlib-only corpus module by path (tests/corpus is not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, CORPUS_DIR / filename)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus_build = _load("mneme_corpus_build", "build.py")
-checklines = _load("mneme_corpus_checklines", "checklines.py")
+corpus_build = load_script("tests/corpus/build.py")
+checklines = load_script("tests/corpus/checklines.py")
 
 CUDA_PROGRAMS = corpus_build.discover_programs("cuda")
 HIP_PROGRAMS = corpus_build.discover_programs("hip")

@@ -4,7 +4,6 @@ tests/record (checksum lines, `mneme record`) and tests/instrument (toolchain, `
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -16,19 +15,9 @@ for _folder in ("record", "instrument"):  # their support modules, reused as the
 
 from instrument_support import corpus_build, require_toolchain, run_mneme  # noqa: E402
 from record_support import checklines, mneme_record  # noqa: E402
+from script_modules import load_script  # noqa: E402
 
-
-def _load_build_module():
-    name = "mneme_examples_build"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, EXAMPLES / "build.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-examples_build = _load_build_module()
+examples_build = load_script("examples/build.py")
 PROGRAMS = examples_build.PROGRAMS
 
 #: every __global__ kernel of each program, demangled as llvm-cxxfilt prints it

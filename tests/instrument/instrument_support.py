@@ -1,33 +1,20 @@
 """Helpers of the mneme-instrument tests: the corpus modules, the wrappers, one build per session."""
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS_DIR = REPO / "tests" / "corpus"
 BIN_DIR = Path(sys.executable).parent
 MNEME_CLANGXX = str(BIN_DIR / "mneme-clang++")
 MNEME_CLANG = str(BIN_DIR / "mneme-clang")
 MNEME = str(BIN_DIR / "mneme")
 
 
-def _load(name: str, filename: str):
-    """Load a stdlib-only corpus module by path (tests/corpus is not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, CORPUS_DIR / filename)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus_build = _load("mneme_corpus_build", "build.py")
+corpus_build = load_script("tests/corpus/build.py")
 CUDA_PROGRAMS = corpus_build.discover_programs("cuda")
 HIP_PROGRAMS = corpus_build.discover_programs("hip")
 

@@ -1,17 +1,14 @@
 """Shared helpers of the LLVM binding tests: compile test kernels with clang++-22 once per session."""
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
-CORPUS_DIR = TESTS_DIR / "corpus"
 MAX_JOBS = 2  # the machines have 2 cores shared with other work
 CLANG = "clang++-22"
 OPT = "opt-22"
@@ -21,17 +18,7 @@ LEVELS = ("O0", "O1", "O2", "O3", "Os", "Oz")
 DEVICE_IR_FLAGS = ["--cuda-device-only", "-emit-llvm", "-c", "-Xclang", "-disable-llvm-passes"]
 
 
-def _load_corpus_build():
-    name = "mneme_corpus_build"  # the name tests/corpus_check uses: one copy per session
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CORPUS_DIR / "build.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-corpus_build = _load_corpus_build()
+corpus_build = load_script("tests/corpus/build.py")
 
 
 def require_tools(*tools: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -10,19 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus"
-
-
-def _load(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, CORPUS / file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus_build = _load("mneme_record_corpus_build", "build.py")
-checklines = _load("mneme_record_checklines", "checklines.py")
+corpus_build = load_script("tests/corpus/build.py")
+checklines = load_script("tests/corpus/checklines.py")
 PROGRAMS = {p.name: p for p in corpus_build.discover_programs("cuda")}
 
 
