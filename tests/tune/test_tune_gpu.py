@@ -50,6 +50,23 @@ def test_200_trials_of_an_example_kernel(examples, tmp_path):
           f"{outcome.trials_per_second:.1f} trials/s, {outcome.failed} failed")
 
 
+def test_one_study_across_the_instances_of_a_kernel(examples, tmp_path):
+    """`--per kernel`: every trial replays both recorded instances of spmv. They come from
+    one recording, so they need the same device addresses: the worker restores them in
+    turn instead of failing the second with the range in use."""
+    from mneme.replay.db import Database
+
+    kernel = next(k for k in Database.open(examples).kernels() if TUNED in k.demangled_name)
+    instances = [i.id for i in kernel.instances()]
+    assert len(instances) >= 2
+    options = TuneOptions(trials=8, devices=[0], storage=storage(tmp_path), seed=5,
+                          sampler="random", iterations=3)
+    outcome = Tuner(examples, instances, "launch", options).run()
+    assert len(outcome.trials) == 8 and outcome.failed == 0, [t.reason for t in outcome.trials]
+    assert all(t.verified is True for t in outcome.trials if t.state == "complete")
+    assert outcome.baseline["verified"] is True
+
+
 @space(Categorical("block_x", (64, 128, 2048, 4096)), name="wild_blocks")
 def wild_blocks(params, settings, ctx):
     """Block sizes without the launch space's limits: two of them cannot launch."""

@@ -62,10 +62,22 @@ class SessionPool:
             _, old = self.sessions.popitem(last=False)
             old.close()
         session = ReplaySession(
-            self.db.instance(instance_id), device=self.device, cache=self.cache, gpu=self.gpu
+            self.db.instance(instance_id), device=self.device, cache=self.cache, gpu=self.gpu,
+            make_room=self._make_room,
         )
         self.sessions[instance_id] = session
         return session
+
+    def _make_room(self, wanting) -> bool:
+        """Instances of one recording (or of recordings at the same base) need the same
+        device addresses: the other sessions give their restored memory back and restore
+        it again when next replayed."""
+        released = False
+        for other in self.sessions.values():
+            if other is not wanting and other.holds_memory:
+                other.release_memory()
+                released = True
+        return released
 
     def close(self) -> None:
         for session in self.sessions.values():

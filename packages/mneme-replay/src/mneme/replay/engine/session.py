@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -116,9 +117,12 @@ class ReplaySession:
     ``device``: a ``mneme.runtime.Device`` to use (default: opened on first GPU replay).
     ``cache``: a CompileCache (default: in memory for this session).
     ``gpu``: False forces compile-only; None (default) uses the GPU when a driver is there.
+    ``make_room``: called with this session when its recorded address range is taken;
+    returns True after freeing it (a pool of sessions releases the others' memory).
     """
 
-    def __init__(self, instance, *, device=None, cache: CompileCache | None = None, gpu=None):
+    def __init__(self, instance, *, device=None, cache: CompileCache | None = None, gpu=None,
+                 make_room: Callable[[ReplaySession], bool] | None = None):
         self.instance = instance
         self.kernel = instance.kernel
         self.info = self.kernel.db.info
@@ -136,6 +140,7 @@ class ReplaySession:
         self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
         self._stream = None
         self._events: list = []
+        self.make_room = make_room
 
     # -- pieces ---------------------------------------------------------------------------
 
@@ -198,9 +203,18 @@ class ReplaySession:
         return result, time.perf_counter() - start
 
     def image(self) -> DeviceImage:
-        """The restored memory (created on first use, kept for the session)."""
+        """The restored memory (created on first use, kept for the session). When its
+        recorded range is taken (by another session of a recording at the same base),
+        ``make_room`` may free it once."""
         if self._image is None:
-            self._image = DeviceImage(self.device, self.info, self.instance)
+            from mneme.runtime import RangeUnavailableError
+
+            try:
+                self._image = DeviceImage(self.device, self.info, self.instance)
+            except RangeUnavailableError:
+                if self.make_room is None or not self.make_room(self):
+                    raise
+                self._image = DeviceImage(self.device, self.info, self.instance)
         return self._image
 
     def tolerances(self, replay: ReplayConfig) -> dict[str, Tolerance]:
@@ -373,6 +387,20 @@ class ReplaySession:
         self._loaded.clear()
 
     # -- lifetime ----------------------------------------------------------------------------
+
+    @property
+    def holds_memory(self) -> bool:
+        """Whether the recorded memory is restored on the device now."""
+        return self._image is not None
+
+    def release_memory(self) -> None:
+        """Gives the restored device memory back; the next replay restores it again.
+        Compiled modules stay loaded."""
+        if self._image is not None:
+            if self._stream is not None:
+                self._stream.synchronize()
+            self._image.close()
+            self._image = None
 
     def close(self) -> None:
         self._loaded.clear()
