@@ -32,7 +32,6 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-
 @dataclass(frozen=True)
 class Span:
     """A run of recorded heap memory allocated as one piece (regions merged)."""
