@@ -403,15 +403,13 @@ class ReplaySession:
             self._image = None
 
     def close(self) -> None:
+        self.release_memory()
         self._loaded.clear()
         self._verifier = None
         self._events = []
         if self._stream is not None:
             self._stream.synchronize()
             self._stream = None
-        if self._image is not None:
-            self._image.close()
-            self._image = None
 
     def __enter__(self) -> ReplaySession:
         return self
