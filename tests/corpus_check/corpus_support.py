@@ -4,11 +4,11 @@ import ctypes
 import ctypes.util
 import os
 import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from corpus_linking import build_corpus_program
 from script_modules import load_script
 
 MAX_JOBS = 2  # the machines have 2 cores shared with other work
@@ -27,42 +27,6 @@ def require_tools(*tools: str) -> None:
         pytest.skip(f"not installed: {', '.join(missing)}")
 
 
-def libcuda_linkable(cuda_root: Path) -> bool:
-    """Whether `-lcuda` resolves: a toolkit stub or an installed driver library."""
-    stubs = corpus_build.cuda_library_dir(cuda_root) / "stubs" / "libcuda.so"
-    return stubs.exists() or ctypes.util.find_library("cuda") is not None
-
-
-def make_link_only_libcuda(objects: list[Path], out_dir: Path, compiler: str) -> Path:
-    """A libcuda.so defining exactly the cu* symbols the objects use, for linking only.
-
-    This machine has no driver and the toolkit no stubs/ folder; the real libcuda.so.1
-    comes with the driver wherever the program runs. Every function traps if called.
-    """
-    undefined = subprocess.run(
-        ["nm", "-u", *map(str, objects)], capture_output=True, text=True, check=True
-    ).stdout.split()
-    symbols = sorted({s for s in undefined if s.startswith("cu") and s[2:3].isupper()})
-    out_dir.mkdir(parents=True, exist_ok=True)
-    source = out_dir / "libcuda_link_only.c"
-    source.write_text("".join(f"void {s}(void) {{ __builtin_trap(); }}\n" for s in symbols))
-    subprocess.run(
-        [
-            compiler.replace("++", ""),
-            "-shared",
-            "-fPIC",
-            "-x",
-            "c",
-            str(source),
-            "-Wl,-soname,libcuda.so.1",
-            "-o",
-            str(out_dir / "libcuda.so"),
-        ],
-        check=True,
-    )
-    return out_dir
-
-
 def gpu_available() -> bool:
     """True where a CUDA driver loads and reports at least one device."""
     try:
@@ -78,20 +42,7 @@ def gpu_available() -> bool:
 
 
 def _build_cuda(program, out_root: Path, cuda_root: Path):
-    out = out_root / program.name
-    link_extra = []
-    if "-lcuda" in program.link_flags and not libcuda_linkable(cuda_root):
-        objects = []
-        for cmd, obj in corpus_build.compile_commands(program, out / "probe", cuda_root=cuda_root):
-            obj.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(cmd, check=True, capture_output=True)
-            objects.append(obj)
-        link_extra = [
-            f"-L{make_link_only_libcuda(objects, out / 'libcuda', corpus_build.DEFAULT_COMPILER)}"
-        ]
-    return corpus_build.build_program(
-        program.directory, out, extra_link_flags=link_extra, cuda_root=cuda_root
-    )
+    return build_corpus_program(program, out_root / program.name, cuda_root=cuda_root)
 
 
 def _outcome(fn, *args):

@@ -3,12 +3,12 @@
 import subprocess
 
 import pytest
+from corpus_linking import libcuda_linkable
 from corpus_support import (
     CUDA_PROGRAMS,
     HIP_PROGRAMS,
     corpus_build,
     gpu_available,
-    libcuda_linkable,
     outcome,
 )
 

@@ -1,9 +1,9 @@
 import pytest
+from corpus_linking import build_corpus_program
 from instrument_support import (
     CUDA_PROGRAMS,
     HIP_PROGRAMS,
     MNEME_CLANGXX,
-    build_with,
     corpus_build,
     require_toolchain,
 )
@@ -21,7 +21,7 @@ def instrumented(tmp_path_factory):
     """program name -> BuildResult of the CUDA corpus built with mneme-clang++ (or the error)."""
     require_toolchain()
     root = tmp_path_factory.mktemp("instrumented")
-    return {p.name: _outcome(build_with, p, root / p.name, MNEME_CLANGXX) for p in CUDA_PROGRAMS}
+    return {p.name: _outcome(build_corpus_program, p, root / p.name, MNEME_CLANGXX) for p in CUDA_PROGRAMS}
 
 
 @pytest.fixture(scope="session")
