@@ -9,6 +9,7 @@ from instrument_support import CUDA_PROGRAMS, corpus_build, outcome
 from mneme.instrument.section import (
     SECTION_NAME,
     fnv1a64,
+    loaded_sections,
     parse_section,
     read_elf_section,
     read_kernels,
@@ -144,24 +145,12 @@ def test_executable_is_unchanged_apart_from_the_section(instrumented, tmp_path):
     plain = corpus_build.build_program(program.directory, tmp_path / "plain")
     inst = outcome(instrumented["templates"]).executable
 
-    def loaded_sections(path):
-        out = subprocess.run(
-            ["readelf", "-SW", str(path)], capture_output=True, text=True, check=True
-        ).stdout
-        rows = {}
-        for line in out.splitlines():
-            parts = line.replace("[ ", "[").split()
-            if len(parts) > 8 and parts[0].startswith("[") and "A" in parts[7]:
-                rows[parts[1]] = int(parts[5], 16)
-        return rows
-
-    names = loaded_sections(plain.executable)
-    assert names == loaded_sections(inst)
+    plain_image, inst_image = loaded_sections(plain.executable), loaded_sections(inst)
+    assert {n: size for n, (size, _) in plain_image.items()} == {
+        n: size for n, (size, _) in inst_image.items()}
     # byte-identical code and data: launches run exactly what a plain build runs (only
     # the build-id note differs, as it hashes the whole file)
-    differing = [
-        n for n in names if read_elf_section(plain.executable, n) != read_elf_section(inst, n)
-    ]
+    differing = [n for n in plain_image if plain_image[n] != inst_image[n]]
     assert differing in ([], [".note.gnu.build-id"])
     assert read_elf_section(plain.executable) is None
     section = read_elf_section(inst)

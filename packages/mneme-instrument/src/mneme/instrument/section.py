@@ -274,9 +274,13 @@ def parse_section(section: bytes, where: str = "section") -> list[Record]:
     return records
 
 
-def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes | None:
-    """Bytes of section `name` of an ELF file (None if the file has no such section)."""
-    path = Path(path)
+SHF_ALLOC = 0x2  # section flag: loaded into memory when the program runs
+SHT_NOBITS = 8  # section type: occupies memory but no file bytes (.bss)
+
+
+def _elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tuple[int, bytes]]:
+    """{name: (size, bytes)} of the sections `wanted(name, flags)` selects (bytes empty
+    for SHT_NOBITS), in file order."""
     try:
         with open(path, "rb") as f:
             ident = f.read(16)
@@ -293,7 +297,7 @@ def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes
             fields = hdr.unpack(f.read(hdr.size))
             shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
             if shoff == 0:
-                return None
+                return {}
             shdr = struct.Struct(endian + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
             f.seek(shoff)
             first = shdr.unpack(f.read(shdr.size))
@@ -309,15 +313,18 @@ def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes
             names_hdr = headers[shstrndx]
             f.seek(names_hdr[4])
             names = f.read(names_hdr[5])
-            wanted = name.encode()
+            out: dict[str, tuple[int, bytes]] = {}
             for h in headers:
                 nul = names.find(b"\0", h[0])
-                if names[h[0] : nul if nul >= 0 else None] == wanted:
-                    if h[1] == 8:  # SHT_NOBITS
-                        return b""
+                name = names[h[0] : nul if nul >= 0 else None].decode(errors="replace")
+                if not name or name in out or not wanted(name, h[2]):
+                    continue  # (a repeated name: the first section of it counts)
+                if h[1] == SHT_NOBITS:
+                    out[name] = (h[5], b"")
+                else:
                     f.seek(h[4])
-                    return f.read(h[5])
-            return None
+                    out[name] = (h[5], f.read(h[5]))
+            return out
     except FileNotFoundError:
         raise SectionError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -326,6 +333,18 @@ def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes
         raise SectionError(f"{path}: permission denied") from None
     except struct.error:
         raise SectionError(f"{path}: truncated ELF file") from None
+
+
+def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes | None:
+    """Bytes of section `name` of an ELF file (None if the file has no such section)."""
+    found = _elf_sections(Path(path), lambda n, _flags: n == name)
+    return found[name][1] if name in found else None
+
+
+def loaded_sections(path: str | os.PathLike) -> dict[str, tuple[int, bytes]]:
+    """{name: (size, bytes)} of every section loaded when the program runs (SHF_ALLOC;
+    bytes empty for .bss-like sections): what an executable runs, apart from its file."""
+    return _elf_sections(Path(path), lambda _name, flags: bool(flags & SHF_ALLOC))
 
 
 def read_records(path: str | os.PathLike) -> list[Record]:
