@@ -57,3 +57,23 @@ def assert_regions_read_back(instance, node, regions) -> None:
         prologue = node[f"prologue/{name}"][:]
         got = stored[:] if stored.attrs["mneme"]["encoding"] == "bytes" else prologue ^ stored[:]
         assert got.tobytes() == after.tobytes()
+
+
+def random_regions(rng, count, *, base: int, size_of, gap_of) -> list:
+    """``count`` regions ``(kind, address, symbol, before, after)`` from ``base`` up, the
+    last one a global: ``size_of(i)`` bytes each, ``gap_of()`` bytes apart, epilogues in
+    turn unchanged, sparsely changed and rewritten."""
+    regions, address = [], base
+    for i in range(count):
+        size = size_of(i)
+        before = rng.integers(0, 256, size, dtype=np.uint8)
+        after = before.copy()
+        mode = i % 3
+        if mode == 1 and size:
+            after[rng.integers(0, size, 50)] ^= 0x3C
+        elif mode == 2:
+            after = rng.integers(0, 256, size, dtype=np.uint8)
+        kind, symbol = ("global", f"g_{i}") if i == count - 1 else ("heap", "")
+        regions.append((kind, address, symbol, before, after))
+        address += size + gap_of()
+    return regions

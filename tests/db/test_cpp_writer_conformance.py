@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zarr
-from db_support import BASE, assert_regions_read_back
+from db_support import BASE, assert_regions_read_back, random_regions
 from mneme.replay.db import (
     Database,
     DatabaseWriter,
@@ -22,21 +22,9 @@ STATIC = "feedc0de00000042"
 IR = b"BC\xc0\xde" + bytes(range(256)) * 3
 
 
-def random_regions(rng, count):
-    regions, address = [], BASE
-    for i in range(count):
-        size = int(rng.integers(0, 300_000))
-        before = rng.integers(0, 256, size, dtype=np.uint8)
-        after = before.copy()
-        mode = i % 3
-        if mode == 1 and size:
-            after[rng.integers(0, size, 50)] ^= 0x3C
-        elif mode == 2:
-            after = rng.integers(0, 256, size, dtype=np.uint8)
-        kind, symbol = ("global", f"g_{i}") if i == count - 1 else ("heap", "")
-        regions.append((kind, address, symbol, before, after))
-        address += size + int(rng.integers(1, 1 << 20))
-    return regions
+def conformance_regions(rng, count):
+    return random_regions(rng, count, base=BASE, size_of=lambda _i: int(rng.integers(0, 300_000)),
+                          gap_of=lambda: int(rng.integers(1, 1 << 20)))
 
 
 @pytest.mark.parametrize("fmt", ["diff", "bytes", "best"])
@@ -50,7 +38,7 @@ def test_cpp_written_database_reads_exactly(tmp_path, fmt):
     assert not writer.add_kernel(STATIC, "_Z3fooPfi", "foo(float*, int)", IR, [], [])
     written = []
     for k in range(4):
-        regions = random_regions(rng, 3)
+        regions = conformance_regions(rng, 3)
         args = rng.integers(0, 256, 12, dtype=np.uint8).tobytes()
         grid, block = (k + 1, 2, 1), (128, 1, 1)
         dyn, new = writer.add_instance(STATIC, grid, block, 48 * k, args, regions)
@@ -80,7 +68,7 @@ def test_cpp_and_python_writers_share_one_database(tmp_path):
     """Rank A writes with Python, rank B with C++: same instance → one node, two occurrences."""
     rng = np.random.default_rng(3)
     path = tmp_path / "mixed.rdb"
-    regions = random_regions(rng, 2)
+    regions = conformance_regions(rng, 2)
     args = b"\x01" * 16
     with DatabaseWriter.create(path, RecordingInfo(vas_base=BASE, vas_size=1 << 30)) as py:
         py.add_kernel(KernelRecord(STATIC, "_Z3fooPfi", IR, "foo(float*, int)"))

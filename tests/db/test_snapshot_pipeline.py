@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from db_support import assert_regions_read_back
+from db_support import assert_regions_read_back, random_regions
 from mneme.replay.db import Database
 from mneme.replay.db.integrity import check_database
 
@@ -35,20 +35,14 @@ CHUNK = 64 << 10
 def regions_for(rng, count, max_size=600_000):
     """Regions of every shape: empty, below a chunk, several chunks with a short last one;
     epilogues unchanged, sparsely changed or rewritten."""
-    regions, address = [], BASE
-    for i in range(count):
-        size = int(rng.choice([0, 100, CHUNK, int(rng.integers(1, max_size))])) if i % 4 else int(
-            rng.integers(1, max_size))
-        before = rng.integers(0, 256, size, dtype=np.uint8)
-        after = before.copy()
-        mode = i % 3
-        if mode == 1 and size:
-            after[rng.integers(0, size, 50)] ^= 0x3C
-        elif mode == 2:
-            after = rng.integers(0, 256, size, dtype=np.uint8)
-        kind, symbol = ("global", f"g_{i}") if i == count - 1 else ("heap", "")
-        regions.append((kind, address, symbol, before, after))
-        address += size + int(rng.integers(1, 1 << 20)) // 256 * 256 + 256
+
+    def size_of(i):
+        if i % 4 == 0:
+            return int(rng.integers(1, max_size))
+        return int(rng.choice([0, 100, CHUNK, int(rng.integers(1, max_size))]))
+
+    regions = random_regions(rng, count, base=BASE, size_of=size_of,
+                             gap_of=lambda: int(rng.integers(1, 1 << 20)) // 256 * 256 + 256)
     rng.shuffle(regions)  # the writer orders them by address
     return regions
 
