@@ -176,6 +176,18 @@ rt::RecordingInfo recording_info(uint64_t vas_base, uint64_t vas_size, const std
   return info;
 }
 
+// A kernel as the bound writers' add_kernel receives it from Python.
+using ParamTuples = std::vector<std::tuple<uint32_t, uint32_t, uint32_t, bool, bool>>;
+using GlobalTuples = std::vector<std::tuple<std::string, uint64_t, uint32_t>>;
+rt::KernelInfo kernel_info(const std::string& static_hash, const std::string& name,
+                           const std::string& demangled, nb::bytes ir, const ParamTuples& params,
+                           const GlobalTuples& globals) {
+  rt::KernelInfo k{static_hash, name, demangled, {}, {}, std::string(ir.c_str(), ir.size())};
+  for (auto& [size, align, offset, ptr, byval] : params) k.params.push_back({size, align, offset, ptr, byval});
+  for (auto& [gname, size, space] : globals) k.globals.push_back({gname, size, space});
+  return k;
+}
+
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -409,13 +421,9 @@ NB_MODULE(_native, m) {
            "chunk_size"_a = uint64_t(4) << 20, "level"_a = 1)
       .def("add_kernel",
            [](rt::RecordingWriter& w, const std::string& static_hash, const std::string& name,
-              const std::string& demangled, nb::bytes ir,
-              const std::vector<std::tuple<uint32_t, uint32_t, uint32_t, bool, bool>>& params,
-              const std::vector<std::tuple<std::string, uint64_t, uint32_t>>& globals) {
-             rt::KernelInfo k{static_hash, name, demangled, {}, {}, std::string(ir.c_str(), ir.size())};
-             for (auto& [size, align, offset, ptr, byval] : params) k.params.push_back({size, align, offset, ptr, byval});
-             for (auto& [gname, size, space] : globals) k.globals.push_back({gname, size, space});
-             return w.add_kernel(k);
+              const std::string& demangled, nb::bytes ir, const ParamTuples& params,
+              const GlobalTuples& globals) {
+             return w.add_kernel(kernel_info(static_hash, name, demangled, ir, params, globals));
            })
       .def("add_instance",
            [](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
@@ -473,13 +481,9 @@ NB_MODULE(_native, m) {
            "chunk_size"_a = uint64_t(4) << 20, "level"_a = 1, "host_memory"_a = uint64_t(0), "threads"_a = 0u)
       .def("add_kernel",
            [](SnapshotWriterObject& w, const std::string& static_hash, const std::string& name,
-              const std::string& demangled, nb::bytes ir,
-              const std::vector<std::tuple<uint32_t, uint32_t, uint32_t, bool, bool>>& params,
-              const std::vector<std::tuple<std::string, uint64_t, uint32_t>>& globals) {
-             rt::KernelInfo k{static_hash, name, demangled, {}, {}, std::string(ir.c_str(), ir.size())};
-             for (auto& [size, align, offset, ptr, byval] : params) k.params.push_back({size, align, offset, ptr, byval});
-             for (auto& [gname, size, space] : globals) k.globals.push_back({gname, size, space});
-             return w.writer().add_kernel(k);
+              const std::string& demangled, nb::bytes ir, const ParamTuples& params,
+              const GlobalTuples& globals) {
+             return w.writer().add_kernel(kernel_info(static_hash, name, demangled, ir, params, globals));
            })
       // Like RecordingWriter.add_instance, but returns once the bytes are staged: the
       // instance is committed in the background ((dynamic hash, captured now)).
