@@ -7,10 +7,11 @@ and is what ``--config FILE`` reads and what a result carries as its configurati
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..jit import CompileConfig, ConfigError
+from ..jit.config import check_fields
 from .errors import ReplayConfigError
 from .verify import Tolerance
 
@@ -109,15 +110,7 @@ class ReplayConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayConfig:
-        if not isinstance(data, dict):
-            raise ReplayConfigError("a replay configuration must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ReplayConfigError(
-                f"unknown replay configuration field(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
+        check_fields(cls, data, "replay configuration", ReplayConfigError)
         return cls(**data)
 
     def to_json(self) -> str:

@@ -16,6 +16,19 @@ _NVIDIA_ARCH = re.compile(r"sm_\d+[af]?")
 _AMD_ARCH = re.compile(r"gfx[0-9a-f]+")
 
 
+def check_fields(cls, data: Any, what: str, error: type[Exception]) -> None:
+    """``data`` is a JSON object naming only fields of dataclass ``cls``; else ``error``
+    with one line naming the unknown fields and the known ones."""
+    if not isinstance(data, dict):
+        raise error(f"a {what} must be a JSON object")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise error(
+            f"unknown {what} field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+
+
 @dataclass(frozen=True)
 class CompileConfig:
     """How to compile a kernel: IR pipeline, specializations, bounds, target.
@@ -119,14 +132,7 @@ class CompileConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompileConfig:
-        if not isinstance(data, dict):
-            raise ConfigError("a compile configuration must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(
-                f"unknown compile configuration field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
+        check_fields(cls, data, "compile configuration", ConfigError)
         values = dict(data)
         if "specialize_args" in values:
             try:
