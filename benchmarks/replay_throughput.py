@@ -47,7 +47,6 @@ BLOCKS = (64, 128, 256, 512, 1024)
 def build_recording(folder: Path, mib: int) -> tuple[Path, str]:
     """A recording of one saxpy instance over 2 x ``mib`` MiB."""
     sys.path.insert(0, str(ROOT / "tests" / "corpus"))
-    import build as corpus_build
     from mneme.replay.db import (
         DatabaseWriter,
         InstanceRecord,
@@ -56,6 +55,8 @@ def build_recording(folder: Path, mib: int) -> tuple[Path, str]:
         RecordingInfo,
         Region,
     )
+
+    import build as corpus_build
 
     source = folder / "saxpy.cu"
     source.write_text(SOURCE)
@@ -129,12 +130,13 @@ def observe_cached(session, instance, seconds: float, iterations: int) -> dict:
         verified += bool(session.run(config, replay).verified)
         count += 1
     elapsed = time.perf_counter() - start
-    return {
-        "observations": count,
-        "verified": verified,
-        "seconds": elapsed,
-        "obs_per_s": verified / elapsed,
-    }
+    return rate(count, verified, elapsed)
+
+
+def rate(count: int, verified: int, elapsed: float) -> dict:
+    """Observations made, of them verified, and verified observations per second."""
+    return {"observations": count, "verified": verified, "seconds": elapsed,
+            "obs_per_s": verified / elapsed}
 
 
 def observe_fresh(session, seconds: float, iterations: int) -> dict:
@@ -154,13 +156,7 @@ def observe_fresh(session, seconds: float, iterations: int) -> dict:
         verified += bool(result.verified)
         count += 1
     elapsed = time.perf_counter() - start
-    return {
-        "observations": count,
-        "verified": verified,
-        "seconds": elapsed,
-        "obs_per_s": verified / elapsed,
-        "mean_compile_ms": 1e3 * compile_seconds / count,
-    }
+    return {**rate(count, verified, elapsed), "mean_compile_ms": 1e3 * compile_seconds / count}
 
 
 def observe_subprocess(db: Path, rid: str, count: int, iterations: int) -> dict:
@@ -189,12 +185,7 @@ def observe_subprocess(db: Path, rid: str, count: int, iterations: int) -> dict:
         elif done.returncode not in (0, 1):
             raise SystemExit(f"mneme replay failed: {done.stderr.strip()}")
     elapsed = time.perf_counter() - start
-    return {
-        "observations": count,
-        "verified": verified,
-        "seconds": elapsed,
-        "obs_per_s": verified / elapsed,
-    }
+    return rate(count, verified, elapsed)
 
 
 def bandwidths(session, repeats: int) -> dict:
