@@ -14,6 +14,11 @@ and the bandwidth of the per-iteration memory reset next to the device-to-device
 bandwidth measured on the same GPU. Goals (issue 5): (a) >= 50 obs/s, (b) >= 10 obs/s,
 (a)/(c) >= 20x, reset >= 0.7x D2D.
 
+First, without a GPU (``--compile-only`` stops there), it compares the two PTX
+assemblers per kernel in one run (issue 12): nvJitLink in-process against the ptxas
+executable, on the PTX of the benchmark's saxpy and of tests/jit/kernels (those need
+clang++-22), runs interleaved, medians, with the registers/stack each reports.
+
 Without --db it compiles a saxpy kernel with clang++-22 and writes a recording of
 2 x --mib MiB (default 64) with the database writer, at 0x240000000000.
 """
@@ -46,7 +51,6 @@ BLOCKS = (64, 128, 256, 512, 1024)
 
 def build_recording(folder: Path, mib: int) -> tuple[Path, str]:
     """A recording of one saxpy instance over 2 x ``mib`` MiB."""
-    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
     from mneme.replay.db import (
         DatabaseWriter,
         InstanceRecord,
@@ -56,21 +60,7 @@ def build_recording(folder: Path, mib: int) -> tuple[Path, str]:
         Region,
     )
 
-    import build as corpus_build
-
-    source = folder / "saxpy.cu"
-    source.write_text(SOURCE)
-    bitcode = folder / "saxpy.bc"
-    prebuilt = Path(os.environ.get("MNEME_PREBUILT_BITCODE", "/nonexistent")) / "saxpy.bc"
-    if prebuilt.is_file():  # GPU hosts have no clang
-        shutil.copy(prebuilt, bitcode)
-    else:
-        flags = corpus_build.cuda_compile_flags(corpus_build.find_cuda_root())
-        subprocess.run(
-            ["clang++-22", *flags, "--cuda-device-only", "-emit-llvm", "-c", "-O1",
-             "-Xclang", "-disable-llvm-passes", str(source), "-o", str(bitcode)],
-            check=True,
-        )
+    bitcode = saxpy_bitcode(folder)
     n = mib * (1 << 20) // 4
     rng = np.random.default_rng(0)
     x = rng.integers(-1000, 1000, n).astype(np.float32)
@@ -104,6 +94,102 @@ def build_recording(folder: Path, mib: int) -> tuple[Path, str]:
         writer.add_kernel(kernel)
         dynamic, _ = writer.add_instance(kernel.static_hash, record)
     return path, f"{kernel.static_hash}/{dynamic}"
+
+
+def saxpy_bitcode(folder: Path) -> Path:
+    """Unoptimised device bitcode of the benchmark's saxpy (prebuilt on GPU hosts)."""
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    import build as corpus_build
+
+    source = folder / "saxpy.cu"
+    source.write_text(SOURCE)
+    bitcode = folder / "saxpy.bc"
+    prebuilt = Path(os.environ.get("MNEME_PREBUILT_BITCODE", "/nonexistent")) / "saxpy.bc"
+    if prebuilt.is_file():  # GPU hosts have no clang
+        shutil.copy(prebuilt, bitcode)
+    else:
+        flags = corpus_build.cuda_compile_flags(corpus_build.find_cuda_root())
+        subprocess.run(
+            ["clang++-22", *flags, "--cuda-device-only", "-emit-llvm", "-c", "-O1",
+             "-Xclang", "-disable-llvm-passes", str(source), "-o", str(bitcode)],
+            check=True,
+        )
+    return bitcode
+
+
+def benchmark_kernels(folder: Path) -> dict[str, str]:
+    """Kernel name -> its default<O3> PTX: saxpy, and tests/jit/kernels where clang exists."""
+    from mneme.replay.jit import CompileConfig, compile_kernel, kernel_names, parse_module
+
+    bitcodes = [saxpy_bitcode(folder)]
+    if shutil.which("clang++-22"):
+        sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+        import build as corpus_build
+
+        flags = corpus_build.cuda_compile_flags(corpus_build.find_cuda_root())
+        for source in sorted((ROOT / "tests" / "jit" / "kernels").glob("*.cu")):
+            target = folder / f"jit_{source.stem}.bc"
+            subprocess.run(
+                ["clang++-22", *flags, "--cuda-device-only", "-emit-llvm", "-c",
+                 "-Xclang", "-disable-llvm-passes", str(source), "-o", str(target)],
+                check=True,
+            )
+            bitcodes.append(target)
+    ptx: dict[str, str] = {}
+    for path in bitcodes:
+        ir = path.read_bytes()
+        for kernel in kernel_names(parse_module(ir)):
+            ptx.setdefault(kernel, compile_kernel(ir, CompileConfig(), kernel).ptx)
+    return ptx
+
+
+def compare_assemblers(ptx: dict[str, str], repeats: int) -> list[dict]:
+    """Per kernel: median seconds of nvJitLink and of the ptxas executable (PTX → cubin,
+    alternating, after one warm-up each), and what each reports."""
+    from mneme.replay.jit import run_ptxas
+    from mneme.replay.jit.ptxas import assembler_id
+
+    names = {a: assembler_id(a) for a in ("nvjitlink", "ptxas")}
+    rows = []
+    for kernel, text in ptx.items():
+        times: dict[str, list[float]] = {"nvjitlink": [], "ptxas": []}
+        results = {}
+        for assembler in times:
+            results[assembler] = run_ptxas(text, "sm_90", assembler=assembler)  # warm-up
+        for _ in range(repeats):
+            for assembler, samples in times.items():
+                start = time.perf_counter()
+                run_ptxas(text, "sm_90", assembler=assembler)
+                samples.append(time.perf_counter() - start)
+        row = {"kernel": kernel, "assemblers": names}
+        for assembler, samples in times.items():
+            metrics = results[assembler].metrics[kernel]
+            row[assembler] = {
+                "median_ms": 1e3 * float(np.median(samples)),
+                "registers": metrics.registers,
+                "stack_frame_bytes": metrics.stack_frame_bytes,
+                "cubin_bytes": len(results[assembler].cubin),
+            }
+        rows.append(row)
+    return rows
+
+
+def print_assembler_table(rows: list[dict]) -> None:
+    names = rows[0]["assemblers"]
+    print(f"PTX -> cubin per kernel (sm_90, -O3, medians): nvJitLink = {names['nvjitlink']}, "
+          f"ptxas = {names['ptxas']}")
+    width = max(len(r["kernel"]) for r in rows)
+    print(f"  {'kernel':<{width}}  {'nvJitLink':>10} {'ptxas':>10} {'speedup':>8}  "
+          f"{'regs nvJitLink/ptxas':>20}  {'stack nvJitLink/ptxas':>21}")
+    for r in rows:
+        a, b = r["nvjitlink"], r["ptxas"]
+        print(f"  {r['kernel']:<{width}}  {a['median_ms']:8.2f}ms {b['median_ms']:8.2f}ms "
+              f"{b['median_ms'] / a['median_ms']:7.2f}x  "
+              f"{a['registers']:>9} / {b['registers']:<8}  "
+              f"{a['stack_frame_bytes']:>10} / {b['stack_frame_bytes']:<8}")
+    total_a = sum(r["nvjitlink"]["median_ms"] for r in rows)
+    total_b = sum(r["ptxas"]["median_ms"] for r in rows)
+    print(f"  {'all kernels':<{width}}  {total_a:8.2f}ms {total_b:8.2f}ms {total_b / total_a:7.2f}x")
 
 
 def covering_grid(instance, block: int) -> tuple[int, int, int]:
@@ -233,14 +319,29 @@ def main() -> None:
         "--iterations", type=int, default=1, help="timed iterations per observation"
     )
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument(
+        "--compile-only", action="store_true", help="only compare the PTX assemblers (no GPU)"
+    )
+    parser.add_argument(
+        "--compile-repeats", type=int, default=10, help="runs per kernel and assembler"
+    )
     args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="mneme-bench-") as tmp:
+        assemblers = compare_assemblers(benchmark_kernels(Path(tmp)), args.compile_repeats)
+    print_assembler_table(assemblers)
+    if args.compile_only:
+        if args.json:
+            args.json.write_text(json.dumps({"assemblers": assemblers}, indent=2))
+        return
 
     from mneme.replay.db import Database
     from mneme.replay.engine import ReplaySession, select_instance
     from mneme.runtime import Device, driver_available
 
     if not driver_available():
-        raise SystemExit("replay_throughput needs an NVIDIA GPU and driver")
+        raise SystemExit("replay_throughput needs an NVIDIA GPU and driver past this point "
+                         "(--compile-only stops after the assembler comparison)")
     with tempfile.TemporaryDirectory(prefix="mneme-bench-") as tmp:
         if args.db is None:
             db_path, rid = build_recording(Path(tmp), args.mib)
@@ -304,6 +405,7 @@ def main() -> None:
                     "subprocess": baseline,
                     "speedup": speedup,
                     "bandwidth": bw,
+                    "assemblers": assemblers,
                 },
                 indent=2,
             )

@@ -159,10 +159,12 @@ def test_thread_pool_compiles_in_parallel(kernels):
     assert [r.ptx for r in results] == [r.ptx for r in serial]
 
 
-def test_ptxas_errors_are_one_line():
-    with pytest.raises(PtxasError, match="ptxas failed for sm_90") as error:
-        run_ptxas(".version 8.0\n.target sm_90\n.address_size 64\n.entry k() { bogus; }\n", "sm_90")
-    assert "\n" not in str(error.value)
+@pytest.mark.parametrize("assembler", ["nvjitlink", "ptxas"])
+def test_ptxas_errors_are_one_line(assembler):
+    bad = ".version 8.0\n.target sm_90\n.address_size 64\n.entry k() { bogus; }\n"
+    with pytest.raises(PtxasError, match=r"ptxas( \(nvJitLink [\d.]+\))? failed for sm_90") as error:
+        run_ptxas(bad, "sm_90", assembler=assembler)
+    assert "\n" not in str(error.value) and "bogus" in str(error.value)
 
 
 CANNOT_SELECT = """target triple = "nvptx64-nvidia-cuda"

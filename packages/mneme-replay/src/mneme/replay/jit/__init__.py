@@ -33,7 +33,15 @@ from .errors import (
     UnknownPassError,
 )
 from .ir import kernel_names, load_module, needs_libdevice, parse_module
-from .ptxas import PtxasResult, StaticMetrics, parse_ptxas_report, run_ptxas
+from .nvjitlink import nvjitlink_available
+from .ptxas import (
+    PtxasResult,
+    StaticMetrics,
+    assembler_id,
+    default_assembler,
+    parse_ptxas_report,
+    run_ptxas,
+)
 
 __all__ = [
     "LLVM_VERSION",
@@ -59,14 +67,17 @@ __all__ = [
     "StaticMetrics",
     "ToolchainError",
     "UnknownPassError",
+    "assembler_id",
     "check_pipeline",
     "compile_key",
     "compile_kernel",
+    "default_assembler",
     "default_cache_dir",
     "instruction_mix",
     "kernel_names",
     "load_module",
     "needs_libdevice",
+    "nvjitlink_available",
     "parse_module",
     "parse_ptxas_report",
     "prepare_module",

@@ -15,8 +15,8 @@ from .cache import CompileCache, compile_key
 from .config import CompileConfig
 from .errors import JitError, SpecializationError
 from .ir import kernel_names, needs_libdevice, parse_module
-from .ptxas import StaticMetrics, run_ptxas
-from .toolchain import find_libdevice, find_ptxas, ptxas_version
+from .ptxas import StaticMetrics, assembler_id, run_ptxas
+from .toolchain import find_libdevice
 
 Module = _llvm.Module
 
@@ -100,7 +100,7 @@ def toolchain_id(config: CompileConfig) -> str:
     """Versions that change the output for the same IR and configuration."""
     parts = [f"llvm {_llvm.LLVM_VERSION}"]
     if config.target == "nvptx":
-        parts.append(ptxas_version(find_ptxas()))
+        parts.append(assembler_id())
     return "; ".join(parts)
 
 

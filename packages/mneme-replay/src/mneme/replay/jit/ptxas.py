@@ -1,7 +1,13 @@
-"""PTX → cubin with ptxas, and the static metrics its `-v` report gives."""
+"""PTX → cubin, and the static metrics ptxas's `-v` report gives.
+
+Two assemblers give the same result type: nvJitLink in-process (the default wherever
+the library is found, see nvjitlink.py) and the ``ptxas`` executable (the fallback, or
+``MNEME_PTX_ASSEMBLER=ptxas``, or an explicit ``ptxas=`` path).
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -9,8 +15,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import PtxasError
-from .toolchain import find_ptxas
+from .errors import PtxasError, ToolchainError
+from .toolchain import find_ptxas, ptxas_version
+
+#: The assemblers run_ptxas knows; MNEME_PTX_ASSEMBLER picks one.
+ASSEMBLERS = ("nvjitlink", "ptxas")
 
 
 @dataclass(frozen=True)
@@ -44,13 +53,33 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _LMEM = re.compile(r"(\d+) bytes lmem")
 _CMEM = re.compile(r"(\d+) bytes cmem\[\d+\]")
 _STACK = re.compile(r"(\d+) bytes cumulative stack size")
+# nvJitLink -verbose: the linker's own summary per function, after ptxas's lines.
+_LINKED = re.compile(r"^info\s*: Function properties for '([^']+)':")
+_LINKED_USED = re.compile(
+    r"^info\s*: used \d+ registers, used \d+ barriers, (\d+) stack, \d+ bytes smem, "
+    r"(\d+) bytes cmem\[0\], (\d+) bytes lmem"
+)
 
 
 def parse_ptxas_report(text: str) -> dict[str, StaticMetrics]:
-    """Per-function metrics from `ptxas -v` output (entries and device functions)."""
+    """Per-function metrics from `ptxas -v` output (entries and device functions), or
+    from nvJitLink's info log (ptxas's lines, then with -verbose the linker's summary,
+    which fills what newer ptxas no longer prints: stack and constant bytes)."""
     values: dict[str, dict[str, int]] = {}
+    linked: dict[str, dict[str, int]] = {}
     current: str | None = None
+    linked_name: str | None = None
     for line in text.splitlines():
+        if match := _LINKED.search(line):
+            linked_name = match.group(1)
+            current = None
+            continue
+        if linked_name is not None:
+            if match := _LINKED_USED.search(line):
+                stack, cmem, lmem = (int(g) for g in match.groups())
+                linked[linked_name] = {"local_bytes": lmem or stack, "constant_bytes": cmem}
+            linked_name = None
+            continue
         if match := _ENTRY.search(line) or _PROPERTIES.search(line):
             current = match.group(1)
             values.setdefault(current, {})
@@ -72,6 +101,11 @@ def parse_ptxas_report(text: str) -> dict[str, StaticMetrics]:
             # Newer ptxas reports the stack instead of lmem; both are local memory.
             if m := _LMEM.search(line) or _STACK.search(line):
                 entry["local_bytes"] = int(m.group(1))
+    for name, extra in linked.items():
+        if name in values:
+            entry = values[name]
+            for key, value in extra.items():
+                entry[key] = entry.get(key) or value
     return {name: StaticMetrics(**entry) for name, entry in values.items()}
 
 
@@ -109,6 +143,33 @@ class PtxasResult:
     metrics: dict[str, StaticMetrics]
     log: str
     seconds: float
+    #: "nvjitlink" or "ptxas": which assembler produced it
+    assembler: str = "ptxas"
+
+
+def default_assembler() -> str:
+    """MNEME_PTX_ASSEMBLER if set, else nvJitLink where the library loads, else ptxas."""
+    from .nvjitlink import nvjitlink_available
+
+    chosen = os.environ.get("MNEME_PTX_ASSEMBLER", "").strip().lower()
+    if chosen:
+        if chosen not in ASSEMBLERS:
+            raise ToolchainError(
+                f"MNEME_PTX_ASSEMBLER={chosen!r}: use one of {', '.join(ASSEMBLERS)}"
+            )
+        return chosen
+    return "nvjitlink" if nvjitlink_available() else "ptxas"
+
+
+def assembler_id(assembler: str | None = None) -> str:
+    """Name and version of the assembler (part of the compile-cache key)."""
+    assembler = assembler or default_assembler()
+    if assembler == "nvjitlink":
+        from .nvjitlink import load_nvjitlink
+
+        major, minor = load_nvjitlink().version
+        return f"nvJitLink {major}.{minor}"
+    return ptxas_version(find_ptxas())
 
 
 def run_ptxas(
@@ -117,13 +178,72 @@ def run_ptxas(
     opt_level: int = 3,
     extra_args: tuple[str, ...] = (),
     ptxas: Path | None = None,
+    assembler: str | None = None,
 ) -> PtxasResult:
-    """Assemble PTX for `arch` (e.g. 'sm_90'); PtxasError carries ptxas's message.
+    """Assemble PTX for `arch` (e.g. 'sm_90'); PtxasError carries the assembler's message.
 
-    PTX that calls external device functions is compiled relocatable (-c)."""
-    tool = ptxas or find_ptxas()
+    ``extra_args`` are ptxas options (``--maxrregcount=N``, ``-c``, ...). PTX that calls
+    external device functions is compiled relocatable (ptxas -c, nvJitLink -r).
+    ``assembler``: "nvjitlink" or "ptxas"; by default nvJitLink where it is installed,
+    and always ptxas when a ``ptxas`` path is given."""
+    if ptxas is not None:
+        assembler = "ptxas"
+    assembler = assembler or default_assembler()
+    if assembler not in ASSEMBLERS:
+        raise ToolchainError(f"unknown PTX assembler {assembler!r}; use one of {', '.join(ASSEMBLERS)}")
     if needs_relocatable(ptx) and "-c" not in extra_args:
         extra_args = (*extra_args, "-c")
+    if assembler == "nvjitlink":
+        return _run_nvjitlink(ptx, arch, opt_level, extra_args)
+    return _run_ptxas_executable(ptx, arch, opt_level, extra_args, ptxas)
+
+
+def _with_size(metrics: dict[str, StaticMetrics], cubin: bytes) -> dict[str, StaticMetrics]:
+    return {
+        name: StaticMetrics(**{**m.to_dict(), "binary_size": len(cubin)})
+        for name, m in metrics.items()
+    }
+
+
+def nvjitlink_options(arch: str, opt_level: int, extra_args: tuple[str, ...]) -> list[str]:
+    """nvJitLink options for ptxas's: -c becomes -r (a relocatable link), nvJitLink's own
+    options (``-kernels-used=``) pass as they are, the others go to ptxas via -Xptxas."""
+    options = [f"-arch={arch}", f"-Xptxas=-O{opt_level}", "-Xptxas=-v", "-verbose"]
+    for arg in extra_args:
+        if arg == "-c":
+            options.append("-r")
+        elif arg.startswith(("-kernels-used=", "-variables-used=")):
+            options.append(arg)
+        else:
+            options.append(f"-Xptxas={arg}")
+    return options
+
+
+def _run_nvjitlink(
+    ptx: str, arch: str, opt_level: int, extra_args: tuple[str, ...]
+) -> PtxasResult:
+    from .nvjitlink import INPUT_PTX, load_nvjitlink
+
+    library = load_nvjitlink()
+    options = nvjitlink_options(arch, opt_level, extra_args)
+    start = time.perf_counter()
+    cubin, log = library.link([(INPUT_PTX, ptx.encode(), "kernel.ptx")], options)
+    seconds = time.perf_counter() - start
+    metrics = _with_size(parse_ptxas_report(log), cubin)
+    return PtxasResult(
+        cubin=cubin, metrics=metrics, log=log.strip(), seconds=seconds, assembler="nvjitlink"
+    )
+
+
+def _run_ptxas_executable(
+    ptx: str,
+    arch: str,
+    opt_level: int,
+    extra_args: tuple[str, ...],
+    ptxas: Path | None,
+) -> PtxasResult:
+    tool = ptxas or find_ptxas()
+    extra_args = tuple(a for a in extra_args if not a.startswith(("-kernels-used=", "-variables-used=")))
     with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as folder:
         source = Path(folder) / "kernel.ptx"
         output = Path(folder) / "kernel.cubin"
@@ -138,8 +258,5 @@ def run_ptxas(
             errors = [line for line in log.splitlines() if "error" in line.lower()] or [log]
             raise PtxasError(f"ptxas failed for {arch}: " + " | ".join(errors[:3]))
         cubin = output.read_bytes()
-    metrics = {
-        name: StaticMetrics(**{**m.to_dict(), "binary_size": len(cubin)})
-        for name, m in parse_ptxas_report(log).items()
-    }
-    return PtxasResult(cubin=cubin, metrics=metrics, log=log, seconds=seconds)
+    metrics = _with_size(parse_ptxas_report(log), cubin)
+    return PtxasResult(cubin=cubin, metrics=metrics, log=log, seconds=seconds, assembler="ptxas")
