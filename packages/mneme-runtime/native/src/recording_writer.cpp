@@ -139,6 +139,38 @@ uint32_t crc32c(const uint8_t* data, size_t size) {
 
 namespace {
 
+constexpr uint32_t kCrc32cPoly = 0x82F63B78u;  // reflected Castagnoli polynomial
+
+// a * b modulo the CRC polynomial (bit-reflected: bit 31 is x^0).
+uint32_t gf2_multiply(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kCrc32cPoly : b >> 1;
+  }
+  return product;
+}
+
+// x^(8 * bytes) modulo the polynomial, by repeated squaring.
+uint32_t x_to_bytes(uint64_t bytes) {
+  uint32_t result = 1u << 31;  // 1
+  uint32_t power = 1u << 23;   // x^8: one byte
+  for (; bytes; bytes >>= 1) {
+    if (bytes & 1) result = gf2_multiply(result, power);
+    power = gf2_multiply(power, power);
+  }
+  return result;
+}
+
+}  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  // CRC(A||B) = CRC(A) * x^(8|B|) + CRC(B): the pre- and post-conditioning cancel out.
+  return gf2_multiply(crc_a, x_to_bytes(length_b)) ^ crc_b;
+}
+
+namespace {
+
 class Staging {
  public:
   explicit Staging(fs::path dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
@@ -203,7 +235,7 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
   // The root metadata: what was recorded where (GPU, driver, address range, command).
   auto root_attributes = [&] {
     std::ostringstream a;
-    a << "{\"format_version\": 1, \"tool_version\": " << json_string(info_.tool_version)
+    a << "{\"format_version\": " << kFormatVersion << ", \"tool_version\": " << json_string(info_.tool_version)
       << ", \"created\": " << json_string(now_iso()) << ", \"host\": " << json_string(info_.host)
       << ", \"gpu\": {\"name\": " << json_string(info_.gpu_name)
       << ", \"compute_capability\": " << json_string(info_.compute_capability) << "}"
@@ -376,7 +408,8 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
     rs << (i ? ", " : "") << "{\"name\": " << json_string(region_name(r.address)) << ", \"kind\": " << json_string(r.kind)
        << ", \"address\": " << r.address << ", \"size\": " << r.size
        << ", \"symbol\": " << (r.symbol.empty() ? "null" : json_string(r.symbol))
-       << ", \"epilogue_encoding\": " << json_string(r.epilogue_encoding) << "}";
+       << ", \"epilogue_encoding\": " << json_string(r.epilogue_encoding)
+       << ", \"prologue_crc32c\": " << r.prologue_crc32c << ", \"epilogue_crc32c\": " << r.epilogue_crc32c << "}";
   }
   std::ostringstream a;
   a << "{\"kind\": \"instance\", \"dynamic_hash\": " << json_string(dyn) << ", \"grid\": [" << inst.grid[0]
@@ -419,7 +452,8 @@ bool RecordingWriter::add_kernel(const KernelInfo& k) {
     a << (i ? ", " : "") << "{\"name\": " << json_string(g.name) << ", \"size\": " << g.size
       << ", \"address_space\": " << g.address_space << "}";
   }
-  a << "], \"launch_bounds\": null, \"ir_size\": " << k.ir.size() << "}";
+  a << "], \"launch_bounds\": null, \"ir_size\": " << k.ir.size()
+    << ", \"ir_crc32c\": " << crc32c(reinterpret_cast<const uint8_t*>(k.ir.data()), k.ir.size()) << "}";
   write_json(node / "zarr.json", group_json(a.str()));
   return commit(node, final_path);
 }
@@ -491,7 +525,8 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
         }
       }
     }
-    records.push_back({r.kind, r.address, r.size, r.symbol, encoding});
+    records.push_back({r.kind, r.address, r.size, r.symbol, encoding, crc32c(r.before, r.size),
+                       crc32c(r.after, r.size)});
   }
   write_instance_metadata(node, dyn, inst, records, 1);
   if (commit_instance(node, static_hash, dyn)) return {dyn, true};

@@ -137,6 +137,9 @@ struct SnapshotPipeline::Instance {
   std::vector<std::vector<Held>> held;        // [region][chunk] retained prologue bytes
   std::vector<std::vector<uint8_t>> written;  // [region][chunk] prologue chunk on disk
   std::vector<uint64_t> diff_stored, bytes_stored;  // per region ("best" decides on them)
+  // [region][chunk] CRC-32C of each chunk's bytes, prologue and epilogue, computed by the
+  // background threads (each element written by one task) and combined at the commit.
+  std::vector<std::vector<uint32_t>> crc_before, crc_after;
   std::atomic<uint64_t> stored{0};
   std::atomic<int> pending{1};  // queued tasks + 1 until sealed (or abandoned)
   std::atomic<bool> abandoned{false}, failed{false}, sealed{false};
@@ -384,6 +387,8 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
     inst->chunk.push_back(chunk);
     inst->held.emplace_back(chunks);
     inst->written.emplace_back(chunks, 0);
+    inst->crc_before.emplace_back(chunks, 0);
+    inst->crc_after.emplace_back(chunks, 0);
     for (uint64_t off = 0; off < size; off += chunk) {
       uint64_t n = std::min(chunk, size - off);
       if (used + n > block_) {
@@ -518,6 +523,7 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     uint64_t chunk = inst.chunk[p.region];
     const uint8_t* data = block->data + p.offset;
     std::string name = region_name(region.address);
+    (epilogue ? inst.crc_after : inst.crc_before)[p.region][p.index] = crc32c(data, p.n);
     if (!epilogue) {
       inst.stored += writer_.write_chunk(inst.node / "prologue" / name, p.index, data, p.n, chunk, w.codec);
       if (!inst.retain) {
@@ -617,7 +623,13 @@ void SnapshotPipeline::finalize(Instance& inst) {
           }
         }
         writer_.write_array_metadata(epi, r.size, encoding);
-        records.push_back({r.kind, r.address, r.size, r.symbol, encoding});
+        uint32_t before = 0, after = 0;
+        for (size_t c = 0; c < inst.crc_before[k].size(); ++c) {
+          uint64_t n = std::min(inst.chunk[k], r.size - c * inst.chunk[k]);
+          before = crc32c_combine(before, inst.crc_before[k][c], n);
+          after = crc32c_combine(after, inst.crc_after[k][c], n);
+        }
+        records.push_back({r.kind, r.address, r.size, r.symbol, encoding, before, after});
       }
       bool mine;
       uint64_t occurrences;
@@ -645,6 +657,8 @@ void SnapshotPipeline::finalize(Instance& inst) {
   // Only metadata stays for repeat counting.
   inst.held = {};
   inst.written = {};
+  inst.crc_before = {};
+  inst.crc_after = {};
   if (inst.sealed) uncommitted_.fetch_sub(1);
 }
 

@@ -9,8 +9,10 @@ Codec chain, in Zarr's order: ``bytes`` → ``zstd`` (no frame checksum) → ``c
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import struct
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +24,7 @@ import numpy as np
 from numcodecs.zstd import Zstd
 
 from .errors import CorruptDataError
+from .metadata import Array, Bool, Exactly, Int, Obj, OneOf, read_json_file
 
 #: 4 MiB: the measured sweet spot between per-chunk overhead and read granularity.
 DEFAULT_CHUNK_SIZE = 4 << 20
@@ -73,20 +76,50 @@ def encode_chunk(data: np.ndarray | bytes, level: int) -> bytes:
     return bytes(body) + struct.pack("<I", crc32c.crc32c(body))
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+
+
+def frame_content_size(body: bytes) -> int | None:
+    """The content size a zstd frame header declares (None: not declared or no frame)."""
+    if len(body) < 6 or int.from_bytes(body[:4], "little") != _ZSTD_MAGIC:
+        return None
+    descriptor = body[4]
+    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
+    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+    width = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    if width == 0 or len(body) < pos + width:
+        return None
+    value = int.from_bytes(body[pos : pos + width], "little")
+    return value + 256 if width == 2 else value
+
+
+def max_chunk_file_size(chunk_size: int) -> int:
+    """Upper bound of a stored chunk (ZSTD_compressBound + the CRC): larger files are
+    damaged and are not read into memory."""
+    return chunk_size + (chunk_size >> 8) + (((128 << 10) - chunk_size) >> 11 if chunk_size < 128 << 10 else 0) + 64 + 4
+
+
 def decode_chunk(blob: bytes, expected_size: int, where: str) -> np.ndarray:
+    """Check and decompress one stored chunk. The chunk size the metadata declares is a
+    hard limit: the frame must declare exactly that content size, and decompression
+    writes into a buffer of that size (a small file cannot inflate to gigabytes)."""
     if len(blob) < 4:
         raise CorruptDataError(f"{where}: chunk truncated ({len(blob)} bytes)")
     body, (stored,) = blob[:-4], struct.unpack("<I", blob[-4:])
     if crc32c.crc32c(body) != stored:
         raise CorruptDataError(f"{where}: checksum mismatch (data corrupted on disk)")
-    try:
-        out = np.frombuffer(Zstd().decode(body), dtype=np.uint8)
-    except Exception as exc:  # numcodecs raises RuntimeError on bad frames
-        raise CorruptDataError(f"{where}: chunk does not decompress ({exc})") from None
-    if out.size != expected_size:
+    declared = frame_content_size(body)
+    if declared != expected_size:
         raise CorruptDataError(
-            f"{where}: chunk holds {out.size} bytes, expected {expected_size}"
+            f"{where}: chunk declares {declared} bytes, expected {expected_size}"
+            if declared is not None
+            else f"{where}: chunk is not a zstd frame with a declared size"
         )
+    out = np.empty(expected_size, dtype=np.uint8)
+    try:
+        Zstd().decode(body, out)
+    except Exception as exc:  # numcodecs raises RuntimeError/ValueError on bad frames
+        raise CorruptDataError(f"{where}: chunk does not decompress ({exc})") from None
     return out
 
 
@@ -102,6 +135,11 @@ class ArrayInfo:
     size: int
     chunk_size: int
     attributes: dict
+
+    @property
+    def encoding(self) -> str | None:
+        """``attributes.mneme.encoding`` (None where absent: format 1 ``args``)."""
+        return self.attributes.get("mneme", {}).get("encoding")
 
     def chunk_count(self) -> int:
         return -(-self.size // self.chunk_size)
@@ -159,43 +197,98 @@ def write_array(
     return stored
 
 
+ENCODINGS = ("bytes", "llvm-bitcode", "xor-prologue")
+_SIZE = Int(0, 1 << 62)
+
+#: An array's zarr.json exactly as docs/format.md specifies it: everything a plain Zarr
+#: reader interprets (data type, chunk grid, key encoding, fill value, codecs) must be
+#: what mneme wrote, or plain readers would return different bytes than mneme's reader.
+ARRAY_SCHEMA = Obj(
+    {
+        "zarr_format": Exactly(3),
+        "node_type": Exactly("array"),
+        "shape": Array(_SIZE, 1, 1),
+        "data_type": Exactly("uint8"),
+        "chunk_grid": Obj(
+            {
+                "name": Exactly("regular"),
+                "configuration": Obj({"chunk_shape": Array(Int(1, 1 << 62), 1, 1)}, extra=False),
+            },
+            extra=False,
+        ),
+        "chunk_key_encoding": Exactly({"name": "default", "configuration": {"separator": "/"}}),
+        "fill_value": Exactly(0),
+        "codecs": Array(Obj({}), 3, 3),
+        "attributes": Obj({}, {"mneme": Obj({"encoding": OneOf(ENCODINGS)}, extra=False)}),
+    },
+    {"storage_transformers": Exactly([])},
+    extra=False,
+)
+_CODECS = (
+    Exactly({"name": "bytes"}),
+    Obj(
+        {
+            "name": Exactly("zstd"),
+            "configuration": Obj({"level": Int(-(1 << 17), 22), "checksum": Bool()}, extra=False),
+        },
+        extra=False,
+    ),
+    Exactly({"name": "crc32c"}),
+)
+
+
 def read_array_info(array_dir: Path, limit: int) -> ArrayInfo:
     """Parse and validate an array's zarr.json; ``limit`` bounds the declared size."""
     meta = load_json(array_dir / "zarr.json")
-    try:
-        if meta["zarr_format"] != 3 or meta["node_type"] != "array":
-            raise ValueError("not a Zarr v3 array")
-        if meta["data_type"] != "uint8" or len(meta["shape"]) != 1:
-            raise ValueError("not a one-dimensional uint8 array")
-        size = int(meta["shape"][0])
-        chunk_size = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
-        names = [c["name"] for c in meta["codecs"]]
-        attributes = meta.get("attributes", {})
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise CorruptDataError(f"{array_dir}: malformed array metadata ({exc})") from None
-    if names != ["bytes", "zstd", "crc32c"]:
-        raise CorruptDataError(f"{array_dir}: unsupported codec chain {names}")
-    if size < 0 or chunk_size <= 0 or size > limit:
+    where = f"{array_dir}/zarr.json"
+    ARRAY_SCHEMA.check(meta, where)
+    for i, (codec, spec) in enumerate(zip(meta["codecs"], _CODECS, strict=True)):
+        spec.check(codec, f"{where} codecs[{i}]")
+    size = meta["shape"][0]
+    chunk_size = meta["chunk_grid"]["configuration"]["chunk_shape"][0]
+    if size > limit:
         raise CorruptDataError(
             f"{array_dir}: declared size {size} is outside the recorded range (limit {limit})"
         )
-    return ArrayInfo(array_dir, size, chunk_size, attributes)
+    if chunk_size > max(size, 1):
+        # Writers use one chunk of the array's own size for small arrays; a larger chunk
+        # would make every read allocate and inflate the larger size.
+        raise CorruptDataError(
+            f"{array_dir}: chunk shape {chunk_size} is larger than the array ({size} bytes)"
+        )
+    return ArrayInfo(array_dir, size, chunk_size, meta["attributes"])
 
 
 def load_json(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise CorruptDataError(f"{path} is missing") from None
-    except OSError as exc:
-        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        document = json.loads(text)
-    except ValueError as exc:
-        raise CorruptDataError(f"{path}: malformed JSON ({exc})") from None
+    """A metadata document (bounded parsing, metadata.parse_json); must be an object."""
+    document = read_json_file(path)
     if not isinstance(document, dict):
         raise CorruptDataError(f"{path}: expected a JSON object")
     return document
+
+
+def stored_chunk_indices(info: ArrayInfo) -> list[int]:
+    """Indices of the chunk files present (sorted); anything else in ``c/`` is corruption.
+    Costs what is stored, not what the chunk grid declares."""
+    folder = info.path / "c"
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise CorruptDataError(f"{folder} is not a directory") from None
+    except OSError as exc:
+        raise CorruptDataError(f"cannot list {folder}: {exc.strerror}") from None
+    count = info.chunk_count()
+    indices = []
+    for name in names:
+        if not (name.isascii() and name.isdigit()) or (len(name) > 1 and name[0] == "0"):
+            raise CorruptDataError(f"{folder}: unexpected entry {name!r}")
+        index = int(name)
+        if index >= count:
+            raise CorruptDataError(f"{folder}: chunk {index} lies beyond the array's {count} chunks")
+        indices.append(index)
+    return sorted(indices)
 
 
 def read_range(
@@ -217,14 +310,10 @@ def read_range(
 
     def one(index: int) -> None:
         lo, hi = info.chunk_bounds(index)
-        path = chunk_path(info.path, index)
-        try:
-            blob = path.read_bytes()
-        except FileNotFoundError:
+        blob = read_chunk_file(info, index)
+        if blob is None:
             if not missing_is_zero:
-                raise CorruptDataError(
-                    f"{info.path}: chunk {index} is missing (data truncated)"
-                ) from None
+                raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)")
             chunk = None
         else:
             chunk = decode_chunk(blob, info.chunk_size, f"{info.path} chunk {index}")
@@ -235,9 +324,55 @@ def read_range(
         else:
             target[:] = chunk[a - lo : b - lo]
 
-    for _ in pool().map(one, range(first, last + 1)):
+    indices: Iterable[int] = range(first, last + 1)
+    if last - first >= _LIST_FIRST:
+        # Many chunks: visit only those stored (cost bounded by the data on disk).
+        present = [i for i in stored_chunk_indices(info) if first <= i <= last]
+        if not missing_is_zero and len(present) != last - first + 1:
+            gap = next((i for i, j in zip(range(first, last + 1), present, strict=False) if i != j),
+                       first + len(present))
+            raise CorruptDataError(f"{info.path}: chunk {gap} is missing (data truncated)")
+        if missing_is_zero:
+            result[:] = 0
+        indices = present
+    for _ in pool().map(one, indices):
         pass
     return result
+
+
+#: Reads spanning more chunks than this list the stored chunks first.
+_LIST_FIRST = 256
+
+
+def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
+    """The stored bytes of chunk ``index`` (None when absent); never follows a symlink
+    and never reads more than a chunk can take."""
+    path = chunk_path(info.path, index)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptDataError(f"{path} is a symbolic link (not allowed in a database)") from None
+        if exc.errno == errno.ENOTDIR:
+            raise CorruptDataError(f"{info.path}/c is not a directory") from None
+        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptDataError(f"{path} is not a regular file")
+        limit = max_chunk_file_size(info.chunk_size)
+        if st.st_size > limit:
+            raise CorruptDataError(f"{path}: {st.st_size} bytes, more than a chunk can take ({limit})")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)
+    except IsADirectoryError:
+        raise CorruptDataError(f"{path} is a directory, expected a chunk file") from None
+    except OSError as exc:
+        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def iter_chunk_indices(info: ArrayInfo) -> Iterable[int]:

@@ -1,15 +1,40 @@
-"""``mneme check``: read every node and every chunk of a database and list what is broken."""
+"""``mneme check``: verify what a reader of a database will get, and list what is broken.
+
+Beyond "every chunk decompresses", check enforces every rule of docs/format.md that
+decides what a reader returns: the array metadata plain Zarr readers interpret (codecs,
+fill value, chunk grid) exactly as specified, the metadata schema (types and ranges,
+annotation tolerances), the region layout rules, the dynamic hash recomputed from the
+stored launch configuration and arguments, dense arrays complete, epilogue encodings
+consistent, and (format 2) the CRC-32C of every region's full prologue and reconstructed
+epilogue and of the IR against the values the writer recorded. No symbolic link is
+followed. Its cost is bounded by the data actually stored: chunk grids are never
+enumerated beyond the chunk files present.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from . import layout
-from .chunks import read_array_info, read_range
-from .errors import DatabaseError
+from .chunks import (
+    ArrayInfo,
+    decode_chunk,
+    load_json,
+    pool,
+    read_array_info,
+    read_chunk_file,
+    stored_chunk_indices,
+)
+from .errors import CorruptDataError, DatabaseError
+from .hashing import dynamic_hash
 from .reader import Database, Instance, Kernel
+from .schema import MAX_ARGS_SIZE, content_checksum
 
 
 @dataclass(frozen=True)
@@ -24,10 +49,21 @@ class Problem:
 
 def abandoned_staging(db: Database) -> list[str]:
     """Staging folders left by writers that were killed (never visible to readers)."""
-    try:
-        return sorted(os.listdir(layout.staging_root(db.root)))
-    except FileNotFoundError:
+    root = layout.staging_root(db.root)
+    if root.is_symlink() or not root.is_dir():
         return []
+    return sorted(os.listdir(root))
+
+
+def symlinks(root: Path) -> list[Path]:
+    """Every symbolic link inside a database (none is allowed; none is followed)."""
+    found = []
+    for dirpath, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                found.append(path)
+    return found
 
 
 def _guard(problems: list[Problem], where: str, fn: Callable[[], object]) -> bool:
@@ -39,61 +75,235 @@ def _guard(problems: list[Problem], where: str, fn: Callable[[], object]) -> boo
         return False
 
 
-def _check_array(problems, where: str, path, limit: int, missing_is_zero: bool) -> None:
-    def run():
-        info = read_array_info(path, limit)
-        for index in range(info.chunk_count()):
-            lo, hi = info.chunk_bounds(index)
-            read_range(info, lo, hi, missing_is_zero=missing_is_zero)
-
-    _guard(problems, where, run)
+def _group(path: Path) -> None:
+    doc = load_json(path / "zarr.json")
+    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
+        raise CorruptDataError(f"{path}/zarr.json is not a Zarr v3 group")
 
 
-def _check_instance(problems: list[Problem], instance: Instance, limit: int) -> None:
+def _entries(path: Path, allowed: set[str], what: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(path))
+    except NotADirectoryError:
+        raise CorruptDataError(f"{path} is not a directory") from None
+    except FileNotFoundError:
+        raise CorruptDataError(f"{path} is missing") from None
+    extra = [n for n in names if n not in allowed and n != "zarr.json"]
+    if extra:
+        raise CorruptDataError(f"{path}: unexpected {what} {', '.join(extra[:5])}")
+    return names
+
+
+def _chunks(info: ArrayInfo, dense: bool) -> list[int]:
+    """Stored chunk indices; a dense array (args, ir, prologue, ``bytes`` epilogue) must
+    store every chunk."""
+    present = stored_chunk_indices(info)
+    if dense and len(present) != info.chunk_count():
+        gap = next((i for i, j in enumerate(present) if i != j), len(present))
+        raise CorruptDataError(
+            f"{info.path}: chunk {gap} is missing ({info.chunk_count() - len(present)} of "
+            f"{info.chunk_count()} missing, data truncated)"
+        )
+    return present
+
+
+def _windowed(fn: Callable[[int], object], indices: list[int], width: int = 8) -> Iterator:
+    """``fn`` over ``indices`` on the chunk pool, in order, at most ``width`` in flight."""
+    executor = pool()
+    for lo in range(0, len(indices), width):
+        yield from executor.map(fn, indices[lo : lo + width])
+
+
+def _decode(info: ArrayInfo, index: int) -> np.ndarray | None:
+    blob = read_chunk_file(info, index)
+    if blob is None:
+        return None
+    return decode_chunk(blob, info.chunk_size, f"{info.path} chunk {index}")
+
+
+def _check_dense(info: ArrayInfo) -> int:
+    """Decode every chunk of a dense array; returns the CRC-32C of its bytes."""
+    crc = 0
+    for index, chunk in zip(
+        range(info.chunk_count()),
+        _windowed(lambda i: _decode(info, i), _chunks(info, dense=True)),
+        strict=True,
+    ):
+        lo, hi = info.chunk_bounds(index)
+        crc = content_checksum(chunk[: hi - lo], crc)
+    return crc
+
+
+def _check_region(instance: Instance, name: str, size: int, encoding: str) -> tuple[int, int]:
+    """Every chunk of a region's two arrays; returns the CRC-32C of the prologue and of
+    the epilogue a reader reconstructs."""
+    limit = instance.kernel.db.info.vas_size
+    pro = read_array_info(instance.path / layout.PROLOGUE / name, limit)
+    epi = read_array_info(instance.path / layout.EPILOGUE / name, limit)
+    for info, side in ((pro, "prologue"), (epi, "epilogue")):
+        if info.size != size:
+            raise CorruptDataError(f"{side} array holds {info.size} bytes, metadata says {size}")
+        _entries(info.path, {"c"}, "entries")
+    if pro.encoding != "bytes":
+        raise CorruptDataError(f"prologue array has encoding {pro.encoding!r}, expected bytes")
+    if epi.encoding != encoding:
+        raise CorruptDataError(f"epilogue array has encoding {epi.encoding!r}, metadata says {encoding}")
+    if epi.chunk_size != pro.chunk_size:
+        raise CorruptDataError(
+            f"prologue and epilogue chunk shapes differ ({pro.chunk_size} vs {epi.chunk_size})"
+        )
+    _chunks(pro, dense=True)
+    stored_epi = set(_chunks(epi, dense=encoding == "bytes"))
+
+    def one(index: int):
+        before = _decode(pro, index)
+        if index in stored_epi:
+            after = _decode(epi, index)
+            if encoding == "xor-prologue":
+                np.bitwise_xor(after, before, out=after)
+        else:  # an absent delta chunk: unchanged
+            after = before
+        lo, hi = pro.chunk_bounds(index)
+        return before[: hi - lo], after[: hi - lo]
+
+    crc_before = crc_after = 0
+    for before, after in _windowed(one, list(range(pro.chunk_count()))):
+        crc_before = content_checksum(before, crc_before)
+        crc_after = content_checksum(after, crc_after)
+    return crc_before, crc_after
+
+
+def _check_instance(problems: list[Problem], instance: Instance) -> None:
     where = instance.id
-    if not _guard(problems, where, lambda: (instance.grid, instance.block, instance.occurrences,
-                                            instance.regions, instance.annotations, instance.args)):
+    # The schema and the layout rules (reader properties validate on first use).
+    if not _guard(problems, where, lambda: (instance._attrs, instance.regions, instance.annotations)):
         return
+    attrs = instance._attrs
+
+    def launch():
+        _group(instance.path)
+        _entries(instance.path, {layout.ARGS, layout.PROLOGUE, layout.EPILOGUE}, "entries")
+        info = read_array_info(instance.path / layout.ARGS, MAX_ARGS_SIZE)
+        _entries(info.path, {"c"}, "entries")
+        if info.encoding not in (None, "bytes"):
+            raise CorruptDataError(f"args array has encoding {info.encoding!r}, expected bytes")
+        if info.size != attrs["args_size"]:
+            raise CorruptDataError(f"args holds {info.size} bytes, metadata says {attrs['args_size']}")
+        args = bytearray()
+        for index, chunk in zip(range(info.chunk_count()),
+                                _windowed(lambda i: _decode(info, i), _chunks(info, True)), strict=True):
+            lo, hi = info.chunk_bounds(index)
+            args += chunk[: hi - lo].tobytes()
+        expected = dynamic_hash(instance.kernel.static_hash, instance.grid, instance.block,
+                                instance.shared_mem, bytes(args))
+        if expected != instance.dynamic_hash:
+            raise CorruptDataError(
+                "launch configuration or arguments do not match the dynamic hash "
+                f"(they hash to {expected})"
+            )
+
+    _guard(problems, where, launch)
+    fmt = attrs["epilogue_format"]
+    allowed = {"diff": ("xor-prologue",), "bytes": ("bytes",), "best": ("bytes", "xor-prologue")}[fmt]
+    names = {r.name for r in instance.regions}
+    for side in (layout.PROLOGUE, layout.EPILOGUE):
+        _guard(problems, f"{where} {side}",
+               lambda s=side: (_group(instance.path / s), _entries(instance.path / s, names, "arrays")))
+        missing = sorted(n for n in names if not (instance.path / side / n).is_dir())
+        if missing:
+            problems.append(Problem(f"{where} {side}", f"arrays of regions {', '.join(missing[:5])} are missing"))
     for region in instance.regions:
-        _check_array(problems, f"{where} prologue {region.name}",
-                     instance.path / layout.PROLOGUE / region.name, limit, False)
-        _check_array(problems, f"{where} epilogue {region.name}",
-                     instance.path / layout.EPILOGUE / region.name, limit, True)
-        _guard(problems, f"{where} region {region.name}",
-               lambda r=region: (instance._array(layout.PROLOGUE, r.name),
-                                 instance._epilogue_encoding(instance._array(layout.EPILOGUE, r.name)[0])))
+        here = f"{where} region {region.name}"
+
+        def one(r=region):
+            encoding = instance.epilogue_encoding(r.name)
+            if encoding not in allowed:
+                raise CorruptDataError(f"epilogue encoding {encoding} contradicts epilogue format {fmt}")
+            got = _check_region(instance, r.name, r.size, encoding)
+            recorded = instance.region_checksums(r.name)
+            if recorded is not None:
+                for side, want, have in zip(("prologue", "epilogue"), recorded, got, strict=True):
+                    if want != have:
+                        raise CorruptDataError(
+                            f"{side} content checksum mismatch (recorded {want:08x}, "
+                            f"read {have:08x}): a reader gets other bytes than were recorded"
+                        )
+
+        _guard(problems, here, one)
 
 
-def _check_kernel(problems: list[Problem], kernel: Kernel, limit: int, progress) -> None:
+def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
     where = kernel.static_hash
-    if not _guard(problems, where, lambda: (kernel.name, kernel.demangled_name, kernel.params,
-                                            kernel.globals, kernel.ir())):
+
+    def ir():
+        kernel._attrs  # noqa: B018 - the schema check
+        _group(kernel.path)
+        _entries(kernel.path, {layout.IR, layout.INSTANCES}, "entries")
+        info = read_array_info(kernel.path / layout.IR, kernel.db.info.vas_size)
+        _entries(info.path, {"c"}, "entries")
+        if info.encoding != "llvm-bitcode":
+            raise CorruptDataError(f"ir array has encoding {info.encoding!r}, expected llvm-bitcode")
+        if info.size != kernel._attrs["ir_size"]:
+            raise CorruptDataError(f"ir holds {info.size} bytes, metadata says {kernel._attrs['ir_size']}")
+        crc = _check_dense(info)
+        recorded = kernel.ir_checksum
+        if recorded is not None and recorded != crc:
+            raise CorruptDataError(f"IR content checksum mismatch (recorded {recorded:08x}, read {crc:08x})")
+        data = kernel.ir()  # the bitcode magic
+        if recorded is None:
+            _parse_bitcode(kernel, data)
+
+    if not _guard(problems, where, ir):
         return
     base = kernel.path / layout.INSTANCES
     committed = set(kernel.instance_hashes())
-    for name in sorted(os.listdir(base)) if base.is_dir() else []:
+    _guard(problems, where, lambda: _group(base))
+    for name in sorted(os.listdir(base)) if base.is_dir() and not base.is_symlink() else []:
         if name == "zarr.json":
             continue
         if name not in committed:
             problems.append(Problem(f"{where}/{name}", "not a committed instance (unexpected entry)"))
     for instance in kernel.instances():
-        _check_instance(problems, instance, limit)
+        _check_instance(problems, instance)
         progress()
+
+
+def _parse_bitcode(kernel: Kernel, data: bytes) -> None:
+    """Format 1 records no IR checksum: the IR must at least parse (when mneme's LLVM
+    binding is installed)."""
+    try:
+        from mneme.replay.jit import parse_module
+        from mneme.replay.jit.errors import JitError
+    except ImportError:  # pragma: no cover - the binding is part of mneme-replay
+        return
+    try:
+        parse_module(data, kernel.static_hash, verify=False)
+    except JitError as exc:
+        raise CorruptDataError(f"stored IR does not parse as LLVM bitcode ({exc})") from None
 
 
 def check_database(db: Database, progress: Callable[[], None] = lambda: None) -> list[Problem]:
     """Every problem found; ``progress`` is called once per instance checked."""
     problems: list[Problem] = []
-    limit = db.info.vas_size
+    for link in symlinks(db.root):
+        problems.append(Problem(str(link), "symbolic link inside the database (not followed)"))
+    for name in sorted(os.listdir(db.root)):
+        if name not in ("zarr.json", layout.KERNELS, layout.PRIVATE_DIR):
+            problems.append(Problem(f"{db.root}/{name}", "unexpected entry", fatal=False))
     base = db.root / layout.KERNELS
-    if not (base / "zarr.json").is_file():
+    if base.is_symlink() or not (base / "zarr.json").is_file():
         problems.append(Problem(str(db.root), "kernels group metadata is missing"))
+        return problems
+    _guard(problems, str(base), lambda: _group(base))
     committed = set(db.kernel_hashes())
-    for name in sorted(os.listdir(base)) if base.is_dir() else []:
+    for name in sorted(os.listdir(base)):
         if name != "zarr.json" and name not in committed:
             problems.append(Problem(f"kernels/{name}", "not a committed kernel (unexpected entry)"))
-    for kernel in db.kernels():
-        _check_kernel(problems, kernel, limit, progress)
+    for static in committed:  # not db.kernels(): that sorts by name, reading metadata
+        _check_kernel(problems, Kernel(db, static), progress)
+    private = db.root / layout.PRIVATE_DIR
+    if private.exists() and not stat.S_ISDIR(os.lstat(private).st_mode):
+        problems.append(Problem(str(private), "not a directory"))
     leftovers = abandoned_staging(db)
     if leftovers:
         problems.append(Problem(

@@ -6,13 +6,16 @@ name read from disk or given by a user can reach outside the database directory.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
-from .errors import InvalidNameError
+from .errors import CorruptDataError, InvalidNameError
 
 #: Version of the layout and metadata written by this package. Readers refuse larger ones.
-FORMAT_VERSION = 1
+#: 2: content checksums (CRC-32C) of each region's prologue and epilogue and of the IR.
+FORMAT_VERSION = 2
 #: Key of our metadata inside every node's Zarr ``attributes``.
 ATTRS_KEY = "mneme"
 
@@ -62,3 +65,20 @@ def instance_dir(root: Path, static_hash: str, dynamic_hash: str) -> Path:
 
 def staging_root(root: Path) -> Path:
     return root / PRIVATE_DIR / STAGING_DIR
+
+
+def no_symlinks(root: Path, path: Path) -> Path:
+    """``path`` (inside ``root``) with no symbolic link on the way: nothing a database
+    holds may lead a reader, ``copy`` or ``clean`` outside it."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return path
+        except OSError as exc:
+            raise CorruptDataError(f"cannot read {current}: {exc.strerror}") from None
+        if stat.S_ISLNK(mode):
+            raise CorruptDataError(f"{current} is a symbolic link (not allowed in a database)")
+    return path

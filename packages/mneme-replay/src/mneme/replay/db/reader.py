@@ -24,7 +24,17 @@ from .errors import (
     NotADatabaseError,
     NotFoundError,
 )
-from .schema import Annotation, GlobalVar, Param, RecordingInfo, RegionInfo, _dim3, _field
+from .metadata import Spec
+from .schema import (
+    INSTANCE_SCHEMA,
+    KERNEL_SCHEMA,
+    MAX_ARGS_SIZE,
+    Annotation,
+    GlobalVar,
+    Param,
+    RecordingInfo,
+    RegionInfo,
+)
 
 
 def check_format_version(root: Path, attrs: dict) -> None:
@@ -40,12 +50,16 @@ def check_format_version(root: Path, attrs: dict) -> None:
         raise CorruptDataError(f"{root}: invalid format_version {found}")
 
 
-def _attrs(path: Path, kind: str) -> dict:
+def _attrs(path: Path, kind: str, schema: Spec, where: str) -> dict:
+    """A node's ``attributes.mneme``, checked against its schema before any use."""
     doc = load_json(path / "zarr.json")
+    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
+        raise CorruptDataError(f"{path}: not a Zarr v3 group")
     attrs = doc.get("attributes")
     attrs = attrs.get(layout.ATTRS_KEY) if isinstance(attrs, dict) else None
     if not isinstance(attrs, dict) or attrs.get("kind") != kind:
         raise CorruptDataError(f"{path}: not a mneme {kind} node")
+    schema.check(attrs, where)
     return attrs
 
 
@@ -96,9 +110,7 @@ class Database:
             names = os.listdir(base)
         except FileNotFoundError:
             return []
-        return sorted(
-            n for n in names if _is_hash(n) and (base / n / "zarr.json").is_file()
-        )
+        return sorted(n for n in names if _is_hash(n) and _is_node(base / n))
 
     def kernels(self) -> list[Kernel]:
         kernels = [Kernel(self, h) for h in self.kernel_hashes()]
@@ -156,6 +168,11 @@ def _base_name(demangled: str) -> str:
     return head[4:] if head.startswith("void ") else head
 
 
+def _is_node(path: Path) -> bool:
+    """A committed node: a real directory (no symlink) with its metadata in place."""
+    return not path.is_symlink() and (path / "zarr.json").is_file()
+
+
 def _is_hash(name: str) -> bool:
     try:
         layout.check_hash(name, "hash")
@@ -174,33 +191,43 @@ class Kernel:
 
     @cached_property
     def _attrs(self) -> dict:
-        attrs = _attrs(self.path, "kernel")
-        if attrs.get("static_hash") != self.static_hash:
+        layout.no_symlinks(self.db.root, self.path / "zarr.json")
+        attrs = _attrs(self.path, "kernel", KERNEL_SCHEMA, f"kernel {self.static_hash}")
+        if attrs["static_hash"] != self.static_hash:
             raise CorruptDataError(f"{self.path}: static hash in metadata does not match its name")
         return attrs
 
     @property
     def name(self) -> str:
-        return _field(self._attrs, "name", str, f"kernel {self.static_hash}")
+        return self._attrs["name"]
 
     @property
     def demangled_name(self) -> str:
-        return _field(self._attrs, "demangled_name", str, f"kernel {self.static_hash}")
+        return self._attrs["demangled_name"]
 
     @property
     def params(self) -> list[Param]:
-        return [Param.from_json(p) for p in _field(self._attrs, "params", list, "kernel")]
+        return [Param.from_json(p) for p in self._attrs["params"]]
 
     @property
     def globals(self) -> list[GlobalVar]:
-        return [GlobalVar.from_json(g) for g in _field(self._attrs, "globals", list, "kernel")]
+        return [GlobalVar.from_json(g) for g in self._attrs["globals"]]
+
+    @property
+    def ir_checksum(self) -> int | None:
+        """CRC-32C of the IR bytes recorded at write time (format 2; None in format 1)."""
+        value = self._attrs.get("ir_crc32c")
+        if value is None and self.db.info.format_version >= 2:
+            raise CorruptDataError(f"kernel {self.static_hash}: IR checksum is missing")
+        return value
 
     @property
     def launch_bounds(self) -> dict | None:
         return self._attrs.get("launch_bounds")
 
     def _ir_info(self) -> ArrayInfo:
-        return read_array_info(self.path / layout.IR, self.db.info.vas_size)
+        path = layout.no_symlinks(self.db.root, self.path / layout.IR / "c")
+        return read_array_info(path.parent, self.db.info.vas_size)
 
     @property
     def ir_size(self) -> int:
@@ -219,7 +246,7 @@ class Kernel:
             names = os.listdir(base)
         except FileNotFoundError:
             return []
-        return sorted(n for n in names if _is_hash(n) and (base / n / "zarr.json").is_file())
+        return sorted(n for n in names if _is_hash(n) and _is_node(base / n))
 
     def instances(self) -> list[Instance]:
         return [Instance(self, h) for h in self.instance_hashes()]
@@ -251,8 +278,9 @@ class Instance:
 
     @cached_property
     def _attrs(self) -> dict:
-        attrs = _attrs(self.path, "instance")
-        if attrs.get("dynamic_hash") != self.dynamic_hash:
+        layout.no_symlinks(self.kernel.db.root, self.path / "zarr.json")
+        attrs = _attrs(self.path, "instance", INSTANCE_SCHEMA, f"instance {self.id}")
+        if attrs["dynamic_hash"] != self.dynamic_hash:
             raise CorruptDataError(f"{self.path}: dynamic hash in metadata does not match its name")
         return attrs
 
@@ -262,27 +290,56 @@ class Instance:
 
     @property
     def grid(self):
-        return _dim3(self._attrs.get("grid"), f"instance {self.id} grid")
+        return tuple(self._attrs["grid"])
 
     @property
     def block(self):
-        return _dim3(self._attrs.get("block"), f"instance {self.id} block")
+        return tuple(self._attrs["block"])
 
     @property
     def shared_mem(self) -> int:
-        return _field(self._attrs, "shared_mem", int, f"instance {self.id}")
+        return self._attrs["shared_mem"]
 
     @property
     def occurrences(self) -> int:
-        return _field(self._attrs, "occurrences", int, f"instance {self.id}")
+        return self._attrs["occurrences"]
 
     @property
     def epilogue_format(self) -> str:
-        return _field(self._attrs, "epilogue_format", str, f"instance {self.id}")
+        return self._attrs["epilogue_format"]
 
     @cached_property
     def regions(self) -> list[RegionInfo]:
-        return [RegionInfo.from_json(r) for r in _field(self._attrs, "regions", list, f"instance {self.id}")]
+        """The regions, checked against the layout rules of docs/format.md: sorted by
+        address, not overlapping, heap regions inside the recorded address range."""
+        regions = [RegionInfo.from_json(r) for r in self._attrs["regions"]]
+        where = f"instance {self.id}"
+        for a, b in zip(regions, regions[1:], strict=False):
+            if b.address <= a.address:
+                raise CorruptDataError(f"{where}: regions {a.name} and {b.name} are not sorted or repeat")
+            if a.address + a.size > b.address:
+                raise CorruptDataError(f"{where}: regions {a.name} and {b.name} overlap")
+        info = self.kernel.db.info
+        lo, hi = info.vas_base, info.vas_base + info.vas_size
+        for r in regions:
+            if r.kind == "heap" and not (lo <= r.address and r.address + r.size <= hi):
+                raise CorruptDataError(f"{where}: heap region {r.name} lies outside the recorded address range")
+        return regions
+
+    def region_checksums(self, name: str) -> tuple[int, int] | None:
+        """(prologue, epilogue) CRC-32C of the region's full bytes recorded at write time
+        (format 2); None in format 1 databases."""
+        for r in self._attrs["regions"]:
+            if r["name"] == name and "prologue_crc32c" in r and "epilogue_crc32c" in r:
+                return r["prologue_crc32c"], r["epilogue_crc32c"]
+        if self.kernel.db.info.format_version >= 2:
+            raise CorruptDataError(f"instance {self.id} region {name}: content checksums are missing")
+        return None
+
+    def epilogue_encoding(self, name: str) -> str:
+        """How the epilogue of a region is stored (``bytes`` or ``xor-prologue``)."""
+        self.region(name)
+        return next(r["epilogue_encoding"] for r in self._attrs["regions"] if r["name"] == name)
 
     def region(self, name: str) -> RegionInfo:
         for r in self.regions:
@@ -295,19 +352,27 @@ class Instance:
 
     @property
     def annotations(self) -> dict[str, Annotation]:
-        raw = self._attrs.get("annotations", {})
-        if not isinstance(raw, dict):
-            raise CorruptDataError(f"instance {self.id}: malformed annotations")
-        return {layout.check_region_name(k): Annotation.from_json(v) for k, v in raw.items()}
+        raw = self._attrs["annotations"]
+        names = {r.name for r in self.regions}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise CorruptDataError(f"instance {self.id}: annotations name unknown regions {unknown}")
+        return {k: Annotation.from_json(v) for k, v in raw.items()}
 
     @property
     def args(self) -> bytes:
-        info = read_array_info(self.path / layout.ARGS, 1 << 20)
+        path = layout.no_symlinks(self.kernel.db.root, self.path / layout.ARGS / "c")
+        info = read_array_info(path.parent, MAX_ARGS_SIZE)
+        if info.size != self._attrs["args_size"]:
+            raise CorruptDataError(
+                f"instance {self.id}: args holds {info.size} bytes, metadata says {self._attrs['args_size']}"
+            )
         return read_range(info).tobytes()
 
     def _array(self, side: str, name: str) -> tuple[ArrayInfo, RegionInfo]:
         region = self.region(layout.check_region_name(name))
-        info = read_array_info(self.path / side / region.name, self.kernel.db.info.vas_size)
+        path = layout.no_symlinks(self.kernel.db.root, self.path / side / region.name / "c")
+        info = read_array_info(path.parent, self.kernel.db.info.vas_size)
         if info.size != region.size:
             raise CorruptDataError(
                 f"instance {self.id} region {name}: array holds {info.size} bytes, "
@@ -316,20 +381,31 @@ class Instance:
         return info, region
 
     def _epilogue_encoding(self, info: ArrayInfo) -> str:
-        encoding = info.attributes.get(layout.ATTRS_KEY, {}).get("encoding")
+        encoding = info.encoding
         if encoding not in ("bytes", "xor-prologue"):
             raise CorruptDataError(f"{info.path}: unknown epilogue encoding {encoding!r}")
         return encoding
 
+    def _prologue_encoding(self, info: ArrayInfo) -> None:
+        if info.encoding != "bytes":
+            raise CorruptDataError(f"{info.path}: a prologue array must have encoding bytes")
+
     def prologue(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Bytes of a region before the launch (all, or [start, stop))."""
         info, _ = self._array(layout.PROLOGUE, name)
+        self._prologue_encoding(info)
         return read_range(info, start, stop)
 
     def epilogue(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Bytes of a region after the launch; XOR deltas are resolved against the prologue."""
-        info, _ = self._array(layout.EPILOGUE, name)
-        if self._epilogue_encoding(info) == "bytes":
+        info, region = self._array(layout.EPILOGUE, name)
+        encoding = self._epilogue_encoding(info)
+        if encoding != self.epilogue_encoding(region.name):
+            raise CorruptDataError(
+                f"instance {self.id} region {name}: epilogue array is {encoding}, "
+                f"metadata says {self.epilogue_encoding(region.name)}"
+            )
+        if encoding == "bytes":
             return read_range(info, start, stop)
         delta = read_range(info, start, stop, missing_is_zero=True)
         return np.bitwise_xor(self.prologue(name, start, stop), delta, out=delta)
@@ -351,7 +427,7 @@ class Instance:
 
     def raw_bytes(self) -> int:
         """Bytes the prologue and epilogue represent (uncompressed)."""
-        return 2 * sum(r.size for r in self.regions) + int(self._attrs.get("args_size", 0))
+        return 2 * sum(r.size for r in self.regions) + self._attrs["args_size"]
 
     def stored_bytes(self) -> int:
         return stored_bytes(self.path)

@@ -9,12 +9,127 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+import crc32c
 import numpy as np
 
+from . import layout
 from .errors import CorruptDataError
 from .layout import REGION_KINDS, check_hash, check_region_name, region_name
+from .metadata import (
+    Array,
+    Bool,
+    Exactly,
+    Float,
+    Int,
+    Mapping,
+    Name,
+    Nullable,
+    Obj,
+    OneOf,
+    Str,
+)
 
 Dim3 = tuple[int, int, int]
+
+# -- the metadata schema (docs/format.md) ------------------------------------------------
+# Every node's attributes are checked against these before any field is used.
+
+U32 = Int(0, (1 << 32) - 1)
+U64 = Int(0, (1 << 64) - 1)
+HASH = Name(pattern=r"[0-9a-f]{16}")
+REGION_NAME = Name(pattern=r"r-[0-9a-f]{16}")
+DIM = Int(1, (1 << 31) - 1)
+DIM3 = Array(DIM, 3, 3)
+#: Largest argument buffer (CUDA allows 32,764 bytes; HIP similar): the args array bound.
+MAX_ARGS_SIZE = 1 << 20
+#: Documented annotation ranges: rtol above 1 accepts any value of the same sign (and 0),
+#: atol above 1e6 hides any realistic error.
+MAX_RTOL = 1.0
+MAX_ATOL = 1e6
+#: Element types an annotation may compare as.
+ANNOTATION_DTYPES = (
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64",
+)
+
+
+def _vas_rule(doc: dict, where: str) -> None:
+    vas = doc["address_space"]
+    if vas["base"] + vas["size"] > 1 << 64:
+        raise CorruptDataError(f"{where}: address space runs past 2^64")
+
+
+ROOT_SCHEMA = Obj(
+    {
+        "format_version": Int(1, 1 << 31),
+        "tool_version": Str(),
+        "created": Str(),
+        "host": Str(),
+        "gpu": Obj({"name": Str(), "compute_capability": Str()}),
+        "driver_version": Str(),
+        "runtime_version": Str(),
+        "address_space": Obj({"base": U64, "size": Int(1, 1 << 64)}),
+        "command_line": Array(Str()),
+    },
+    rule=_vas_rule,
+)
+
+PARAM_SCHEMA = Obj({
+    "size": Int(0, MAX_ARGS_SIZE),
+    "align": Int(0, MAX_ARGS_SIZE),
+    "offset": Int(0, MAX_ARGS_SIZE),
+    "is_pointer": Bool(),
+    "by_value": Bool(),
+})
+GLOBAL_SCHEMA = Obj({"name": Str(), "size": U64, "address_space": U32})
+KERNEL_SCHEMA = Obj(
+    {
+        "kind": Exactly("kernel"),
+        "static_hash": HASH,
+        "name": Str(),
+        "demangled_name": Str(),
+        "params": Array(PARAM_SCHEMA),
+        "globals": Array(GLOBAL_SCHEMA),
+        "launch_bounds": Nullable(Obj({}, {"max_threads": DIM, "min_blocks": Int(0, (1 << 31) - 1)})),
+        "ir_size": U64,
+    },
+    {"ir_crc32c": U32},
+)
+ANNOTATION_SCHEMA = Obj(
+    {
+        "dtype": OneOf(ANNOTATION_DTYPES),
+        "atol": Float(0.0, MAX_ATOL),
+        "rtol": Float(0.0, MAX_RTOL),
+    },
+    {"norm": Nullable(OneOf(("l2", "max")))},
+)
+REGION_SCHEMA = Obj(
+    {
+        "name": REGION_NAME,
+        "kind": OneOf(REGION_KINDS),
+        "address": U64,
+        "size": U64,
+        "symbol": Nullable(Str()),
+        "epilogue_encoding": OneOf(("bytes", "xor-prologue")),
+    },
+    {"prologue_crc32c": U32, "epilogue_crc32c": U32},
+)
+INSTANCE_SCHEMA = Obj(
+    {
+        "kind": Exactly("instance"),
+        "dynamic_hash": HASH,
+        "grid": DIM3,
+        "block": DIM3,
+        "shared_mem": U32,
+        "stream": U64,
+        "args_size": Int(0, MAX_ARGS_SIZE),
+        "occurrences": Int(1, (1 << 63) - 1),
+        "epilogue_format": OneOf(layout.EPILOGUE_FORMATS),
+        "regions": Array(REGION_SCHEMA),
+        "annotations": Mapping(REGION_NAME, ANNOTATION_SCHEMA),
+        "recorded": Str(),
+    },
+)
 
 
 def _dim3(value, what: str) -> Dim3:
@@ -67,24 +182,20 @@ class RecordingInfo:
 
     @classmethod
     def from_json(cls, doc: dict) -> RecordingInfo:
-        what = "database attributes"
-        gpu = _field(doc, "gpu", dict, what)
-        vas = _field(doc, "address_space", dict, what)
-        base, size = _field(vas, "base", int, what), _field(vas, "size", int, what)
-        if base < 0 or size <= 0 or base + size > 1 << 64:
-            raise CorruptDataError(f"{what}: invalid address space base={base} size={size}")
+        ROOT_SCHEMA.check(doc, "database attributes")
+        gpu, vas = doc["gpu"], doc["address_space"]
         return cls(
-            vas_base=base,
-            vas_size=size,
-            gpu_name=_field(gpu, "name", str, what),
-            compute_capability=_field(gpu, "compute_capability", str, what),
-            driver_version=_field(doc, "driver_version", str, what),
-            runtime_version=_field(doc, "runtime_version", str, what),
-            host=_field(doc, "host", str, what),
-            command_line=tuple(str(a) for a in _field(doc, "command_line", list, what)),
-            created=_field(doc, "created", str, what),
-            tool_version=_field(doc, "tool_version", str, what),
-            format_version=_field(doc, "format_version", int, what),
+            vas_base=vas["base"],
+            vas_size=vas["size"],
+            gpu_name=gpu["name"],
+            compute_capability=gpu["compute_capability"],
+            driver_version=doc["driver_version"],
+            runtime_version=doc["runtime_version"],
+            host=doc["host"],
+            command_line=tuple(doc["command_line"]),
+            created=doc["created"],
+            tool_version=doc["tool_version"],
+            format_version=doc["format_version"],
         )
 
 
@@ -100,14 +211,8 @@ class Param:
 
     @classmethod
     def from_json(cls, doc: dict) -> Param:
-        what = "parameter"
-        return cls(
-            size=_field(doc, "size", int, what),
-            align=_field(doc, "align", int, what),
-            offset=_field(doc, "offset", int, what),
-            is_pointer=_field(doc, "is_pointer", bool, what),
-            by_value=_field(doc, "by_value", bool, what),
-        )
+        PARAM_SCHEMA.check(doc, "parameter")
+        return cls(doc["size"], doc["align"], doc["offset"], doc["is_pointer"], doc["by_value"])
 
 
 @dataclass(frozen=True)
@@ -120,12 +225,8 @@ class GlobalVar:
 
     @classmethod
     def from_json(cls, doc: dict) -> GlobalVar:
-        what = "global"
-        return cls(
-            name=_field(doc, "name", str, what),
-            size=_field(doc, "size", int, what),
-            address_space=_field(doc, "address_space", int, what),
-        )
+        GLOBAL_SCHEMA.check(doc, "global")
+        return cls(doc["name"], doc["size"], doc["address_space"])
 
 
 @dataclass(frozen=True)
@@ -153,6 +254,7 @@ class KernelRecord:
             "globals": [asdict(g) for g in self.globals],
             "launch_bounds": self.launch_bounds,
             "ir_size": len(self.ir),
+            "ir_crc32c": content_checksum(as_bytes_array(self.ir)),
         }
 
 
@@ -170,29 +272,26 @@ class Annotation:
     norm: str | None = None
 
     def __post_init__(self):
-        try:
-            np.dtype(self.dtype)
-        except TypeError:
-            raise CorruptDataError(f"annotation: unknown dtype {self.dtype!r}") from None
+        if self.dtype not in ANNOTATION_DTYPES:
+            raise CorruptDataError(
+                f"annotation: dtype {self.dtype!r} is not one of {', '.join(ANNOTATION_DTYPES)}"
+            )
         if self.norm not in (None, "l2", "max"):
             raise CorruptDataError(f"annotation: norm must be l2 or max, not {self.norm!r}")
-        if not (math.isfinite(self.atol) and math.isfinite(self.rtol)) or min(
-            self.atol, self.rtol
-        ) < 0:
-            raise CorruptDataError("annotation: tolerances must be finite and >= 0")
+        for name, value, top in (("atol", self.atol, MAX_ATOL), ("rtol", self.rtol, MAX_RTOL)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                math.isfinite(value) and 0 <= value <= top
+            ):
+                raise CorruptDataError(f"annotation: {name} must be a number in [0, {top:g}], not {value!r}")
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, doc: dict) -> Annotation:
-        what = "annotation"
-        norm = doc.get("norm") if isinstance(doc, dict) else None
+        ANNOTATION_SCHEMA.check(doc, "annotation")
         return cls(
-            dtype=_field(doc, "dtype", str, what),
-            atol=float(_field(doc, "atol", int | float, what)),
-            rtol=float(_field(doc, "rtol", int | float, what)),
-            norm=norm,
+            dtype=doc["dtype"], atol=float(doc["atol"]), rtol=float(doc["rtol"]), norm=doc.get("norm")
         )
 
 
@@ -220,18 +319,12 @@ class RegionInfo:
 
     @classmethod
     def from_json(cls, doc: dict) -> RegionInfo:
-        what = "region"
-        kind = _field(doc, "kind", str, what)
-        if kind not in REGION_KINDS:
-            raise CorruptDataError(f"region: unknown kind {kind!r}")
-        symbol = doc.get("symbol")
-        if symbol is not None and not isinstance(symbol, str):
-            raise CorruptDataError("region: symbol must be a string")
-        info = cls(kind, _field(doc, "address", int, what), _field(doc, "size", int, what), symbol)
-        if info.address < 0 or info.size < 0:
-            raise CorruptDataError(f"region {info.address:#x}: negative address or size")
-        if check_region_name(_field(doc, "name", str, what)) != info.name:
+        REGION_SCHEMA.check(doc, "region")
+        info = cls(doc["kind"], doc["address"], doc["size"], doc["symbol"])
+        if check_region_name(doc["name"]) != info.name:
             raise CorruptDataError(f"region {doc['name']!r} does not match its address")
+        if info.address + info.size > 1 << 64:
+            raise CorruptDataError(f"region {info.name}: runs past the end of the address space")
         return info
 
 
@@ -246,6 +339,11 @@ class Region:
 
     def info(self) -> RegionInfo:
         return RegionInfo(self.kind, self.address, as_bytes_array(self.data).size, self.symbol)
+
+
+def content_checksum(data: np.ndarray, value: int = 0) -> int:
+    """The format's content checksum: CRC-32C (Castagnoli) of the bytes, as an int."""
+    return crc32c.crc32c(np.ascontiguousarray(data), value)
 
 
 def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:

@@ -44,7 +44,14 @@ from .errors import (
 )
 from .hashing import dynamic_hash
 from .reader import Database
-from .schema import InstanceRecord, KernelRecord, RecordingInfo, Region, as_bytes_array
+from .schema import (
+    InstanceRecord,
+    KernelRecord,
+    RecordingInfo,
+    Region,
+    as_bytes_array,
+    content_checksum,
+)
 
 
 def tool_version() -> str:
@@ -222,13 +229,14 @@ class DatabaseWriter:
     def _write_instance(self, node: Path, dyn: str, record: InstanceRecord, regions, fmt: str):
         options = {"chunk_size": self.chunk_size, "level": self.level}
         node.mkdir()
-        write_array(node / layout.ARGS, as_bytes_array(record.args), **options)
+        write_array(node / layout.ARGS, as_bytes_array(record.args),
+                    attributes={layout.ATTRS_KEY: {"encoding": "bytes"}}, **options)
         by_address_pro = {r.address: r for r in record.prologue}
         by_address_epi = {r.address: r for r in record.epilogue}
         for side in (layout.PROLOGUE, layout.EPILOGUE):
             (node / side).mkdir()
             write_json(node / side / "zarr.json", group_metadata({}))
-        encodings = {}
+        encodings, checksums = {}, {}
         for info in regions:
             before = as_bytes_array(by_address_pro[info.address].data)
             after = as_bytes_array(by_address_epi[info.address].data)
@@ -239,6 +247,10 @@ class DatabaseWriter:
                 **options,
             )
             encodings[info.name] = _write_epilogue(node / layout.EPILOGUE / info.name, before, after, fmt, options)
+            checksums[info.name] = {
+                "prologue_crc32c": content_checksum(before),
+                "epilogue_crc32c": content_checksum(after),
+            }
         attrs = {
             "kind": "instance",
             "dynamic_hash": dyn,
@@ -250,7 +262,8 @@ class DatabaseWriter:
             "occurrences": 1,
             "epilogue_format": fmt,
             "regions": [
-                {**info.to_json(), "epilogue_encoding": encodings[info.name]} for info in regions
+                {**info.to_json(), "epilogue_encoding": encodings[info.name], **checksums[info.name]}
+                for info in regions
             ],
             "annotations": {k: v.to_json() for k, v in sorted(record.annotations.items())},
             "recorded": _now(),
@@ -354,7 +367,9 @@ def _complete(info: RecordingInfo) -> RecordingInfo:
 
     return replace(
         info,
-        format_version=layout.FORMAT_VERSION,
+        # A database made from another one's information (copy) keeps its format; a
+        # format-1 database holds no content checksums, so it cannot claim format 2.
+        format_version=info.format_version or layout.FORMAT_VERSION,
         tool_version=info.tool_version or tool_version(),
         created=info.created or _now(),
         host=info.host or socket.gethostname(),

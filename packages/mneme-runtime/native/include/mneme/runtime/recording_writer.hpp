@@ -63,6 +63,9 @@ struct RegionRecord {
   uint64_t address = 0, size = 0;
   std::string symbol;
   std::string epilogue_encoding;  // "bytes" or "xor-prologue"
+  // Format 2: CRC-32C of the region's full prologue and epilogue bytes (what a reader
+  // reconstructs), recorded so that `mneme check` can verify what readers get.
+  uint32_t prologue_crc32c = 0, epilogue_crc32c = 0;
 };
 
 // Encodes and decodes chunks as the format stores them: the chunk padded with zeros to
@@ -91,6 +94,12 @@ std::string region_name(uint64_t address);
 
 // CRC-32C (Castagnoli) as Zarr's crc32c codec computes it (SSE4.2 where available).
 uint32_t crc32c(const uint8_t* data, size_t size);
+// The CRC-32C of A followed by B from crc32c(A), crc32c(B) and B's length: chunks are
+// checksummed on several threads and combined in order.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
+
+// Version of the layout written (docs/format.md): 2 adds the content checksums.
+constexpr int kFormatVersion = 2;
 
 // FNV-1a 64 of the format's dynamic-hash serialization, as 16 hex digits.
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3],
