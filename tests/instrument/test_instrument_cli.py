@@ -80,7 +80,14 @@ def test_inspect_ambiguous_and_unknown_kernel(templates_exe):
 def test_inspect_not_instrumented(tmp_path, instrumented):
     program = corpus_build.load_program(corpus_build.CORPUS_DIR / "cuda" / "atomics")
     plain = corpus_build.build_program(program.directory, tmp_path / "plain")
-    line = one_line_error(run_mneme("inspect", str(plain.executable)), "mneme: error:")
+    # plain clang++ embeds a fatbinary (SASS only): inspect lists its kernels, without IR
+    listing = run_mneme("inspect", str(plain.executable), check=True).stdout
+    assert "kernels in a CUDA fatbinary" in listing and "no mneme IR" in listing
+    for kernel in program.kernels:
+        assert f"\n{kernel}\n" in listing
+    line = one_line_error(
+        run_mneme("inspect", str(plain.executable), "--ir", "drain"), "mneme: error:"
+    )
     assert "mneme-clang++" in line
     with pytest.raises(NotInstrumentedError):
         read_kernels(plain.executable)

@@ -11,7 +11,15 @@ from pathlib import Path
 import click
 
 from . import toolchain
-from .section import Kernel, SectionError, find_kernel, read_kernels
+from .fatbin import FatbinEntry, FatbinKernel, NoFatbinError, read_fatbin
+from .section import (
+    Kernel,
+    NotInstrumentedError,
+    SectionError,
+    _bare_name,
+    find_kernel,
+    read_kernels,
+)
 
 CONFIG_KEYS = ("cc", "cxx", "prefix", "libdir", "includedir", "cmakedir", "cflags", "ldflags")
 
@@ -104,10 +112,39 @@ def ir_text(bitcode: bytes) -> str:
     metavar="KERNEL",
     help="print the IR of KERNEL (mangled or demangled name, bare name or static hash)",
 )
+@click.option(
+    "--ptx",
+    "ptx_kernel",
+    metavar="KERNEL",
+    help="print the PTX module of the fatbinary that defines KERNEL (mangled, demangled or bare name)",
+)
+@click.option(
+    "--fatbin",
+    "force_fatbin",
+    is_flag=True,
+    help="list the CUDA fatbinary's kernels even where mneme-clang++ embedded IR",
+)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def inspect(binary: Path, ir_kernel: str | None, as_json: bool) -> None:
-    """List the kernels (IR + metadata) that mneme-clang++ embedded in BINARY."""
-    kernels = read_kernels(binary)
+def inspect(
+    binary: Path, ir_kernel: str | None, ptx_kernel: str | None, force_fatbin: bool, as_json: bool
+) -> None:
+    """List the kernels of BINARY: the IR + metadata that mneme-clang++ embedded, or, in
+    an executable built by nvcc (or plain clang++), the kernels of its CUDA fatbinary
+    (SASS and PTX per architecture)."""
+    if ptx_kernel is not None or force_fatbin:
+        _inspect_fatbin(binary, _fatbin_or_error(binary), ptx_kernel, as_json)
+        return
+    try:
+        kernels = read_kernels(binary)
+    except NotInstrumentedError:
+        entries = _fatbin_or_error(binary)
+        if ir_kernel is not None:
+            raise InspectError(
+                f"{binary}: no embedded IR (built without mneme-clang++); its fatbinary's "
+                f"PTX: `mneme inspect {binary} --ptx {ir_kernel}`"
+            ) from None
+        _inspect_fatbin(binary, entries, None, as_json)
+        return
     if ir_kernel is not None:
         matches = find_kernel(kernels, ir_kernel)
         if not matches:
@@ -136,6 +173,114 @@ def inspect(binary: Path, ir_kernel: str | None, as_json: bool) -> None:
     click.echo(f"{binary}: {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}")
     for k in kernels:
         _print_kernel(k)
+
+
+def _fatbin_or_error(binary: Path) -> list[FatbinEntry]:
+    try:
+        return read_fatbin(binary)
+    except NoFatbinError:
+        raise NotInstrumentedError(
+            f"{binary}: no embedded kernel IR (no .mneme.kernels section) and no CUDA "
+            "fatbinary; rebuild it with mneme-clang++ (or add_mneme() in CMake), or nvcc"
+        ) from None
+
+
+def _fatbin_groups(entries: list[FatbinEntry]) -> dict[str, list[FatbinKernel]]:
+    """Mangled name -> the kernel in each code entry that has it, in entry order."""
+    groups: dict[str, list[FatbinKernel]] = {}
+    for e in entries:
+        for k in e.kernels:
+            groups.setdefault(k.name, []).append(k)
+    return groups
+
+
+def _code_text(k: FatbinKernel) -> str:
+    text = f"{_size(k.size)}"
+    if k.registers is not None:
+        text += f", {k.registers} registers"
+    if k.frame_bytes:
+        text += f", {k.frame_bytes} B stack frame"
+    return f"{text}  (entry {k.entry})"
+
+
+def _entry_text(e: FatbinEntry) -> str:
+    kind = {"ptx": f"PTX {e.version}", "cubin": "SASS (cubin)"}.get(e.kind, e.kind)
+    text = f"[{e.index}] {e.arch} {kind}, {_size(e.size)}"
+    if e.compression:
+        text += f" ({e.compression}, {_size(e.stored_size)} in the file)"
+    if e.debug:
+        text += ", debug"
+    text += f", {len(e.kernels)} kernel{'s' if len(e.kernels) != 1 else ''}"
+    if e.error:
+        text += f"; {e.error}"
+    return text
+
+
+def _inspect_fatbin(
+    binary: Path, entries: list[FatbinEntry], ptx_kernel: str | None, as_json: bool
+) -> None:
+    groups = _fatbin_groups(entries)
+    if ptx_kernel is not None:
+        names = [
+            name
+            for name, code in groups.items()
+            if ptx_kernel in (name, code[0].demangled) or _bare_name(code[0].demangled) == ptx_kernel
+        ]
+        if not names:
+            raise InspectError(
+                f"{binary}: no kernel {ptx_kernel!r} in the fatbinary; `mneme inspect {binary}` lists them"
+            )
+        if len(names) > 1:
+            raise InspectError(
+                f"{ptx_kernel!r} matches {len(names)} kernels; name one by its mangled name "
+                f"({', '.join(names)})"
+            )
+        ptx = [e for e in entries if e.kind == "ptx" and any(k.name == names[0] for k in e.kernels)]
+        if not ptx:
+            raise InspectError(
+                f"{names[0]}: the fatbinary holds no PTX for it, only SASS "
+                "(build with -gencode ...,code=compute_XX to embed PTX)"
+            )
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {"kernel": names[0], "entries": [{**e.to_dict(), "ptx": e.text()} for e in ptx]},
+                    indent=2,
+                )
+            )
+        else:
+            for e in ptx:
+                sys.stdout.write(e.text())
+        return
+    if as_json:
+        kernels = [
+            {"name": name, "demangled": code[0].demangled, "code": [k.to_dict() for k in code]}
+            for name, code in groups.items()
+        ]
+        click.echo(
+            json.dumps(
+                {
+                    "binary": str(binary),
+                    "source": "fatbinary",
+                    "entries": [e.to_dict() for e in entries],
+                    "kernels": kernels,
+                },
+                indent=2,
+            )
+        )
+        return
+    n = len(groups)
+    click.echo(
+        f"{binary}: {n} kernel{'s' if n != 1 else ''} in a CUDA fatbinary "
+        f"({len(entries)} code entr{'ies' if len(entries) != 1 else 'y'}; no mneme IR)"
+    )
+    click.echo("  " + "\n  ".join(_entry_text(e) for e in entries))
+    for name, code in groups.items():
+        click.echo(code[0].demangled)
+        rows = [("name", name)]
+        rows += [(f"{'SASS' if k.kind == 'sass' else 'PTX'} {k.arch}", _code_text(k)) for k in code]
+        for label, value in rows:
+            click.echo(f"  {label:<16}{value}")
 
 
 def config_value(key: str) -> str:
