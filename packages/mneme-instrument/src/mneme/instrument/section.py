@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,7 +198,10 @@ class Record:
         return self._blob(ref) if ref else None
 
     def _blob(self, ref: dict[str, Any]) -> bytes:
-        start, size = int(ref["offset"]), int(ref["size"])
+        try:
+            start, size = int(ref["offset"]), int(ref["size"])
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise SectionError(f"record at offset {self.offset}: malformed blob reference") from None
         if start < 0 or size < 0 or start + size > len(self.data):
             raise SectionError(f"record at offset {self.offset}: blob outside the record's data")
         return self.data[start : start + size]
@@ -241,8 +245,9 @@ def parse_section(section: bytes, where: str = "section") -> list[Record]:
     records: list[Record] = []
     pos, end = 0, len(section)
     while pos < end:
-        if section[pos] == 0:  # alignment padding between objects' contributions
-            pos += 1
+        if section[pos] == 0:  # alignment padding between objects' contributions: skip it whole
+            found = _NONZERO.search(section, pos)
+            pos = found.start() if found else end
             continue
         if end - pos < HEADER.size:
             raise SectionError(f"{where}: truncated record header at offset {pos}")
@@ -264,15 +269,24 @@ def parse_section(section: bytes, where: str = "section") -> list[Record]:
             raise SectionError(f"{where}: checksum mismatch in the record at offset {pos}")
         try:
             meta = json.loads(payload[:json_size].decode())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise SectionError(f"{where}: unreadable metadata at offset {pos} ({exc})") from None
+        if not isinstance(meta, dict):
+            raise SectionError(f"{where}: metadata at offset {pos} is not a JSON object")
         record = Record(meta=meta, data=payload[json_size:], offset=pos)
-        kernels = tuple(_kernel_from_json(record, k) for k in meta.get("kernels", []))
+        try:
+            kernels = tuple(_kernel_from_json(record, k) for k in meta.get("kernels", []))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            raise SectionError(
+                f"{where}: malformed kernel metadata in the record at offset {pos} ({exc!r})"
+            ) from None
         records.append(Record(meta=meta, data=record.data, offset=pos, kernels=kernels))
         size = header_size + json_size + data_size
         pos += size + (-size % 8)
     return records
 
+
+_NONZERO = re.compile(rb"[^\x00]")
 
 SHF_ALLOC = 0x2  # section flag: loaded into memory when the program runs
 SHT_NOBITS = 8  # section type: occupies memory but no file bytes (.bss)
@@ -288,6 +302,7 @@ def _elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tupl
                 raise SectionError(
                     f"{path}: not an ELF file (executable, shared library or object)"
                 )
+            file_size = os.fstat(f.fileno()).st_size
             is64 = ident[4] == 2
             endian = "<" if ident[5] == 1 else ">"
             if is64:
@@ -305,11 +320,16 @@ def _elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tupl
                 shnum = first[5]
             if shstrndx == 0xFFFF:
                 shstrndx = first[7]
+            if shentsize < shdr.size or shoff + shentsize * shnum > file_size:
+                raise SectionError(f"{path}: damaged ELF section table")
             f.seek(shoff)
             table = f.read(shentsize * shnum)
             headers = [shdr.unpack_from(table, i * shentsize) for i in range(shnum)]
             if not 0 <= shstrndx < shnum:
                 raise SectionError(f"{path}: damaged ELF section table")
+            for h in headers:  # a section's bytes must lie in the file (no forged sizes)
+                if h[1] != SHT_NOBITS and h[1] != 0 and h[4] + h[5] > file_size:
+                    raise SectionError(f"{path}: damaged ELF section table (a section runs past the end)")
             names_hdr = headers[shstrndx]
             f.seek(names_hdr[4])
             names = f.read(names_hdr[5])

@@ -6,6 +6,7 @@ Registered through the ``mneme.commands`` entry points of mneme-replay; user err
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from pathlib import Path
@@ -15,11 +16,27 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .db import Database, DatabaseError
+from .db import Database, DatabaseError, Kernel
 from .db.integrity import abandoned_staging, check_database
 from .db.transfer import copy_kernel, open_destination, remove_kernel, remove_staging
+from .engine.determinism import load_profile
 
 DB_ARG = click.argument("db", type=click.Path(path_type=Path))
+
+
+def os_errors(command):
+    """A file-system failure (permissions, a full disk, a file where a folder belongs)
+    becomes one line naming the path, not a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise DatabaseError(f"{where}{exc.strerror or exc}") from None
+
+    return wrapper
 
 # zarr-python warns about our private .mneme folder when listing a hierarchy; harmless.
 warnings.filterwarnings("ignore", message="Object at .mneme is not recognized")
@@ -52,6 +69,7 @@ def _ratio(raw: int, stored: int) -> str:
 @click.command("ls")
 @DB_ARG
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@os_errors
 def ls(db: Path, as_json: bool):
     """List the kernels and instances of a recording database."""
     database = Database.open(db)
@@ -112,6 +130,7 @@ def _kernel_json(kernel) -> dict:
 @DB_ARG
 @click.argument("target")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@os_errors
 def show(db: Path, target: str, as_json: bool):
     """Everything about one kernel (KERNEL) or instance (KERNEL/INSTANCE).
 
@@ -121,6 +140,14 @@ def show(db: Path, target: str, as_json: bool):
         inst = database.instance(target)
         doc = inst.describe()
         doc["changes"] = [c.__dict__ for c in inst.changes()]
+        # What the unchanged kernel reproduces (measured on its first GPU replay).
+        profile = load_profile(inst)
+        doc["reproduces"] = (
+            profile.summary() if profile else "not measured yet (the first GPU replay measures it)"
+        )
+        if profile is not None:
+            for region in doc.get("regions", []):
+                region["class"] = profile.of(region["name"]).describe()
     else:
         doc = _kernel_json(database.kernel(target))
     if as_json:
@@ -149,10 +176,13 @@ def show(db: Path, target: str, as_json: bool):
 
 @click.command("check")
 @DB_ARG
+@os_errors
 def check(db: Path):
-    """Verify a database: every node readable, every chunk's checksum right."""
+    """Verify a database: everything a reader gets (metadata, layout, every chunk, the
+    dynamic hashes and, from format 2 on, the content checksums recorded at write time)."""
     database = Database.open(db)
-    total = sum(len(k.instance_hashes()) for k in database.kernels())
+    hashes = database.kernel_hashes()
+    total = sum(len(Kernel(database, h).instance_hashes()) for h in hashes)
     with Progress(transient=True, console=Console(stderr=True)) as progress:
         task = progress.add_task("checking", total=total)
         problems = check_database(database, lambda: progress.advance(task))
@@ -161,56 +191,87 @@ def check(db: Path):
     fatal = sum(p.fatal for p in problems)
     if fatal:
         raise click.exceptions.Exit(1)
-    click.echo(f"ok: {len(database.kernels())} kernels, {total} instances, every chunk verified")
+    click.echo(f"ok: {len(hashes)} kernels, {total} instances, every chunk verified")
 
 
 @click.command("clean")
 @DB_ARG
 @click.argument("kernels", nargs=-1)
 @click.option("--staging", is_flag=True, help="Remove unfinished writes of interrupted writers.")
+@os_errors
 def clean(db: Path, kernels: tuple[str, ...], staging: bool):
     """Delete the recordings of the named kernels (and/or interrupted writes)."""
     database = Database.open(db)
     if not kernels and not staging:
         raise DatabaseError("name the kernels to delete (static hash or name), or pass --staging")
-    targets = [database.kernel(k) for k in kernels]  # resolve all first: all or nothing
-    for kernel in targets:
+    # Resolve every name first (all or nothing), each kernel once, names read before deleting.
+    targets = {}
+    for key in kernels:
+        kernel = database.kernel(key)
+        targets.setdefault(kernel.static_hash, (kernel, _name_of(kernel)))
+    for kernel, name in targets.values():
         remove_kernel(kernel)
-        click.echo(f"removed {kernel.static_hash} ({kernel.demangled_name})")
+        click.echo(f"removed {kernel.static_hash} ({name})")
     if staging:
         click.echo(f"removed {remove_staging(database)} unfinished write(s)")
 
 
-def _transfer(src: Path, dst: Path, kernels: tuple[str, ...], move: bool):
+def _name_of(kernel) -> str:
+    try:
+        return kernel.demangled_name
+    except DatabaseError:
+        return "damaged metadata"
+
+
+def _transfer(src: Path, dst: Path, kernels: tuple[str, ...], move: bool, force: bool):
     source = Database.open(src)
-    if dst.resolve() == src.resolve():
-        raise DatabaseError("source and destination are the same database")
-    targets = [source.kernel(k) for k in kernels] if kernels else source.kernels()
+    targets = {}
+    for kernel in [source.kernel(k) for k in kernels] if kernels else source.kernels():
+        targets.setdefault(kernel.static_hash, kernel)
     destination = open_destination(source, dst)
-    for kernel in targets:
-        copied = copy_kernel(kernel, destination)
+    for kernel in targets.values():
+        name = _name_of(kernel)
+        copied = copy_kernel(kernel, destination, force=force)  # verified at the destination
         if move:
             remove_kernel(kernel)
         verb = "moved" if move else "copied"
-        click.echo(f"{verb} {kernel.static_hash} ({kernel.demangled_name}): {copied} new instance(s)")
+        click.echo(f"{verb} {kernel.static_hash} ({name}): {copied} new instance(s)")
+
+
+FORCE = click.option(
+    "--force",
+    is_flag=True,
+    help="Replace destination nodes that differ from the source or are damaged.",
+)
 
 
 @click.command("copy")
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(path_type=Path))
 @click.argument("kernels", nargs=-1)
-def copy(src: Path, dst: Path, kernels: tuple[str, ...]):
-    """Copy kernels (all if none named) with their instances into another database."""
-    _transfer(src, dst, kernels, move=False)
+@FORCE
+@os_errors
+def copy(src: Path, dst: Path, kernels: tuple[str, ...], force: bool):
+    """Copy kernels (all if none named) with their instances into another database.
+
+    Every copy is compared with its source; an instance the destination already holds is
+    compared too, and the copy is refused when it differs or is damaged (--force
+    replaces it)."""
+    _transfer(src, dst, kernels, move=False, force=force)
 
 
 @click.command("move")
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("dst", type=click.Path(path_type=Path))
 @click.argument("kernels", nargs=-1)
-def move(src: Path, dst: Path, kernels: tuple[str, ...]):
-    """Move kernels (all if none named) with their instances into another database."""
-    _transfer(src, dst, kernels, move=True)
+@FORCE
+@os_errors
+def move(src: Path, dst: Path, kernels: tuple[str, ...], force: bool):
+    """Move kernels (all if none named) with their instances into another database.
+
+    A kernel is deleted from the source only after each of its instances checked out
+    byte for byte at the destination."""
+    _transfer(src, dst, kernels, move=True, force=force)
 
 
 __all__ = ["abandoned_staging", "check", "clean", "copy", "ls", "move", "show"]

@@ -7,6 +7,7 @@ Exit status: 0 verified (or not checked), 1 verification failed, 2 user error.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import click
@@ -22,6 +23,70 @@ from .engine.session import derive_compile_config
 from .jit import CompileCache, check_pipeline
 
 VERIFY_FAILED_EXIT = 1
+
+#: Dynamic shared memory a block can opt in to, per NVIDIA architecture (CUDA
+#: programming guide, "Technical Specifications"); AMD GPUs have 64 KiB of LDS.
+MAX_SHARED_MEM = {
+    "sm_70": 96 << 10, "sm_72": 96 << 10, "sm_75": 64 << 10, "sm_80": 163 << 10,
+    "sm_86": 99 << 10, "sm_87": 163 << 10, "sm_89": 99 << 10, "sm_90": 227 << 10,
+    "sm_90a": 227 << 10, "sm_100": 227 << 10, "sm_120": 99 << 10,
+}
+#: Where the architecture is unknown: more than any GPU offers per block.
+MAX_SHARED_MEM_ANY = 256 << 10
+
+
+def read_settings(path: Path) -> tuple[ReplaySettings, str | None]:
+    """``--config FILE`` (bounded JSON, metadata.parse_json) and the ``arch`` its compile
+    section names, if any: the replay checks that it is the target it compiles for."""
+    from .db.metadata import read_json_file
+    from .engine import ReplayConfigError
+
+    data = read_json_file(path, error=ReplayConfigError)
+    settings = ReplaySettings.from_dict(data)
+    if isinstance(data, dict) and isinstance(data.get("configuration"), dict):
+        data = data["configuration"]
+    compile_part = data.get("compile", data) if isinstance(data, dict) else {}
+    arch = compile_part.get("arch") if isinstance(compile_part, dict) else None
+    return settings, arch
+
+
+def check_config_arch(path: Path, wanted: str | None, target: str) -> None:
+    """An ``arch`` in ``--config`` is honoured or refused, never silently replaced."""
+    from .engine import ReplayConfigError
+
+    if wanted is not None and wanted != target:
+        raise ReplayConfigError(
+            f"{path} compiles for {wanted}, but this replay targets {target}: set "
+            f'"arch": "{wanted}" in its replay section to compile for {wanted} anyway'
+        )
+
+
+def preflight(instance, compile_config, replay_config, shared_mem: int) -> None:
+    """Refuse, before any compilation, what cannot work: specializing a parameter that
+    lies outside the recorded argument buffer, impossible shared-memory sizes."""
+    from .engine import LaunchConfigError, ReplayConfigError
+
+    params = instance.kernel.params
+    args = instance.args
+    if replay_config.specialize:
+        for index, param in enumerate(params):
+            if not param.is_pointer and param.offset + param.size > len(args):
+                raise ReplayConfigError(
+                    f"--specialize: parameter {index} (bytes {param.offset}..{param.offset + param.size}) "
+                    f"lies outside the recorded argument buffer of {len(args)} bytes"
+                )
+    for index in compile_config.specialize_args:
+        if not (isinstance(index, int) and 0 <= index < len(params)):
+            raise ReplayConfigError(
+                f"specialize_args names parameter {index!r}, the kernel has {len(params)}"
+            )
+    arch = replay_config.arch or compile_config.arch
+    limit = MAX_SHARED_MEM.get(arch, 64 << 10 if arch.startswith("gfx") else MAX_SHARED_MEM_ANY)
+    if shared_mem > limit:
+        raise LaunchConfigError(
+            f"{shared_mem} bytes of dynamic shared memory are more than a block can have on "
+            f"{arch} ({limit} bytes)"
+        )
 
 
 def _dims(recorded, x, y, z):
@@ -160,12 +225,9 @@ def replay(
     """Replay a recorded kernel instance under PIPELINE (default: default<O3>)."""
     from mneme.runtime import DriverError
 
-    settings = ReplaySettings()
+    settings, config_arch = ReplaySettings(), None
     if config_file is not None:
-        try:
-            settings = ReplaySettings.from_json(config_file.read_text())
-        except OSError as error:
-            raise ReplayError(f"cannot read {config_file}: {error.strerror}") from None
+        settings, config_arch = read_settings(config_file)
     compile_changes = {}
     if pipeline is not None:
         compile_changes["pipeline"] = pipeline
@@ -206,10 +268,23 @@ def replay(
     replay_config = dataclasses.replace(settings.replay, **replay_changes)
     settings = ReplaySettings(compile_config, replay_config)
 
-    cache = CompileCache(cache_dir) if cache_dir is not None else None
+    shared = instance.shared_mem if replay_config.shared_mem is None else replay_config.shared_mem
+    preflight(instance, compile_config, replay_config, shared)
+
+    cache = None
+    if cache_dir is not None:  # checked now: the cache writes only after the first compile
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ReplayError(f"cannot use --cache-dir {cache_dir}: {error.strerror}") from None
+        if not os.access(cache_dir, os.W_OK | os.X_OK):
+            raise ReplayError(f"cannot use --cache-dir {cache_dir}: not writable")
+        cache = CompileCache(cache_dir)
     gpu = False if replay_config.compile_only else None
     try:
         with ReplaySession(instance, cache=cache, gpu=gpu) as session:
+            target, _ = session.target_arch(replay_config, replay_config.compile_only or not session.gpu)
+            check_config_arch(config_file, config_arch, target)
             if output_ll is not None:
                 _write_ll(session, settings, output_ll)
             result = session.run(compile_config, replay_config)

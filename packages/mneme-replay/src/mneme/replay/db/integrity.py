@@ -173,7 +173,8 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str) -> tu
     return crc_before, crc_after
 
 
-def _check_instance(problems: list[Problem], instance: Instance) -> None:
+def check_instance(problems: list[Problem], instance: Instance) -> None:
+    """Append every problem of one instance node to ``problems``."""
     where = instance.id
     # The schema and the layout rules (reader properties validate on first use).
     if not _guard(problems, where, lambda: (instance._attrs, instance.regions, instance.annotations)):
@@ -232,7 +233,9 @@ def _check_instance(problems: list[Problem], instance: Instance) -> None:
         _guard(problems, here, one)
 
 
-def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
+def check_kernel_node(problems: list[Problem], kernel: Kernel) -> bool:
+    """Append the problems of a kernel node itself (metadata, IR; not its instances);
+    True when it is sound."""
     where = kernel.static_hash
 
     def ir():
@@ -253,7 +256,12 @@ def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
         if recorded is None:
             _parse_bitcode(kernel, data)
 
-    if not _guard(problems, where, ir):
+    return _guard(problems, where, ir)
+
+
+def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
+    where = kernel.static_hash
+    if not check_kernel_node(problems, kernel):
         return
     base = kernel.path / layout.INSTANCES
     committed = set(kernel.instance_hashes())
@@ -264,7 +272,7 @@ def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
         if name not in committed:
             problems.append(Problem(f"{where}/{name}", "not a committed instance (unexpected entry)"))
     for instance in kernel.instances():
-        _check_instance(problems, instance)
+        check_instance(problems, instance)
         progress()
 
 

@@ -31,7 +31,7 @@ STAGING_DIR = "staging"
 LOCK_FILE = "lock"
 
 EPILOGUE_FORMATS = ("diff", "bytes", "best")
-REGION_KINDS = ("heap", "global")
+REGION_KINDS = ("heap", "global", "managed")
 
 _HASH_RE = re.compile(r"[0-9a-f]{16}")
 _REGION_RE = re.compile(r"r-[0-9a-f]{16}")

@@ -90,7 +90,7 @@ def read_json_file(path: Path, *, error: type[Exception] = CorruptDataError) -> 
         with open(fd, "rb") as handle:
             raw = handle.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
-        raise error(f"{path} is missing") from None
+        raise error(f"cannot read {path}: it is missing") from None
     except IsADirectoryError:
         raise error(f"{path} is a directory, expected a JSON file") from None
     except OSError as exc:

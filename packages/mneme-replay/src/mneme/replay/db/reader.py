@@ -105,10 +105,10 @@ class Database:
 
     def kernel_hashes(self) -> list[str]:
         """Static hashes of the committed kernels (nodes with their metadata in place)."""
-        base = self.root / layout.KERNELS
+        base = layout.no_symlinks(self.root, self.root / layout.KERNELS)
         try:
             names = os.listdir(base)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return []
         return sorted(n for n in names if _is_hash(n) and _is_node(base / n))
 
@@ -241,10 +241,10 @@ class Kernel:
         return data
 
     def instance_hashes(self) -> list[str]:
-        base = self.path / layout.INSTANCES
+        base = layout.no_symlinks(self.db.root, self.path / layout.INSTANCES)
         try:
             names = os.listdir(base)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return []
         return sorted(n for n in names if _is_hash(n) and _is_node(base / n))
 

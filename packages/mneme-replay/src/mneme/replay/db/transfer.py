@@ -3,78 +3,255 @@
 Each step keeps the destination consistent: a kernel (or instance) is copied into the
 destination's staging area and renamed into place, and is removed from a database by
 renaming it into the staging area first, so no reader ever sees half of one.
+
+Nothing is trusted: a source node is checked before it is copied, only regular files are
+copied (a symbolic link inside a database is refused, never followed), every copied node
+is compared with its source byte for byte after the commit, and an existing destination
+node is compared the same way: if it differs or is corrupt, the transfer is refused (or,
+with ``force``, the destination node is replaced). ``move`` deletes a source kernel only
+after every one of its instances checked out at the destination.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 from . import layout
-from .errors import IncompatibleDatabaseError
-from .reader import Database, Kernel
+from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError
+from .integrity import Problem, check_instance, check_kernel_node
+from .reader import Database, Instance, Kernel
 from .writer import DatabaseWriter, _commit
+
+#: Bytes compared at a time when checking a copy against its source.
+_WINDOW = 64 << 20
+
+
+class TransferError(DatabaseError):
+    """A copy or move that would lose or corrupt data, refused."""
 
 
 def _scratch(root: Path) -> Path:
-    path = layout.staging_root(root) / f"{os.getpid()}-{uuid.uuid4().hex}"
+    staging = layout.staging_root(root)
+    layout.no_symlinks(root, staging / "x")
+    path = staging / f"{os.getpid()}-{uuid.uuid4().hex}"
     path.mkdir(parents=True)
     return path
 
 
+def _safe_node(db_root: Path, path: Path) -> None:
+    """The node and every folder above it inside the database are real directories."""
+    layout.no_symlinks(db_root, path)
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        raise CorruptDataError(f"{path} is not a directory")
+
+
 def remove_kernel(kernel: Kernel) -> None:
     """Delete a kernel and all its instances (atomically invisible, then deleted)."""
+    _safe_node(kernel.db.root, kernel.path)
     scratch = _scratch(kernel.db.root)
     os.rename(kernel.path, scratch / kernel.static_hash)
+    shutil.rmtree(scratch)
+
+
+def _remove_instance(instance: Instance) -> None:
+    root = instance.kernel.db.root
+    _safe_node(root, instance.path)
+    scratch = _scratch(root)
+    os.rename(instance.path, scratch / instance.dynamic_hash)
     shutil.rmtree(scratch)
 
 
 def remove_staging(db: Database) -> int:
     """Delete what interrupted writers left in the staging area; returns how many."""
     root = layout.staging_root(db.root)
+    layout.no_symlinks(db.root, root / "x")  # never delete through a symlinked .mneme/staging
     names = os.listdir(root) if root.is_dir() else []
     for name in names:
-        shutil.rmtree(root / name, ignore_errors=True)
+        path = root / name
+        if path.is_symlink() or not path.is_dir():
+            path.unlink()  # the link itself, never its target
+        else:
+            shutil.rmtree(path)
     return len(names)
 
 
-def copy_kernel(kernel: Kernel, destination: DatabaseWriter) -> int:
-    """Copy a kernel with every instance the destination lacks; returns instances copied."""
+def _copy_tree(source: Path, target: Path, skip: set[str] = frozenset()) -> None:
+    """Copy a node's regular files and folders; a symbolic link (or any other special
+    file) inside the source is refused, never followed."""
+    target.mkdir()
+    with os.scandir(source) as entries:
+        for entry in entries:
+            if entry.name in skip:
+                continue
+            if entry.is_symlink():
+                raise CorruptDataError(f"{entry.path} is a symbolic link (not copied; run mneme check)")
+            if entry.is_dir(follow_symlinks=False):
+                _copy_tree(Path(entry.path), target / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
+            else:
+                raise CorruptDataError(f"{entry.path} is not a regular file (not copied)")
+
+
+def _instance_problems(instance: Instance) -> list[str]:
+    problems: list[Problem] = []
+    check_instance(problems, instance)
+    return [str(p) for p in problems if p.fatal]
+
+
+def _kernel_problems(kernel: Kernel) -> list[str]:
+    problems: list[Problem] = []
+    check_kernel_node(problems, kernel)
+    return [str(p) for p in problems if p.fatal]
+
+
+def kernel_difference(a: Kernel, b: Kernel) -> str | None:
+    """Why two kernels of the same static hash differ (None when they do not)."""
+    keys = ("name", "demangled_name", "params", "globals", "launch_bounds", "ir_size")
+    for key in keys:
+        if a._attrs.get(key) != b._attrs.get(key):
+            return f"kernel metadata {key!r} differs"
+    if a.ir() != b.ir():
+        return "the IR differs"
+    return None
+
+
+def instance_difference(a: Instance, b: Instance) -> str | None:
+    """Why two instances of the same dynamic hash differ, comparing what a reader gets
+    byte for byte (None when they do not; occurrence counts and times may differ)."""
+    for key in ("grid", "block", "shared_mem", "args", "annotations"):
+        if getattr(a, key) != getattr(b, key):
+            return f"{key} differ"
+    shape = [(r.name, r.kind, r.size, r.symbol) for r in a.regions]
+    if shape != [(r.name, r.kind, r.size, r.symbol) for r in b.regions]:
+        return "the regions differ"
+    for region in a.regions:
+        for lo in range(0, region.size, _WINDOW):
+            hi = min(lo + _WINDOW, region.size)
+            for side in ("prologue", "epilogue"):
+                mine = getattr(a, side)(region.name, lo, hi)
+                theirs = getattr(b, side)(region.name, lo, hi)
+                if not np.array_equal(mine, theirs):
+                    return f"region {region.name} {side} bytes differ"
+    return None
+
+
+def _refuse_or_replace(what: str, why: str, force: bool) -> None:
+    if not force:
+        raise TransferError(
+            f"the destination already holds {what}, and it {why}: "
+            "run mneme check on it, or pass --force to replace it"
+        )
+
+
+def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = False) -> int:
+    """Copy a kernel with every instance the destination lacks; returns instances copied.
+
+    Every node copied and every node already at the destination is compared with the
+    source; a difference raises ``TransferError`` (``force``: the destination node is
+    replaced). When this returns, every instance of ``kernel`` is at the destination and
+    identical to the source."""
+    problems = _kernel_problems(kernel)
+    if problems:
+        raise TransferError(f"source kernel {kernel.static_hash} is damaged, not copied: {problems[0]}")
     dst_root = destination.root
+    dst_db = Database.open(dst_root)
     target = layout.kernel_dir(dst_root, kernel.static_hash)
-    copied = 0
+    layout.no_symlinks(dst_root, target / "x")
+    if (target / "zarr.json").exists():
+        existing = Kernel(dst_db, kernel.static_hash)
+        why = _kernel_problems(existing)
+        reason = f"is damaged ({why[0]})" if why else kernel_difference(kernel, existing)
+        if reason is not None:
+            _refuse_or_replace(f"kernel {kernel.static_hash}", reason, force)
+            only_there = set(existing.instance_hashes()) - set(kernel.instance_hashes())
+            if only_there:
+                raise TransferError(
+                    f"the destination's kernel {kernel.static_hash} {reason}, and replacing it would "
+                    f"delete {len(only_there)} instance(s) only the destination holds: "
+                    "copy them elsewhere or clean the kernel there first"
+                )
+            remove_kernel(existing)
     if not (target / "zarr.json").exists():
         scratch = _scratch(dst_root)
         try:
             staged = scratch / kernel.static_hash
-            shutil.copytree(kernel.path, staged)
-            if _commit(staged, target):
-                return len(kernel.instance_hashes())
+            _copy_tree(kernel.path, staged, skip={layout.INSTANCES})
+            (staged / layout.INSTANCES).mkdir()
+            shutil.copyfile(kernel.path / layout.INSTANCES / "zarr.json",
+                            staged / layout.INSTANCES / "zarr.json", follow_symlinks=False)
+            _commit(staged, target)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    # The kernel is already there: add the instances it lacks, one atomic rename each.
+        copied_kernel = Kernel(dst_db, kernel.static_hash)
+        reason = (_kernel_problems(copied_kernel) or [None])[0] or kernel_difference(kernel, copied_kernel)
+        if reason is not None:
+            raise TransferError(f"kernel {kernel.static_hash}: the copy does not check out ({reason})")
+    copied = 0
     for instance in kernel.instances():
+        problems = _instance_problems(instance)
+        if problems:
+            raise TransferError(f"source instance {instance.id} is damaged, not copied: {problems[0]}")
         final = layout.instance_dir(dst_root, kernel.static_hash, instance.dynamic_hash)
-        if (final / "zarr.json").exists():
-            continue
+        dst_kernel = Kernel(dst_db, kernel.static_hash)
+        if final.exists() or final.is_symlink():
+            existing = Instance(dst_kernel, instance.dynamic_hash)
+            why = _instance_problems(existing)
+            reason = f"is damaged ({why[0]})" if why else instance_difference(instance, existing)
+            if reason is None:
+                continue  # already there, identical
+            _refuse_or_replace(f"instance {instance.id}", reason, force)
+            if final.is_symlink():
+                final.unlink()
+            else:
+                _remove_instance(existing)
         scratch = _scratch(dst_root)
         try:
             staged = scratch / instance.dynamic_hash
-            shutil.copytree(instance.path, staged)
-            copied += _commit(staged, final)
+            _copy_tree(instance.path, staged)
+            mine = _commit(staged, final)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        result = Instance(dst_kernel, instance.dynamic_hash)
+        reason = (_instance_problems(result) or [None])[0] or instance_difference(instance, result)
+        if reason is not None:
+            if mine:
+                _remove_instance(result)
+            raise TransferError(f"instance {instance.id}: the copy does not check out ({reason})")
+        copied += mine
     return copied
+
+
+def same_or_nested(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` are the same directory or one lies inside the other."""
+    ra, rb = a.resolve(), b.resolve()
+    return ra == rb or ra in rb.parents or rb in ra.parents
 
 
 def open_destination(source: Database, path: Path) -> DatabaseWriter:
     """The destination of a copy: created with the source's recording information, or an
-    existing database of the same address range."""
+    existing database of the same address range (never the source, inside it or around it)."""
+    if same_or_nested(source.root, path):
+        raise TransferError(
+            f"cannot copy {source.root} into {path}: the destination is the source, lies inside "
+            "it or contains it"
+        )
     try:
-        return DatabaseWriter.create(path, source.info)
+        writer = DatabaseWriter.create(path, source.info)
     except IncompatibleDatabaseError as exc:
         raise IncompatibleDatabaseError(
             f"cannot copy: {exc} (instances are only valid at the addresses they were recorded at)"
         ) from None
+    if writer.info.format_version > source.info.format_version:
+        raise TransferError(
+            f"{path} is a format {writer.info.format_version} database and {source.root} format "
+            f"{source.info.format_version}: its instances carry no content checksums; copy them "
+            "into a new database"
+        )
+    return writer
