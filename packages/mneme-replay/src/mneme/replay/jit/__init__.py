@@ -34,6 +34,12 @@ from .errors import (
 )
 from .ir import kernel_names, load_module, needs_libdevice, parse_module
 from .nvjitlink import nvjitlink_available
+from .ptx import (
+    check_ptx_config,
+    compile_ptx,
+    ptx_kernel_names,
+    set_ptx_launch_bounds,
+)
 from .ptxas import (
     PtxasResult,
     StaticMetrics,
@@ -69,8 +75,10 @@ __all__ = [
     "UnknownPassError",
     "assembler_id",
     "check_pipeline",
+    "check_ptx_config",
     "compile_key",
     "compile_kernel",
+    "compile_ptx",
     "default_assembler",
     "default_cache_dir",
     "instruction_mix",
@@ -80,8 +88,10 @@ __all__ = [
     "nvjitlink_available",
     "parse_module",
     "parse_ptxas_report",
+    "ptx_kernel_names",
     "prepare_module",
     "registered_targets",
     "run_ptxas",
     "select_kernel",
+    "set_ptx_launch_bounds",
 ]

@@ -243,7 +243,14 @@ def _run_ptxas_executable(
     ptxas: Path | None,
 ) -> PtxasResult:
     tool = ptxas or find_ptxas()
-    extra_args = tuple(a for a in extra_args if not a.startswith(("-kernels-used=", "-variables-used=")))
+    # nvJitLink's -kernels-used=K is ptxas's -e K (compile only that entry)
+    args: list[str] = []
+    for arg in extra_args:
+        if arg.startswith("-kernels-used="):
+            args += ["-e", arg.split("=", 1)[1]]
+        elif not arg.startswith("-variables-used="):
+            args.append(arg)
+    extra_args = tuple(args)
     with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as folder:
         source = Path(folder) / "kernel.ptx"
         output = Path(folder) / "kernel.cubin"
