@@ -605,3 +605,59 @@ def test_impossible_shared_memory_is_refused_before_compiling():
              needles=("shared memory", "sm_90"))
     one_line("replay", "-rdb", GOLDEN, "-rid", "1b78", "--compile-only", "--shared-mem", str(300 << 10),
              needles=("shared memory",))
+
+
+# -- inspect on damaged kernel sections ---------------------------------------------------
+
+
+def elf_with_section(tmp_path: Path, section: bytes) -> Path:
+    if shutil.which("objcopy") is None:
+        pytest.skip("objcopy is not installed")
+    from mneme.instrument.section import SECTION_NAME
+
+    payload = tmp_path / "section.bin"
+    payload.write_bytes(section)
+    binary = tmp_path / "app"
+    shutil.copyfile(shutil.which("true"), binary)
+    subprocess.run(["objcopy", "--add-section", f"{SECTION_NAME}={payload}", str(binary)], check=True)
+    return binary
+
+
+@pytest.mark.parametrize("meta", [{"kernels": [5]}, {"kernels": "x"}, [1, 2],
+                                  {"kernels": [{"name": "k", "ir": "x"}]},
+                                  {"kernels": [{"name": "k", "params": [{"index": "a"}]}]}])
+def test_inspect_section_with_a_valid_checksum_and_the_wrong_shape(tmp_path, meta):
+    from mneme.instrument.section import encode_record
+
+    binary = elf_with_section(tmp_path, encode_record(meta))
+    one_line("inspect", binary)
+
+
+def test_inspect_forged_section_size(tmp_path):
+    import struct
+
+    from mneme.instrument.section import SECTION_NAME, encode_record
+
+    binary = elf_with_section(tmp_path, encode_record({"kernels": []}))
+    data = bytearray(binary.read_bytes())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    names_off = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+    for i in range(shnum):
+        at = shoff + i * shentsize
+        name_at = names_off + struct.unpack_from("<I", data, at)[0]
+        if data[name_at : name_at + len(SECTION_NAME)] == SECTION_NAME.encode():
+            struct.pack_into("<Q", data, at + 0x20, 1 << 40)
+    binary.write_bytes(bytes(data))
+    one_line("inspect", binary, needles=("damaged ELF section table",))
+
+
+def test_inspect_skips_64_mib_of_padding_quickly(tmp_path):
+    from mneme.instrument.section import encode_record
+
+    binary = elf_with_section(tmp_path, bytes(64 << 20) + encode_record({"kernels": []}))
+    start = time.monotonic()
+    code, out, err = run("inspect", binary)
+    assert code == 0, err
+    assert "0 kernels" in out
+    assert time.monotonic() - start < 5
