@@ -1,9 +1,10 @@
-"""Regenerate the golden recording database (run only when the format version changes).
+"""Write the golden recording database of the current format version (run only when the
+format version changes; the databases of earlier versions stay as they are, frozen).
 
     hatch run python tests/data/make_golden.py
 
-Writes tests/data/golden.rdb and tests/data/golden.json (the expected content: metadata
-and a SHA-256 of every region before and after). The kernels are real: saxpy and row_sum
+Writes tests/data/golden-v<N>.rdb and golden-v<N>.json (the expected content: metadata
+and a SHA-256 of every region before and after); format 1 was golden.rdb/golden.json. The kernels are real: saxpy and row_sum
 from tests/jit/kernels/saxpy.cu, compiled to device bitcode with clang-22, with memory
 contents computed exactly (integer-valued floats, so every rounding mode agrees).
 """
@@ -34,6 +35,7 @@ from mneme.replay.db import (  # noqa: E402
     Param,
     RecordingInfo,
     Region,
+    FORMAT_VERSION,
     fnv1a64,
 )
 
@@ -98,7 +100,8 @@ def row_sum_instance(rows: int, cols: int) -> InstanceRecord:
 
 
 def main() -> None:
-    target = HERE / "golden.rdb"
+    stem = "golden" if FORMAT_VERSION == 1 else f"golden-v{FORMAT_VERSION}"
+    target = HERE / f"{stem}.rdb"
     shutil.rmtree(target, ignore_errors=True)
     ir = device_bitcode()
     static = f"{fnv1a64(ir):016x}"
@@ -121,7 +124,7 @@ def main() -> None:
         db.add_instance(hashes["_Z5saxpyfPKfPfi"], saxpy_instance(-3.0, 300, 2), epilogue_format="bytes")
         db.add_instance(hashes["_Z5saxpyfPKfPfi"], saxpy_instance(-3.0, 300, 2), epilogue_format="bytes")
         db.add_instance(hashes["_Z7row_sumPKfPfi"], row_sum_instance(128, 16), epilogue_format="best")
-    expected = {"info": INFO.to_json() | {"format_version": 1}, "kernels": {}}
+    expected = {"info": {}, "kernels": {}}
     database = Database.open(target)
     expected["info"] = database.info.to_json()
     for kernel in database.kernels():
@@ -144,8 +147,8 @@ def main() -> None:
                 "annotations": {k: v.to_json() for k, v in inst.annotations.items()},
             }
         expected["kernels"][kernel.static_hash] = entry
-    (HERE / "golden.json").write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {target} and golden.json")
+    (HERE / f"{stem}.json").write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {target} and {stem}.json")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The golden database (tests/data/golden.rdb) must keep reading, with both readers."""
+"""The golden databases (tests/data/golden.rdb: format 1, golden-v2.rdb: format 2) must
+keep reading, with both readers, and keep checking."""
 
 from __future__ import annotations
 
@@ -6,21 +7,30 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 import zarr
 from mneme.replay.db import FORMAT_VERSION, Database
+from mneme.replay.db.integrity import check_database
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-GOLDEN = DATA / "golden.rdb"
-EXPECTED = json.loads((DATA / "golden.json").read_text())
+#: (database, expected content, format version)
+GOLDENS = [("golden.rdb", "golden.json", 1), ("golden-v2.rdb", "golden-v2.json", 2)]
+golden = pytest.mark.parametrize(
+    "GOLDEN, EXPECTED, VERSION",
+    [(DATA / db, json.loads((DATA / doc).read_text()), v) for db, doc, v in GOLDENS],
+    ids=[db for db, _, _ in GOLDENS],
+)
 
 
 def sha(data) -> str:
     return hashlib.sha256(bytes(data)).hexdigest()
 
 
-def test_golden_reads_with_our_reader():
+@golden
+def test_golden_reads_with_our_reader(GOLDEN, EXPECTED, VERSION):
     db = Database.open(GOLDEN)
     assert db.info.to_json() == EXPECTED["info"]
+    assert db.info.format_version == VERSION
     assert db.info.format_version <= FORMAT_VERSION
     assert {k.static_hash for k in db.kernels()} == set(EXPECTED["kernels"])
     for kernel in db.kernels():
@@ -38,7 +48,8 @@ def test_golden_reads_with_our_reader():
                 assert sha(inst.epilogue(name)) == region["epilogue_sha256"]
 
 
-def test_golden_reads_with_plain_zarr_and_the_overlay_rule():
+@golden
+def test_golden_reads_with_plain_zarr_and_the_overlay_rule(GOLDEN, EXPECTED, VERSION):
     root = zarr.open_group(str(GOLDEN), mode="r")
     assert root.attrs["mneme"]["format_version"] == EXPECTED["info"]["format_version"]
     formats = set()
@@ -56,3 +67,11 @@ def test_golden_reads_with_plain_zarr_and_the_overlay_rule():
                 assert sha(before) == region["prologue_sha256"]
                 assert sha(after) == region["epilogue_sha256"]
     assert formats == {"diff", "bytes", "best"}
+
+
+@golden
+def test_golden_checks(GOLDEN, EXPECTED, VERSION):
+    assert [str(p) for p in check_database(Database.open(GOLDEN)) if p.fatal] == []
+    if VERSION >= 2:  # every region carries the content checksums check verified
+        for inst in Database.open(GOLDEN).instances():
+            assert all(inst.region_checksums(r.name) is not None for r in inst.regions)
