@@ -51,3 +51,22 @@ def build_corpus_program(program, out: Path, compiler: str = corpus_build.DEFAUL
     return corpus_build.build_program(
         program.directory, out, compiler=compiler, extra_link_flags=link_extra, cuda_root=cuda_root
     )
+
+
+def build_nvcc_corpus_program(program, out: Path, cuda_root: Path | None = None,
+                              cudart: str = "static"):
+    """corpus_build.build_nvcc_program, with a link-only libcuda where `-lcuda` cannot
+    resolve (nvcc compiles the objects once first to learn which symbols they use)."""
+    cuda_root = cuda_root or corpus_build.find_cuda_root()
+    link_extra = []
+    if "-lcuda" in program.link_flags and not libcuda_linkable(cuda_root):
+        compiles, _ = corpus_build.nvcc_commands(program, out / "probe", cuda_root, cudart)
+        objects = []
+        for cmd, obj in compiles:
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(cmd, check=True, capture_output=True)
+            objects.append(obj)
+        link_extra = [f"-L{make_link_only_libcuda(objects, out / 'libcuda')}"]
+    return corpus_build.build_nvcc_program(
+        program.directory, out, cuda_root=cuda_root, cudart=cudart, extra_link_flags=link_extra
+    )

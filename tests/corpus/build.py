@@ -67,10 +67,19 @@ class Program:
     expect_exit: int
     features: tuple[str, ...]
     nvcc: dict = field(default_factory=dict)
+    # nvcc programs: kernels a program compiles at run time (NVRTC), not in its fatbinary
+    runtime_kernels: tuple[str, ...] = ()
+    # nvcc programs: what the build needs beyond nvcc ("nvrtc")
+    requires: tuple[str, ...] = ()
 
     @property
     def is_rdc(self) -> bool:
         return "-fgpu-rdc" in self.flags
+
+    @property
+    def compiler(self) -> str:
+        """"nvcc" for the nvcc-only programs under cuda/nvcc/, else "clang"."""
+        return "nvcc" if self.directory.parent.name == "nvcc" else "clang"
 
 
 @dataclass
@@ -97,6 +106,8 @@ def load_program(program_dir: str | os.PathLike) -> Program:
         if not (directory / source).is_file():
             raise CorpusError(f"{manifest_path}: source {source!r} does not exist")
     language = directory.parent.name
+    if language == "nvcc" and directory.parent.parent.name == "cuda":
+        language = "cuda"  # nvcc-only programs: corpus/cuda/nvcc/<program>
     if language not in ("cuda", "hip"):
         raise CorpusError(f"{directory}: programs live under corpus/cuda/ or corpus/hip/")
     return Program(
@@ -111,6 +122,8 @@ def load_program(program_dir: str | os.PathLike) -> Program:
         expect_exit=manifest["expect_exit"],
         features=tuple(manifest["features"]),
         nvcc=dict(manifest.get("nvcc", {})),
+        runtime_kernels=tuple(manifest.get("runtime_kernels", [])),
+        requires=tuple(manifest.get("requires", [])),
     )
 
 
@@ -122,6 +135,103 @@ def discover_programs(language: str | None = None, root: Path = CORPUS_DIR) -> l
         for manifest in sorted((root / lang).glob("*/program.json")):
             programs.append(load_program(manifest.parent))
     return programs
+
+
+NVCC_DIR = CORPUS_DIR / "cuda" / "nvcc"
+
+
+def discover_nvcc_programs(root: Path = NVCC_DIR) -> list[Program]:
+    """The nvcc-only programs (corpus/cuda/nvcc/<program>), sorted by name. They use what
+    clang cannot compile (``__nv_atomic_*``) or nvcc's build model (``-rdc=true`` device
+    link, NVRTC), so discover_programs("cuda") leaves them out."""
+    return [load_program(m.parent) for m in sorted(root.glob("*/program.json"))]
+
+
+def find_nvcc(cuda_root: Path | None = None) -> Path:
+    root = cuda_root or find_cuda_root()
+    if (root / "bin" / "nvcc").is_file():
+        return root / "bin" / "nvcc"
+    raise CorpusError(f"{root}: no bin/nvcc; the nvcc programs need the CUDA toolkit's nvcc")
+
+
+def find_nvrtc(cuda_root: Path | None = None) -> Path | None:
+    """A folder with include/nvrtc.h and lib/ or lib64/ libnvrtc.so: NVRTC_ROOT, the CUDA
+    root, or the nvidia-cuda-nvrtc wheel's nvidia/cu13 (if that is installed)."""
+    candidates = [os.environ.get("NVRTC_ROOT"), str(cuda_root or find_cuda_root())]
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels
+
+        candidates += [str(Path(p) / "cu13") for p in nvidia.__path__]
+    except ImportError:
+        pass
+    for candidate in candidates:
+        if not candidate:
+            continue
+        root = Path(candidate)
+        libs = [d for d in ("lib64", "lib") if list((root / d).glob("libnvrtc.so*"))]
+        if (root / "include" / "nvrtc.h").is_file() and libs:
+            return root
+    return None
+
+
+def nvcc_commands(
+    program: Program,
+    out_dir: Path,
+    cuda_root: Path | None = None,
+    cudart: str = "static",
+) -> tuple[list[tuple[list[str], Path]], list[str]]:
+    """(compile command, object) per TU and the link command of an nvcc program.
+
+    ``cudart``: "static" (nvcc's default, what users get) or "shared"."""
+    root = cuda_root or find_cuda_root()
+    nvcc = str(find_nvcc(root))
+    flags = [f"-arch={CUDA_ARCH}", "-O2", f"-I{CUDA_COMMON_DIR}", *program.flags]
+    link_flags = list(program.link_flags)
+    if "nvrtc" in program.requires:
+        nvrtc = find_nvrtc(root)
+        if nvrtc is None:
+            raise CorpusError(
+                f"{program.name}: needs NVRTC (include/nvrtc.h, libnvrtc.so); set NVRTC_ROOT"
+            )
+        lib = next(d for d in ("lib64", "lib") if list((nvrtc / d).glob("libnvrtc.so*")))
+        flags.append(f"-I{nvrtc / 'include'}")
+        link_flags = [f"-L{nvrtc / lib}", f"-Xlinker=-rpath,{nvrtc / lib}", *link_flags]
+        if not (nvrtc / lib / "libnvrtc.so").exists():  # the wheel ships only .so.13
+            link_flags = [f"-Xlinker=-l:{sorted((nvrtc / lib).glob('libnvrtc.so.*'))[0].name}"
+                          if f == "-lnvrtc" else f for f in link_flags]
+    compiles = []
+    for source in program.sources:
+        obj = out_dir / (Path(source).stem + ".o")
+        compiles.append(([nvcc, *flags, "-c", str(program.directory / source), "-o", str(obj)], obj))
+    link = [nvcc, f"-arch={CUDA_ARCH}", *[f for f in program.flags if f.startswith("-rdc")]]
+    link += [str(obj) for _, obj in compiles] + ["-o", str(out_dir / program.name)]
+    link += [f"-cudart={cudart}", *link_flags]
+    if "-lcuda" in link_flags and (cuda_library_dir(root) / "stubs" / "libcuda.so").exists():
+        link.append(f"-L{cuda_library_dir(root) / 'stubs'}")
+    return compiles, link
+
+
+def build_nvcc_program(
+    program_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    cuda_root: str | os.PathLike | None = None,
+    cudart: str = "static",
+    extra_link_flags: Sequence[str] = (),
+    verbose: bool = False,
+) -> BuildResult:
+    """Build an nvcc program (corpus/cuda/nvcc/<program>) to out_dir/<name> with nvcc."""
+    program = load_program(program_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    compiles, link = nvcc_commands(program, out, Path(cuda_root) if cuda_root else None, cudart)
+    executed = []
+    for cmd, _ in compiles:
+        _run(cmd, verbose)
+        executed.append(cmd)
+    link += list(extra_link_flags)
+    _run(link, verbose)
+    executed.append(link)
+    return BuildResult(program, [obj for _, obj in compiles], out / program.name, executed)
 
 
 def find_cuda_root() -> Path:
@@ -330,8 +440,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--list-kernels", action="store_true", help="print the device kernels instead of building"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print each command")
+    parser.add_argument(
+        "--nvcc", action="store_true",
+        help="build the nvcc-only programs (corpus/cuda/nvcc/) with nvcc instead",
+    )
+    parser.add_argument(
+        "--cudart", choices=("static", "shared"), default="static",
+        help="with --nvcc: the CUDA runtime nvcc links (default: %(default)s, nvcc's own)",
+    )
     args = parser.parse_args(argv)
     try:
+        if args.nvcc:
+            dirs = [Path(p) for p in args.programs] or [p.directory for p in discover_nvcc_programs()]
+            for directory in dirs:
+                program = load_program(directory)
+                if "nvrtc" in program.requires and find_nvrtc() is None:
+                    print(f"{program.name}: skipped (needs NVRTC; set NVRTC_ROOT)")
+                    continue
+                result = build_nvcc_program(directory, Path(args.out) / directory.name,
+                                            cudart=args.cudart, verbose=args.verbose)
+                print(f"{result.program.name}: {result.executable}")
+            return 0
         dirs = [Path(p) for p in args.programs] or [p.directory for p in discover_programs()]
         for directory in dirs:
             if args.list_kernels:
