@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from instrument_support import run_mneme
 from mneme.instrument.fatbin import (
+    ENTRY,
     FatbinError,
     NoFatbinError,
+    _lz4,
     _lz4_block,
     parse_fatbin,
     read_fatbin,
@@ -185,6 +187,15 @@ def test_lz4_block_decoder():
 @pytest.fixture(scope="module")
 def section(built):
     return read_elf_section(built / "lz4-all", ".nv_fatbin")
+
+
+def test_both_lz4_decoders_agree_on_nvccs_entries(section):
+    entries = [e for e in parse_fatbin(section) if e.compression == "lz4"]
+    assert len(entries) == 3
+    for e in entries:
+        header = ENTRY.unpack_from(section, e.offset)
+        stored = section[e.offset + header[2] :][: header[4]]  # compressed size
+        assert _lz4_block(stored, e.size) == _lz4(stored, e.size) == e.data
 
 
 def test_damaged_sizes_are_one_line(section):

@@ -170,3 +170,20 @@ def test_linker_summary_fills_what_ptxas_leaves_out():
     assert (m.registers, m.barriers, m.shared_bytes) == (32, 1, 1024)  # ptxas's own numbers
     assert (m.stack_frame_bytes, m.spill_store_bytes, m.spill_load_bytes) == (256, 8, 4)
     assert (m.local_bytes, m.constant_bytes) == (256, 548)  # from the linker's summary
+
+
+def test_no_assembler_at_all_says_what_to_install(no_environment, tmp_path, kernels):
+    from mneme.replay.jit import toolchain
+
+    ptx = next(iter(_ptx_of(kernels, "saxpy").values()))
+    no_environment.setenv("MNEME_NVJITLINK", str(tmp_path / "missing.so"))
+    no_environment.setenv("CUDA_PATH", str(tmp_path))
+    no_environment.setenv("PATH", str(tmp_path))
+    no_environment.setattr(toolchain, "cuda_root_candidates", lambda: [tmp_path])
+    nvjitlink_module._load.cache_clear()
+    toolchain.find_ptxas.cache_clear()
+    try:
+        with pytest.raises(ToolchainError, match="no PTX assembler: pip install 'nvidia-nvjitlink"):
+            run_ptxas(ptx, "sm_90")
+    finally:
+        toolchain.find_ptxas.cache_clear()

@@ -1,7 +1,8 @@
 """Read the CUDA fatbinary of an nvcc-built executable, shared library or object.
 
 Pure Python (stdlib; zstd through ``compression.zstd``, the ``zstandard`` module or the
-system's libzstd, whichever exists), and it never runs the file it reads::
+system's libzstd, whichever exists; LZ4 through the system's liblz4 or our own decoder),
+and it never runs the file it reads::
 
     from mneme.instrument.fatbin import read_fatbin, fatbin_kernels
     entries = read_fatbin("./app")        # FatbinEntry: kind, arch, compression, data, ...
@@ -136,8 +137,34 @@ class FatbinEntry:
 # -- decompression ------------------------------------------------------------------
 
 
+_LZ4_LIB: list = []
+
+
+def _lz4(src: bytes, size: int) -> bytes:
+    """One LZ4 block of ``size`` bytes: the system's liblz4 (Debian's liblz4-1, always
+    installed) where it loads, else the decoder below (pure Python, slower)."""
+    if not _LZ4_LIB:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("lz4") or "liblz4.so.1")
+            lib.LZ4_decompress_safe.argtypes = [
+                ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int
+            ]
+            lib.LZ4_decompress_safe.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            lib = None
+        _LZ4_LIB.append(lib)
+    lib = _LZ4_LIB[0]
+    if lib is None or len(src) >= 1 << 31:
+        return _lz4_block(src, size)
+    buffer = ctypes.create_string_buffer(max(size, 1))
+    written = lib.LZ4_decompress_safe(src, buffer, len(src), size)
+    if written < 0:
+        raise ValueError("damaged LZ4 block")
+    return _checked(buffer.raw[:written], size)
+
+
 def _lz4_block(src: bytes, size: int) -> bytes:
-    """Decode one LZ4 block whose output is exactly ``size`` bytes."""
+    """Decode one LZ4 block whose output is exactly ``size`` bytes (pure Python)."""
     out = bytearray()
     pos, end = 0, len(src)
     while pos < end:
@@ -346,7 +373,7 @@ def _entry(
             )
         else:
             try:
-                decode = _zstd if compression == "zstd" else _lz4_block
+                decode = _zstd if compression == "zstd" else _lz4
                 data = decode(stored, uncompressed_size)
             except ModuleNotFoundError as exc:
                 data, error = None, str(exc)

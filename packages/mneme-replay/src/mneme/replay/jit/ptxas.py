@@ -169,7 +169,18 @@ def assembler_id(assembler: str | None = None) -> str:
 
         major, minor = load_nvjitlink().version
         return f"nvJitLink {major}.{minor}"
-    return ptxas_version(find_ptxas())
+    return ptxas_version(_ptxas_or_advice())
+
+
+def _ptxas_or_advice() -> Path:
+    try:
+        return find_ptxas()
+    except ToolchainError:
+        raise ToolchainError(
+            "no PTX assembler: pip install 'nvidia-nvjitlink>=13,<14' (in-process, a "
+            "dependency of mneme-replay), or install the CUDA toolkit and set CUDA_PATH to "
+            "its root (bin/ptxas)"
+        ) from None
 
 
 def run_ptxas(
@@ -242,7 +253,7 @@ def _run_ptxas_executable(
     extra_args: tuple[str, ...],
     ptxas: Path | None,
 ) -> PtxasResult:
-    tool = ptxas or find_ptxas()
+    tool = ptxas or _ptxas_or_advice()
     # nvJitLink's -kernels-used=K is ptxas's -e K (compile only that entry)
     args: list[str] = []
     for arg in extra_args:
