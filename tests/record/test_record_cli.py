@@ -3,11 +3,9 @@ first call it cannot record (no GPU needed for either)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
-from mneme.replay.db import Database
 from record_support import executable, mneme_record
 
 
@@ -45,24 +43,3 @@ def test_database_directory_of_another_kind_is_refused(tmp_path):
     other.mkdir()
     (other / "cat.jpg").write_bytes(b"\xff\xd8")
     assert "not empty and not a mneme database" in one_line(mneme_record(other, exe))
-
-
-def test_managed_memory_is_refused_naming_the_call_site(tmp_path):
-    """The refusal comes from the preloaded recorder at cudaMallocManaged, before the real
-    allocation, so it needs no GPU either."""
-    exe = executable("managed_memory", tmp_path)
-    db_path = tmp_path / "managed.rdb"
-    result = mneme_record(db_path, exe)
-    assert result.returncode == 76, result.stderr
-    refusal = [line for line in result.stderr.splitlines() if "managed memory" in line]
-    assert len(refusal) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert "cudaMallocManaged (managed memory) is not supported" in refusal[0]
-    assert "MNEME-RESULT" not in result.stdout  # stopped at the allocation, not run on silently
-    assert not (db_path.exists() and list(Database.open(db_path).instances()))
-    # The site: the executable and the address addr2line takes for the calling function.
-    site = refusal[0].split("called from ", 1)[1]
-    assert site.startswith(f"{exe}+0x"), site
-    if shutil.which("addr2line"):
-        address = site.split("+", 1)[1].split()[0]
-        where = subprocess.run(["addr2line", "-f", "-e", str(exe), address], capture_output=True, text=True)
-        assert where.stdout.splitlines()[0] == "main", (site, where.stdout)

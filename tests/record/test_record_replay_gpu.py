@@ -17,7 +17,7 @@ NONDETERMINISTIC = {"atomics"}
 # from the application's own clang build (measured: 56 of 18,648 bytes differ on the H100),
 # so these are verified within float32 tolerances, as a user would annotate them.
 TOLERANT = {"math_functions": Tolerance("float32", atol=1e-6, rtol=1e-5)}
-PROGRAMS_REPLAYED = sorted(set(PROGRAMS) - {"crash_after_launch", "large_working_set", "managed_memory"})
+PROGRAMS_REPLAYED = sorted(set(PROGRAMS) - {"crash_after_launch", "large_working_set"})
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -39,23 +40,14 @@
 #include "mneme/runtime/errors.hpp"
 #include "mneme/runtime/recording_writer.hpp"
 #include "mneme/runtime/snapshot_pipeline.hpp"
+#include "graph_mirror.hpp"
+#include "interpose.hpp"
 
 namespace rt = mneme::runtime;
 
 namespace {
 
-template <typename F>
-F real(const char* name) {
-  void* p = dlsym(RTLD_NEXT, name);
-  if (!p) {
-    std::fprintf(stderr, "mneme record: %s not found: is the application linked to libcudart.so "
-                         "(not the static cudart)? Build it with mneme-clang++.\n", name);
-    _exit(70);
-  }
-  return reinterpret_cast<F>(p);
-}
-
-#define REAL(name) static auto real_##name = real<decltype(&name)>(#name)
+using mneme::recorder::real;
 
 // Set once the recorder writes: instances captured before a fatal error still commit.
 rt::SnapshotPipeline* g_pipeline = nullptr;
@@ -212,6 +204,29 @@ class Recorder {
   void track(uint64_t address, uint64_t size) { live_[address] = size; }
   bool owns(uint64_t address) const { return live_.count(address) != 0; }
   void untrack(uint64_t address) { live_.erase(address); }
+  // Managed allocations stay the driver's (the host reaches them through page faults);
+  // they are snapshotted like heap regions, at their own addresses.
+  void track_managed(uint64_t address, uint64_t size) { managed_[address] = size; }
+  bool untrack_managed(uint64_t address) { return managed_.erase(address) != 0; }
+
+  // Stream capture: while any stream captures, launches only add graph nodes (nothing
+  // runs), and a device-wide synchronisation would invalidate the capture.
+  void capture_began(uint64_t stream) { capturing_.insert(stream); }
+  void capture_ended(uint64_t stream) { capturing_.erase(stream); }
+  bool capturing(uint64_t stream) const;
+
+  // Executable graphs and the mirrors that say what they run (graph_mirror.hpp).
+  void graph_instantiated(cudaGraphExec_t exec, cudaGraph_t graph, unsigned long long flags) {
+    mirrors_[exec] = std::make_unique<mneme::recorder::GraphMirror>(graph, flags);
+  }
+  mneme::recorder::GraphMirror* mirror(cudaGraphExec_t exec) {
+    auto it = mirrors_.find(exec);
+    return it == mirrors_.end() ? nullptr : it->second.get();
+  }
+  void graph_destroyed(cudaGraphExec_t exec) { mirrors_.erase(exec); }
+  // Runs a graph launch: as one launch when no kernel node needs recording, else node by
+  // node in dependency order with each kernel recorded like a plain launch.
+  int launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller, const std::function<int()>& do_launch);
 
   const std::string* name_of(const void* host_function) const {
     auto it = functions_.find(host_function);
@@ -221,6 +236,21 @@ class Recorder {
   // when the kernel is selected; otherwise just launches.
   int launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
              uint64_t stream, const std::function<int()>& do_launch);
+
+ private:
+  // A launch of a recorded kernel: its entry, launch record and dynamic hash.
+  struct Pending {
+    KernelEntry* kernel = nullptr;
+    rt::InstanceInfo inst;
+    std::string dyn;
+  };
+  // False when the launch is not of a kernel selected for recording.
+  bool pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+               Pending& out);
+  // Whether the launch would be captured as a new instance now (changes nothing).
+  bool would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem);
+
+ public:
 
  private:
   Recorder() {
@@ -385,6 +415,10 @@ class Recorder {
   std::vector<GlobalEntry> globals_;
   std::map<std::string, KernelEntry> kernels_;
   std::map<uint64_t, uint64_t> live_;
+  std::map<uint64_t, uint64_t> managed_;
+  std::set<uint64_t> capturing_;
+  std::unordered_map<cudaGraphExec_t, std::unique_ptr<mneme::recorder::GraphMirror>> mirrors_;
+  std::set<cudaGraphExec_t> warned_graphs_;
   std::shared_ptr<rt::cuda::CudaDevice> device_;
   std::unique_ptr<rt::AddressSpace> space_;
   std::unique_ptr<rt::RecordingWriter> writer_;
@@ -403,6 +437,10 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
     regions.push_back({"heap", address, size, ""});
     sources.push_back(address);
   }
+  for (const auto& [address, size] : managed_) {
+    regions.push_back({"managed", address, size, ""});
+    sources.push_back(address);
+  }
   for (const auto& g : globals_) {
     void* address = nullptr;
     if (real_cudaGetSymbolAddress(&address, g.host_var) != cudaSuccess || !address) continue;
@@ -411,33 +449,65 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
   }
 }
 
-int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-                     uint64_t stream, const std::function<int()>& do_launch) {
-  REAL(cudaDeviceSynchronize);
-  KernelEntry* kernel = nullptr;
-  if (device_name) {
-    auto it = kernels_.find(*device_name);
-    if (it != kernels_.end()) kernel = &it->second;
-  }
-  if (!kernel || kernel->info.static_hash.empty() || !selected(*kernel)) return do_launch();
+bool Recorder::capturing(uint64_t stream) const {
+  if (!capturing_.empty()) return true;
+  REAL(cudaStreamIsCapturing);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  // A capture begun where the recorder cannot see it (a handle from another library)
+  return real_cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status) != cudaSuccess ||
+         status != cudaStreamCaptureStatusNone;
+}
 
+bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+                       uint64_t stream, Pending& out) {
+  if (!device_name) return false;
+  auto it = kernels_.find(*device_name);
+  if (it == kernels_.end()) return false;
+  KernelEntry* kernel = &it->second;
+  if (kernel->info.static_hash.empty() || !selected(*kernel)) return false;
   std::string buffer(kernel->args_size, '\0');
   for (size_t i = 0; i < kernel->info.params.size(); ++i) {
     const auto& p = kernel->info.params[i];
     std::memcpy(&buffer[p.offset], args[i], p.size);
   }
-  rt::InstanceInfo inst;
+  rt::InstanceInfo& inst = out.inst;
   inst.grid[0] = grid.x; inst.grid[1] = grid.y; inst.grid[2] = grid.z;
   inst.block[0] = block.x; inst.block[1] = block.y; inst.block[2] = block.z;
   inst.shared_mem = uint32_t(shmem);
   inst.stream = stream;
   inst.args = buffer;
+  out.kernel = kernel;
+  out.dyn = rt::dynamic_hash(kernel->info.static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+  return true;
+}
+
+bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem) {
+  Pending p;
+  if (!pending(device_name, grid, block, args, shmem, 0, p)) return false;
+  try {
+    auto& w = writer();
+    return !pipeline_->knows(p.kernel->info.static_hash, p.dyn) && !w.has_instance(p.kernel->info.static_hash, p.dyn);
+  } catch (const std::exception& e) {
+    fatal(std::string("reading the recording failed: ") + e.what(), 2);
+  }
+}
+
+int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+                     uint64_t stream, const std::function<int()>& do_launch) {
+  REAL(cudaDeviceSynchronize);
+  // A launch into a capturing stream only adds a graph node: it is recorded when the
+  // graph runs. Any synchronisation now would invalidate the capture.
+  if (capturing(stream)) return do_launch();
+  Pending launch;
+  if (!pending(device_name, grid, block, args, shmem, stream, launch)) return do_launch();
+  KernelEntry* kernel = launch.kernel;
+  rt::InstanceInfo& inst = launch.inst;
   auto& w = writer();
   auto& pipeline = *pipeline_;
   std::string failure = pipeline.error();
   if (!failure.empty()) fatal("writing the recording failed: " + failure, 2);
   const std::string& static_hash = kernel->info.static_hash;
-  std::string dyn = rt::dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+  const std::string& dyn = launch.dyn;
   try {
     // A repeat only counts: of an instance of this run (possibly still being written)...
     if (pipeline.count_repeat(static_hash, dyn)) return do_launch();
@@ -496,9 +566,28 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   return status;
 }
 
+// Lets this thread map memory while a stream captures in global mode (where the driver
+// would otherwise refuse the VMM calls and invalidate the application's capture).
+class RelaxedCapture {
+ public:
+  RelaxedCapture() {
+    REAL(cudaThreadExchangeStreamCaptureMode);
+    mode_ = cudaStreamCaptureModeRelaxed;
+    real_cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  ~RelaxedCapture() {
+    REAL(cudaThreadExchangeStreamCaptureMode);
+    real_cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+
+ private:
+  cudaStreamCaptureMode mode_;
+};
+
 cudaError_t serve(void** ptr, uint64_t size) {
   auto& r = Recorder::get();
   std::lock_guard<std::mutex> lock(r.mutex);
+  RelaxedCapture relaxed;
   try {
     auto a = r.space().allocate(size ? size : 1);
     r.track(a.address, size);
@@ -517,11 +606,21 @@ bool release(void* ptr) {
   std::lock_guard<std::mutex> lock(r.mutex);
   auto address = reinterpret_cast<uint64_t>(ptr);
   if (!ptr || !r.owns(address)) return false;
+  // Freed inside a stream capture (cudaFreeAsync into a graph): the graph's allocation
+  // keeps its address for every launch of the graph, so the memory stays mapped.
+  if (r.capturing(0)) return true;
   REAL(cudaDeviceSynchronize);
   real_cudaDeviceSynchronize();  // never unmap memory a kernel may still use
   r.space().free(address);
   r.untrack(address);
   return true;
+}
+
+void forget_managed(uint64_t address) {
+  auto& r = Recorder::get();
+  if (!r.active() || !address) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.untrack_managed(address);
 }
 
 // "/path/app+0x1a2b": the file and the address addr2line takes for a return address
@@ -539,10 +638,106 @@ std::string code_site(const void* return_address) {
   return file + "+" + hex + " (addr2line -f -C -e " + file + " " + hex + " names the caller)";
 }
 
-// Managed memory is refused, never recorded: the host can change it behind a snapshot.
-[[noreturn]] void refuse_managed(const std::string& what, const void* caller) {
-  fatal(what + " (managed memory) is not supported by mneme record; called from " + code_site(caller) +
-        ": allocate with cudaMalloc instead", 76);
+int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller,
+                           const std::function<int()>& do_launch) {
+  // Launched into a capture, the graph becomes a child node of the graph being captured.
+  if (capturing(stream)) return do_launch();
+  auto* graph = mirror(exec);
+  if (!graph) return do_launch();
+  auto steps = graph->steps();
+  if (!graph->why_not().empty()) {
+    if (warned_graphs_.insert(exec).second)
+      std::fprintf(stderr, "mneme record: a CUDA graph launched from %s runs unrecorded: %s\n", code_site(caller).c_str(),
+                   graph->why_not().c_str());
+    return do_launch();
+  }
+  bool record = false;
+  for (const auto& step : steps) {
+    const auto& k = step.kernel;
+    if (step.type == cudaGraphNodeTypeKernel && would_record(&k.device_name, k.grid, k.block, k.params, k.shared_mem)) {
+      record = true;
+      break;
+    }
+  }
+  if (!record) {
+    // Every kernel node is a repeat (counted) or not selected: the graph runs as it is.
+    for (const auto& step : steps)
+      if (step.type == cudaGraphNodeTypeKernel)
+        launch(&step.kernel.device_name, step.kernel.grid, step.kernel.block, step.kernel.params,
+               step.kernel.shared_mem, stream, [] { return 0; });
+    return do_launch();
+  }
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void**, void**);
+  static auto driver_launch = mneme::recorder::driver_function<LaunchFn>("cuLaunchKernel");
+  auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
+  for (const auto& step : steps) {
+    if (step.type != cudaGraphNodeTypeKernel) {
+      if (cudaError_t e = graph->run(step, cuda_stream); e != cudaSuccess) return e;
+      continue;
+    }
+    const auto& k = step.kernel;
+    int status = launch(&k.device_name, k.grid, k.block, k.params, k.shared_mem, stream, [&] {
+      CUresult r = driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z,
+                                 k.shared_mem, reinterpret_cast<CUstream>(stream), k.params, nullptr);
+      return r == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
+    });
+    if (status != 0) return status;
+  }
+  return 0;
+}
+
+cudaError_t capture_begin(cudaStream_t stream, cudaError_t status) {
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.capture_began(reinterpret_cast<uint64_t>(stream));
+  }
+  return status;
+}
+
+cudaError_t capture_end(cudaStream_t stream, cudaError_t status) {
+  auto& r = Recorder::get();
+  if (r.active()) {  // the capture ends whether or not it produced a graph
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.capture_ended(reinterpret_cast<uint64_t>(stream));
+  }
+  return status;
+}
+
+cudaError_t instantiated(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags, cudaError_t status) {
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active() && exec && *exec) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.graph_instantiated(*exec, graph, flags);
+  }
+  return status;
+}
+
+// After a successful change to an executable graph, the same change on its mirror.
+cudaError_t follow(cudaGraphExec_t exec, cudaError_t status,
+                   const std::function<void(mneme::recorder::GraphMirror&)>& change) {
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (auto* m = r.mirror(exec)) change(*m);
+  }
+  return status;
+}
+
+void graph_gone(cudaGraphExec_t exec) {
+  auto& r = Recorder::get();
+  if (!r.active()) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.graph_destroyed(exec);
+}
+
+cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, const void* caller,
+                         const std::function<int()>& do_launch) {
+  auto& r = Recorder::get();
+  if (!r.active()) return cudaError_t(do_launch());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_graph(exec, reinterpret_cast<uint64_t>(stream), caller, do_launch));
 }
 
 }  // namespace
@@ -572,6 +767,17 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   std::lock_guard<std::mutex> lock(r.mutex);
   return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
                               [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); }));
+}
+
+// Built with --default-stream per-thread, <<<>>> lands here.
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                  cudaStream_t stream) {
+  REAL(cudaLaunchKernel_ptsz);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
+                              [&] { return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream)); }));
 }
 
 // cudaLaunchKernelEx (a template in the headers) lands here.
@@ -640,6 +846,7 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
 cudaError_t cudaFree(void* ptr) {
   REAL(cudaFree);
   if (Recorder::get().active() && release(ptr)) return cudaSuccess;
+  forget_managed(reinterpret_cast<uint64_t>(ptr));
   return real_cudaFree(ptr);
 }
 
@@ -661,19 +868,243 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
   REAL(cuMemFree_v2);
   if (Recorder::get().active() && release(reinterpret_cast<void*>(ptr))) return CUDA_SUCCESS;
+  forget_managed(uint64_t(ptr));
   return real_cuMemFree_v2(ptr);
 }
 
+// Managed memory stays the driver's: host access keeps working through page faults.
+// Its regions are snapshotted at their driver-chosen addresses (kind "managed"); replay
+// maps device memory at exactly those addresses (docs/record.md).
 cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
   REAL(cudaMallocManaged);
-  if (Recorder::get().active()) refuse_managed("cudaMallocManaged", __builtin_return_address(0));
-  return real_cudaMallocManaged(ptr, size, flags);
+  cudaError_t status = real_cudaMallocManaged(ptr, size, flags);
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active() && size) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.track_managed(reinterpret_cast<uint64_t>(*ptr), size);
+  }
+  return status;
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
   REAL(cuMemAllocManaged);
-  if (Recorder::get().active()) refuse_managed("cuMemAllocManaged", __builtin_return_address(0));
-  return real_cuMemAllocManaged(ptr, size, flags);
+  CUresult status = real_cuMemAllocManaged(ptr, size, flags);
+  auto& r = Recorder::get();
+  if (status == CUDA_SUCCESS && r.active() && size) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.track_managed(uint64_t(*ptr), size);
+  }
+  return status;
+}
+
+// ---- stream capture and graphs (docs/record.md, "CUDA Graphs")
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCapture);
+  return capture_begin(stream, real_cudaStreamBeginCapture(stream, mode));
+}
+
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCapture_ptsz);
+  return capture_begin(stream, real_cudaStreamBeginCapture_ptsz(stream, mode));
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                          const cudaGraphEdgeData* data, size_t count, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCaptureToGraph);
+  return capture_begin(stream, real_cudaStreamBeginCaptureToGraph(stream, graph, deps, data, count, mode));
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                               const cudaGraphEdgeData* data, size_t count, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCaptureToGraph_ptsz);
+  return capture_begin(stream, real_cudaStreamBeginCaptureToGraph_ptsz(stream, graph, deps, data, count, mode));
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  REAL(cudaStreamEndCapture);
+  return capture_end(stream, real_cudaStreamEndCapture(stream, graph));
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  REAL(cudaStreamEndCapture_ptsz);
+  return capture_end(stream, real_cudaStreamEndCapture_ptsz(stream, graph));
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+  REAL(cuStreamBeginCapture_v2);
+  CUresult status = real_cuStreamBeginCapture_v2(stream, mode);
+  capture_begin(reinterpret_cast<cudaStream_t>(stream), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  return status;
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  REAL(cuStreamEndCapture);
+  CUresult status = real_cuStreamEndCapture(stream, graph);
+  capture_end(reinterpret_cast<cudaStream_t>(stream), cudaSuccess);
+  return status;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  REAL(cudaGraphInstantiate);
+  return instantiated(exec, graph, flags, real_cudaGraphInstantiate(exec, graph, flags));
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  REAL(cudaGraphInstantiateWithFlags);
+  return instantiated(exec, graph, flags, real_cudaGraphInstantiateWithFlags(exec, graph, flags));
+}
+
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params) {
+  REAL(cudaGraphInstantiateWithParams);
+  return instantiated(exec, graph, params ? params->flags : 0, real_cudaGraphInstantiateWithParams(exec, graph, params));
+}
+
+cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                                cudaGraphInstantiateParams* params) {
+  REAL(cudaGraphInstantiateWithParams_ptsz);
+  return instantiated(exec, graph, params ? params->flags : 0,
+                      real_cudaGraphInstantiateWithParams_ptsz(exec, graph, params));
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  REAL(cuGraphInstantiateWithFlags);
+  CUresult status = real_cuGraphInstantiateWithFlags(exec, graph, flags);
+  instantiated(reinterpret_cast<cudaGraphExec_t*>(exec), reinterpret_cast<cudaGraph_t>(graph), flags,
+               status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  return status;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  REAL(cuGraphInstantiateWithParams);
+  CUresult status = real_cuGraphInstantiateWithParams(exec, graph, params);
+  instantiated(reinterpret_cast<cudaGraphExec_t*>(exec), reinterpret_cast<cudaGraph_t>(graph),
+               params ? params->flags : 0, status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  return status;
+}
+
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaKernelNodeParams* p) {
+  REAL(cudaGraphExecKernelNodeSetParams);
+  return follow(exec, real_cudaGraphExecKernelNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params(node, p); });
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  REAL(cuGraphExecKernelNodeSetParams_v2);
+  CUresult status = real_cuGraphExecKernelNodeSetParams_v2(exec, node, p);
+  follow(reinterpret_cast<cudaGraphExec_t>(exec), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown,
+         [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params_driver(reinterpret_cast<cudaGraphNode_t>(node), p); });
+  return status;
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemcpy3DParms* p) {
+  REAL(cudaGraphExecMemcpyNodeSetParams);
+  return follow(exec, real_cudaGraphExecMemcpyNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_memcpy_params(node, p); });
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, const void* src,
+                                               size_t count, cudaMemcpyKind kind) {
+  REAL(cudaGraphExecMemcpyNodeSetParams1D);
+  return follow(exec, real_cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, src, count, kind),
+                [&](mneme::recorder::GraphMirror& m) {
+                  cudaMemcpy3DParms p{};
+                  p.srcPtr = {const_cast<void*>(src), count, count, 1};
+                  p.dstPtr = {dst, count, count, 1};
+                  p.extent = {count, 1, 1};
+                  p.kind = kind;
+                  m.set_memcpy_params(node, &p);
+                });
+}
+
+cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemsetParams* p) {
+  REAL(cudaGraphExecMemsetNodeSetParams);
+  return follow(exec, real_cudaGraphExecMemsetNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_memset_params(node, p); });
+}
+
+cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaHostNodeParams* p) {
+  REAL(cudaGraphExecHostNodeSetParams);
+  return follow(exec, real_cudaGraphExecHostNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_host_params(node, p); });
+}
+
+cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event) {
+  REAL(cudaGraphExecEventRecordNodeSetEvent);
+  return follow(exec, real_cudaGraphExecEventRecordNodeSetEvent(exec, node, event),
+                [&](mneme::recorder::GraphMirror& m) { m.set_event(node, event, true); });
+}
+
+cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event) {
+  REAL(cudaGraphExecEventWaitNodeSetEvent);
+  return follow(exec, real_cudaGraphExecEventWaitNodeSetEvent(exec, node, event),
+                [&](mneme::recorder::GraphMirror& m) { m.set_event(node, event, false); });
+}
+
+cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraph_t child) {
+  REAL(cudaGraphExecChildGraphNodeSetParams);
+  return follow(exec, real_cudaGraphExecChildGraphNodeSetParams(exec, node, child),
+                [&](mneme::recorder::GraphMirror& m) { m.lose_track("a child graph node was replaced"); });
+}
+
+cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraphNodeParams* p) {
+  REAL(cudaGraphExecNodeSetParams);
+  return follow(exec, real_cudaGraphExecNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_node_params(node, p); });
+}
+
+cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, unsigned int enabled) {
+  REAL(cudaGraphNodeSetEnabled);
+  return follow(exec, real_cudaGraphNodeSetEnabled(exec, node, enabled),
+                [&](mneme::recorder::GraphMirror& m) { m.set_enabled(node, enabled != 0); });
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  REAL(cudaGraphExecUpdate);
+  return follow(exec, real_cudaGraphExecUpdate(exec, graph, info),
+                [&](mneme::recorder::GraphMirror& m) { m.update_from(graph); });
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info) {
+  REAL(cuGraphExecUpdate_v2);
+  CUresult status = real_cuGraphExecUpdate_v2(exec, graph, info);
+  follow(reinterpret_cast<cudaGraphExec_t>(exec), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown,
+         [&](mneme::recorder::GraphMirror& m) { m.update_from(reinterpret_cast<cudaGraph_t>(graph)); });
+  return status;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  REAL(cudaGraphExecDestroy);
+  graph_gone(exec);
+  return real_cudaGraphExecDestroy(exec);
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  REAL(cuGraphExecDestroy);
+  graph_gone(reinterpret_cast<cudaGraphExec_t>(exec));
+  return real_cuGraphExecDestroy(exec);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  REAL(cudaGraphLaunch);
+  return graph_launch(exec, stream, __builtin_return_address(0), [&] { return int(real_cudaGraphLaunch(exec, stream)); });
+}
+
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  REAL(cudaGraphLaunch_ptsz);
+  return graph_launch(exec, stream, __builtin_return_address(0),
+                      [&] { return int(real_cudaGraphLaunch_ptsz(exec, stream)); });
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  REAL(cuGraphLaunch);
+  CUresult status = CUDA_SUCCESS;
+  cudaError_t e = graph_launch(reinterpret_cast<cudaGraphExec_t>(exec), reinterpret_cast<cudaStream_t>(stream),
+                               __builtin_return_address(0), [&] {
+                                 status = real_cuGraphLaunch(exec, stream);
+                                 return status == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
+                               });
+  return e == cudaSuccess ? CUDA_SUCCESS : (status != CUDA_SUCCESS ? status : CUDA_ERROR_LAUNCH_FAILED);
 }
 
 }  // extern "C"

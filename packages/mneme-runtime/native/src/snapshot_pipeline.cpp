@@ -346,6 +346,11 @@ bool SnapshotPipeline::drain_for(double seconds) noexcept {
 
 // --- capture ------------------------------------------------------------------
 
+bool SnapshotPipeline::knows(const std::string& static_hash, const std::string& dyn) const {
+  std::lock_guard<std::mutex> lock(known_mutex_);
+  return known_.count(static_hash + "/" + dyn) != 0;
+}
+
 bool SnapshotPipeline::count_repeat(const std::string& static_hash, const std::string& dyn) {
   std::shared_ptr<Instance> inst;
   {

@@ -124,6 +124,8 @@ class SnapshotPipeline {
   // One more occurrence of an instance this pipeline captured (in flight or committed):
   // false when it does not know the instance.
   bool count_repeat(const std::string& static_hash, const std::string& dynamic_hash);
+  // Whether this run already captured the instance (counts nothing).
+  bool knows(const std::string& static_hash, const std::string& dynamic_hash) const;
 
   // Capturing, from one thread at a time: begin, capture_prologue, (the launch),
   // capture_epilogue; abandon instead of capture_epilogue when the launch failed.
@@ -209,7 +211,7 @@ class SnapshotPipeline {
   std::vector<std::thread> workers_;
 
   // instances this pipeline knows, by "<static>/<dynamic>"
-  std::mutex known_mutex_;
+  mutable std::mutex known_mutex_;
   std::map<std::string, std::shared_ptr<Instance>> known_;
   std::atomic<int> uncommitted_{0};
 
