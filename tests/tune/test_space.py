@@ -55,6 +55,24 @@ def test_launch_2d_constraints_and_modes():
     assert free.apply({"block_x": 64, "grid_x": 7}, ReplaySettings()).replay.grid == (7, 1, 1)
 
 
+def test_launch_scales_per_thread_shared_memory_with_the_block():
+    """A reduction recorded with blockDim.x * sizeof(double) bytes of dynamic shared memory
+    gets 8 bytes per thread at every block size (not the recorded 2048 bytes)."""
+    ctx = SpaceContext(grid=(120, 1, 1), block=(256, 1, 1), shared_mem=256 * 8,
+                       max_shared_memory_per_block=4096)
+    assert ctx.shared_per_thread == 8
+    b = bound("launch", ctx)
+    assert b.apply({"block_x": 128}, ReplaySettings()).replay.shared_mem == 1024
+    assert b.apply({"block_x": 512}, ReplaySettings()).replay.shared_mem == 4096
+    assert b.apply(b.baseline(), ReplaySettings()).replay.shared_mem == 2048
+    assert b.violated({"block_x": 1024}).startswith("dynamic shared memory scaled")
+    # a fixed amount (not a multiple of the block) stays as recorded
+    fixed = SpaceContext(grid=(8, 1, 1), block=(256, 1, 1), shared_mem=1000)
+    assert fixed.shared_per_thread is None
+    assert bound("launch", fixed).apply({"block_x": 64}, ReplaySettings()).replay.shared_mem is None
+    assert SpaceContext(grid=(8, 1, 1), block=(256, 1, 1)).shared_per_thread is None
+
+
 def test_device_limits_shape_the_space():
     small = SpaceContext(grid=(4, 1, 1), block=(128, 1, 1), max_threads_per_block=256, warp_size=32)
     (param,) = bound("launch", small).params

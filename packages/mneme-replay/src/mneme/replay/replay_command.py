@@ -181,6 +181,12 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-verify", is_flag=True, help="Do not compare with the recorded epilogue.")
 @click.option(
+    "--determinism-runs",
+    type=click.IntRange(0, 100),
+    help="Runs of the unchanged kernel that decide which regions it reproduces, once per "
+    "instance (default 3; 0: every region bit-exact).",
+)
+@click.option(
     "--compile-only", is_flag=True, help="Compile to a cubin and report static metrics only."
 )
 @click.option(
@@ -218,6 +224,7 @@ def replay(
     flush_l2,
     as_json,
     no_verify,
+    determinism_runs,
     compile_only,
     config_file,
     cache_dir,
@@ -258,6 +265,7 @@ def replay(
         ("iterations", iterations),
         ("warmup", warmup),
         ("flush_l2", flush_l2),
+        ("determinism_runs", determinism_runs),
     ):
         if value is not None:
             replay_changes[name] = value

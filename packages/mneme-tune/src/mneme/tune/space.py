@@ -155,6 +155,8 @@ class SpaceContext:
     warp_size: int = 32
     multiprocessor_count: int = 132
     max_registers_per_thread: int = 255
+    #: dynamic shared memory a block may use (the opt-in limit; 48 KiB without a device)
+    max_shared_memory_per_block: int = 48 * 1024
 
     @classmethod
     def from_instance(cls, instance, properties=None) -> SpaceContext:
@@ -166,6 +168,10 @@ class SpaceContext:
                 "warp_size": int(properties.warp_size),
                 "multiprocessor_count": int(properties.multiprocessor_count),
             }
+            optin = int(getattr(properties, "max_shared_memory_per_block_optin", 0) or 0)
+            if optin or getattr(properties, "max_shared_memory_per_block", 0):
+                limits["max_shared_memory_per_block"] = optin or int(
+                    properties.max_shared_memory_per_block)
         return cls(
             grid=tuple(int(v) for v in instance.grid),
             block=tuple(int(v) for v in instance.block),
@@ -173,6 +179,17 @@ class SpaceContext:
             scalar_params=tuple(i for i, p in enumerate(kernel.params) if not p.is_pointer),
             **limits,
         )
+
+    @property
+    def shared_per_thread(self) -> int | None:
+        """Bytes of dynamic shared memory per thread when the recorded amount is a whole
+        multiple of the block size (``extern __shared__ T s[]`` sized by blockDim): a
+        launch with another block size gets that many bytes per thread, not the recorded
+        total (which would overrun or starve the kernel's indexing)."""
+        threads = math.prod(self.block)
+        if self.shared_mem > 0 and threads > 1 and self.shared_mem % threads == 0:
+            return self.shared_mem // threads
+        return None
 
     @property
     def dimensions(self) -> int:
@@ -302,7 +319,18 @@ class LaunchSpace(Space):
         out.append(Constraint("the grid fits CUDA's limits",
                               lambda p: all(g <= m for g, m in
                                             zip(self.grid_of(p, ctx), MAX_GRID, strict=True))))
+        if ctx.shared_per_thread:
+            # (the limit is not in the text: a study keeps its identity across devices)
+            out.append(Constraint(
+                "dynamic shared memory scaled with the block fits the device's limit",
+                lambda p: self.shared_of(p, ctx) <= ctx.max_shared_memory_per_block))
         return out
+
+    def shared_of(self, p: Point, ctx: SpaceContext) -> int:
+        """The dynamic shared memory of a point: scaled with the block when the recording
+        used a fixed number of bytes per thread, else the recorded amount."""
+        per_thread = ctx.shared_per_thread
+        return per_thread * self._threads(p) if per_thread else ctx.shared_mem
 
     @staticmethod
     def _block(p: Point) -> Dim3:
@@ -326,8 +354,10 @@ class LaunchSpace(Space):
         return grid
 
     def apply(self, params, settings, ctx):
-        return settings_with(settings, replay={"block": self._block(params),
-                                                "grid": self.grid_of(params, ctx)})
+        replay = {"block": self._block(params), "grid": self.grid_of(params, ctx)}
+        if ctx.shared_per_thread:
+            replay["shared_mem"] = self.shared_of(params, ctx)
+        return settings_with(settings, replay=replay)
 
     def baseline(self, ctx):
         point: Point = {"block_x": ctx.block[0]}

@@ -95,6 +95,8 @@ def device_hello(device) -> dict[str, Any]:
         "max_threads_per_block": int(p.max_threads_per_block),
         "warp_size": int(p.warp_size),
         "multiprocessor_count": int(p.multiprocessor_count),
+        "max_shared_memory_per_block": int(p.max_shared_memory_per_block),
+        "max_shared_memory_per_block_optin": int(p.max_shared_memory_per_block_optin),
         "pid": os.getpid(),
     }
 

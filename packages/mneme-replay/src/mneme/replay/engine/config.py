@@ -44,7 +44,9 @@ class ReplayConfig:
     max-threads bound to the block size (each into the CompileConfig the engine derives).
     ``tolerances`` maps region names to a Tolerance and overrides the recording's
     annotations; ``arch`` overrides the target (default: the GPU present, else the
-    recorded one).
+    recorded one). ``determinism_runs`` runs of the unchanged kernel decide, once per
+    instance, which regions it reproduces and how each is verified (engine/determinism.py);
+    0 verifies every region bit for bit.
     """
 
     grid: Dim3 | None = None
@@ -61,6 +63,7 @@ class ReplayConfig:
     arch: str | None = None
     compile_only: bool = False
     device: int = 0
+    determinism_runs: int = 3
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _dim3(self.grid, "grid"))
@@ -71,6 +74,10 @@ class ReplayConfig:
             raise ReplayConfigError(f"iterations must be at least 1, not {self.iterations!r}")
         if not _is_int(self.warmup) or self.warmup < 0:
             raise ReplayConfigError(f"warmup must be 0 or more, not {self.warmup!r}")
+        if not _is_int(self.determinism_runs) or not 0 <= self.determinism_runs <= 100:
+            raise ReplayConfigError(
+                f"determinism_runs must be 0 to 100, not {self.determinism_runs!r}"
+            )
         if not _is_int(self.device) or self.device < 0:
             raise ReplayConfigError(f"device must be a device ordinal, not {self.device!r}")
         for name in (

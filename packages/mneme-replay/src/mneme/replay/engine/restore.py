@@ -1,7 +1,9 @@
 """Restore: recreate a recorded instance's device memory at its recorded addresses.
 
 ``DeviceImage`` reserves the recorded virtual address range with the runtime's
-``AddressSpace``, recreates every heap region at its recorded address, uploads the
+``AddressSpace``, recreates every heap region at its recorded address (managed regions,
+which the driver placed outside that range at record time, get reservations of their own
+at exactly their recorded addresses), uploads the
 prologue once and keeps a pristine device copy of it, so resetting memory before each
 iteration is device-to-device copies only. Device globals live in the loaded module:
 ``bind_module`` points them at the module's addresses and resets them the same way.
@@ -74,9 +76,13 @@ class DeviceImage:
         self.device = device
         self.instance = instance
         regions = list(instance.regions)
-        self.heap = [r for r in regions if r.kind == "heap"]
+        # Heap and managed regions both come back as device memory at their recorded
+        # addresses: at replay only the kernel touches them.
+        self.heap = [r for r in regions if r.kind in ("heap", "managed")]
         self.globals_info = [r for r in regions if r.kind == "global"]
-        self.spans = merge_spans(self.heap)
+        granularity = int(device.properties.granularity) or (2 << 20)
+        self.spans = merge_spans([r for r in self.heap if r.kind == "heap"])
+        managed = merge_spans([r for r in self.heap if r.kind == "managed"], granularity)
         base, size = int(info.vas_base), int(info.vas_size)
         for span in self.spans:
             if span.address < base or span.address + span.size > base + size:
@@ -87,19 +93,31 @@ class DeviceImage:
         epilogues = self._epilogues(verify)
         # Scratch (pristine copies, expected epilogues, verification results, L2 flush)
         # lives in the same reservation, past the recorded range.
-        scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans)
+        scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed)
         scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
         scratch += sum(_round_up(len(e), _SCRATCH_ALIGNMENT) for e in epilogues.values())
         scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
         scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
         scratch += self._flush_size()  # address space only until flush_l2 is used
-        granularity = int(device.properties.granularity) or (2 << 20)
         # every scratch allocation may start a fresh granule; keep room for that
-        scratch += granularity * (len(self.spans) + len(regions) + 4)
+        scratch += granularity * (len(self.spans) + len(managed) + len(regions) + 4)
         reserve = _round_up(size + scratch, _RESERVE_STEP)
+        for span in managed:
+            if span.address < base + reserve and base < span.address + span.size:
+                raise RestoreError(
+                    f"managed memory recorded at {span.address:#x} overlaps the replay's "
+                    f"address range {base:#x}+{reserve:#x}; record again with another "
+                    "--vass-base"
+                )
         self.space = device.address_space(base, reserve)
         self._allocations: list = []
+        self._managed_spaces: list = []
         try:
+            for span in managed:
+                space = device.address_space(span.address, span.size)
+                self._managed_spaces.append(space)
+                self._allocations.append(space.allocate_at(span.address, span.size))
+            self.spans = self.spans + managed
             self._restore(info, epilogues)
         except BaseException:
             self.close()
@@ -129,7 +147,8 @@ class DeviceImage:
     def _restore(self, info, epilogues: dict[str, np.ndarray]) -> None:
         device = self.device
         for span in self.spans:
-            self._allocations.append(self.space.allocate_at(span.address, span.size))
+            if not any(a.address == span.address for a in self._allocations):
+                self._allocations.append(self.space.allocate_at(span.address, span.size))
             device.fill(span.address, 0, span.size)  # bytes between regions: zero
         for region in self.heap:
             data = self._prologue(region)
@@ -224,7 +243,7 @@ class DeviceImage:
 
     def actual_address(self, region) -> int | None:
         """Where the replayed bytes of ``region`` are (None: global not in the module)."""
-        if region.kind == "heap":
+        if region.kind in ("heap", "managed"):
             return int(region.address)
         for g in self.globals:
             if g.region.name == region.name:
@@ -237,6 +256,10 @@ class DeviceImage:
         space = getattr(self, "space", None)
         if space is not None and not space.closed:
             space.close()
+        for managed in getattr(self, "_managed_spaces", []):
+            if not managed.closed:
+                managed.close()
+        self._managed_spaces = []
         self._allocations = []
 
     def __enter__(self) -> DeviceImage:

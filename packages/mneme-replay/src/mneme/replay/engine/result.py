@@ -43,6 +43,9 @@ class ReplayResult:
     #: seconds for restore (first replay of the session only), reset, run, verify
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: region → class, for the regions the unchanged kernel does not reproduce bit for bit
+    #: (engine/determinism.py); verification checked each by its class
+    determinism: dict[str, str] = field(default_factory=dict)
 
     @property
     def mean_time(self) -> float | None:
@@ -98,6 +101,15 @@ class ReplayResult:
             lines.append(
                 f"time       mean {self.mean_time:.4f} ms, min {self.min_time:.4f} ms "
                 f"over {len(self.exec_time)} iterations"
+            )
+        if self.determinism:
+            counts: dict[str, int] = {}
+            for kind in self.determinism.values():
+                counts[kind] = counts.get(kind, 0) + 1
+            lines.append(
+                "reproduces "
+                + ", ".join(f"{n} region(s) {k}" for k, n in sorted(counts.items()))
+                + "; the others exact"
             )
         if self.verified is None:
             lines.append("verified   not checked")

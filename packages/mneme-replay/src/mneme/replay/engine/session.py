@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from ..jit import CompileCache, CompileConfig, CompileResult, compile_kernel
+from . import determinism as nd
 from .config import ReplayConfig, ReplaySettings
 from .errors import KernelFailedError, LaunchConfigError, NoGpuError, ReplayConfigError
 from .restore import DeviceImage
@@ -141,6 +144,8 @@ class ReplaySession:
         self._stream = None
         self._events: list = []
         self.make_room = make_room
+        self._profile: nd.DeterminismProfile | None = None
+        self._expected_host: dict[str, np.ndarray] = {}
 
     # -- pieces ---------------------------------------------------------------------------
 
@@ -279,8 +284,64 @@ class ReplaySession:
         )
         if compile_only:
             return result
+        if replay.verify and replay.determinism_runs:
+            # Before any candidate is verified: what the unchanged kernel reproduces.
+            self.determinism(replay)
         self._replay(compiled, replay, grid, block, shared, result)
         return result
+
+    # -- what the unchanged kernel reproduces ------------------------------------------------
+
+    def determinism(self, replay: ReplayConfig | None = None) -> nd.DeterminismProfile:
+        """The instance's determinism profile: from the database's cache, else measured now
+        by ``replay.determinism_runs`` runs of the recorded configuration (baseline
+        pipeline, recorded launch) and kept in the cache."""
+        replay = replay or ReplayConfig()
+        if self._profile is None:
+            self._profile = nd.load_profile(self.instance)
+        if self._profile is None:
+            self._profile = self._measure_determinism(replay)
+            nd.store_profile(self.instance, self._profile)
+        return self._profile
+
+    def _measure_determinism(self, replay: ReplayConfig) -> nd.DeterminismProfile:
+        baseline = CompileConfig()
+        unchanged = ReplayConfig(iterations=1, warmup=0, verify=False, arch=replay.arch,
+                                 device=replay.device, determinism_runs=0)
+        exact = {r.name: Tolerance() for r in self.instance.regions}
+        runs = max(1, replay.determinism_runs)
+        samples: dict[str, list[np.ndarray | None]] = {}
+        for _ in range(runs):
+            self.run(baseline, unchanged)
+            differing = {m.region for m in self._check(exact, profile=None)}
+            for region in self.instance.regions:
+                bytes_now = None
+                if region.name in differing:
+                    bytes_now = self._device_bytes(region)
+                samples.setdefault(region.name, []).append(bytes_now)
+        profile = nd.DeterminismProfile(runs, baseline.pipeline)
+        for region in self.instance.regions:
+            taken = samples.get(region.name, [])
+            if all(s is None for s in taken):
+                continue
+            recorded = self._expected_bytes(region)
+            profile.regions[region.name] = nd.classify(
+                recorded, [recorded if s is None else s for s in taken]
+            )
+        return profile
+
+    def _device_bytes(self, region) -> np.ndarray:
+        address = self.image().actual_address(region)
+        data = np.empty(region.size, dtype=np.uint8)
+        if address is not None and region.size:
+            self.device.copy_from_device(data, address)
+        return data
+
+    def _expected_bytes(self, region) -> np.ndarray:
+        if region.name not in self._expected_host:
+            data = np.ascontiguousarray(self.instance.epilogue(region.name))
+            self._expected_host[region.name] = data.view(np.uint8).reshape(-1)
+        return self._expected_host[region.name]
 
     def _replay(self, compiled, replay, grid, block, shared, result: ReplayResult) -> None:
         from mneme.runtime import DriverError
@@ -354,31 +415,51 @@ class ReplaySession:
             result.mismatches = self.verify(replay)
             result.verified = not result.mismatches
             result.timings["verify"] = time.perf_counter() - start
+            if self._profile is not None and replay.determinism_runs:
+                result.determinism = self._profile.classes()
+                for name, kind in result.determinism.items():
+                    if kind == nd.ANY:
+                        result.notes.append(
+                            f"{name} not checked: the unchanged kernel does not reproduce it"
+                        )
 
     def verify(self, replay: ReplayConfig | None = None) -> list:
         """Compare the device memory now with the recorded epilogue (on the device)."""
         replay = replay or ReplayConfig()
+        profile = self._profile if replay.determinism_runs else None
+        return self._check(self.tolerances(replay), profile)
+
+    def _check(self, tolerances: dict[str, Tolerance], profile) -> list:
+        """Each region by its class (bit-exact without a profile): on the device, except
+        order-insensitive regions, compared as multisets on the host."""
         image = self.image()
         if self._verifier is None:
             self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
-        tolerances = self.tolerances(replay)
-        checks = []
+        checks, unordered = [], []
         for region in self.instance.regions:
             actual = image.actual_address(region)
             expected = image.expected.get(region.name)
             if actual is None or expected is None:
                 continue
+            kind = profile.of(region.name) if profile is not None else nd.RegionClass()
+            if kind.kind == nd.ANY:
+                continue
+            if kind.kind == nd.ORDER:
+                unordered.append((region, kind.element))
+                continue
+            tolerance = tolerances.get(region.name, Tolerance())
+            if kind.kind == nd.FLOAT:
+                tolerance = kind.tolerance(tolerances.get(region.name))
             checks.append(
-                RegionCheck(
-                    region.name,
-                    actual,
-                    expected,
-                    region.size,
-                    tolerances.get(region.name, Tolerance()),
-                    int(region.address),
-                )
+                RegionCheck(region.name, actual, expected, region.size, tolerance, int(region.address))
             )
-        return self._verifier.run(checks, image.results, self._stream)
+        mismatches = self._verifier.run(checks, image.results, self._stream)
+        for region, width in unordered:
+            found = nd.order_mismatch(region.name, int(region.address), self._device_bytes(region),
+                                      self._expected_bytes(region), width)
+            if found is not None:
+                mismatches.append(found)
+        return mismatches
 
     def clear_compiled(self) -> None:
         """Forget compiled and loaded code (a fresh in-memory cache): the next run
