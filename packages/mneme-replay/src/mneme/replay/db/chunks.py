@@ -224,6 +224,13 @@ ARRAY_SCHEMA = Obj(
     {"storage_transformers": Exactly([])},
     extra=False,
 )
+#: A group's zarr.json: plain Zarr readers refuse unknown fields.
+GROUP_SCHEMA = Obj(
+    {"zarr_format": Exactly(3), "node_type": Exactly("group")},
+    {"attributes": Obj({}), "consolidated_metadata": Exactly(None)},
+    extra=False,
+)
+
 _CODECS = (
     Exactly({"name": "bytes"}),
     Obj(

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import layout
 from .chunks import (
+    GROUP_SCHEMA,
     ArrayInfo,
     decode_chunk,
     load_json,
@@ -76,9 +77,7 @@ def _guard(problems: list[Problem], where: str, fn: Callable[[], object]) -> boo
 
 
 def _group(path: Path) -> None:
-    doc = load_json(path / "zarr.json")
-    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
-        raise CorruptDataError(f"{path}/zarr.json is not a Zarr v3 group")
+    GROUP_SCHEMA.check(load_json(path / "zarr.json"), f"{path}/zarr.json")
 
 
 def _entries(path: Path, allowed: set[str], what: str) -> list[str]:
@@ -298,6 +297,7 @@ def check_database(db: Database, progress: Callable[[], None] = lambda: None) ->
     for name in sorted(os.listdir(db.root)):
         if name not in ("zarr.json", layout.KERNELS, layout.PRIVATE_DIR):
             problems.append(Problem(f"{db.root}/{name}", "unexpected entry", fatal=False))
+    _guard(problems, str(db.root), lambda: _group(db.root))
     base = db.root / layout.KERNELS
     if base.is_symlink() or not (base / "zarr.json").is_file():
         problems.append(Problem(str(db.root), "kernels group metadata is missing"))

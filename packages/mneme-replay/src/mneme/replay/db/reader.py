@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import layout
-from .chunks import ArrayInfo, load_json, read_array_info, read_range, stored_bytes
+from .chunks import GROUP_SCHEMA, ArrayInfo, load_json, read_array_info, read_range, stored_bytes
 from .errors import (
     CorruptDataError,
     FormatVersionError,
@@ -53,8 +53,7 @@ def check_format_version(root: Path, attrs: dict) -> None:
 def _attrs(path: Path, kind: str, schema: Spec, where: str) -> dict:
     """A node's ``attributes.mneme``, checked against its schema before any use."""
     doc = load_json(path / "zarr.json")
-    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
-        raise CorruptDataError(f"{path}: not a Zarr v3 group")
+    GROUP_SCHEMA.check(doc, f"{path}/zarr.json")
     attrs = doc.get("attributes")
     attrs = attrs.get(layout.ATTRS_KEY) if isinstance(attrs, dict) else None
     if not isinstance(attrs, dict) or attrs.get("kind") != kind:
@@ -98,6 +97,7 @@ class Database:
         attrs = attrs.get(layout.ATTRS_KEY) if isinstance(attrs, dict) else None
         if doc.get("node_type") != "group" or not isinstance(attrs, dict):
             raise NotADatabaseError(f"{root} is a Zarr hierarchy but not a mneme recording database")
+        GROUP_SCHEMA.check(doc, f"{root}/zarr.json")
         check_format_version(root, attrs)
         return cls(root, RecordingInfo.from_json(attrs))
 
