@@ -169,3 +169,20 @@ def test_launch_space_scales_per_thread_shared_memory(recorded, tmp_path):
     assert verified >= {128, 256, 512, 1024}, [(t.params, t.reason) for t in outcome.trials]
     faulted = [t for t in outcome.trials if t.reason and "differ" not in t.reason]
     assert faulted == [], [(t.params, t.reason) for t in faulted]
+
+
+def test_graphs_that_cannot_run_node_by_node_run_unrecorded_saying_so(recorded):
+    """A graph with memory allocation/free nodes and a graph instantiated for device-side
+    launch: each runs as it is, with one line naming it and the call site; the program's
+    own results do not change; only its eager launches are recorded."""
+    db_path, plain, result = recorded("graph_unrecordable")
+    assert result.returncode == 0, result.stderr
+    assert own_results(result.stdout) == own_results(plain.stdout)
+    lines = [line for line in result.stderr.splitlines() if "runs unrecorded" in line]
+    assert len(lines) == 2, result.stderr
+    assert any("memory allocation node" in line for line in lines), lines
+    assert any("device-side launch" in line for line in lines), lines
+    assert all("graph_unrecordable+0x" in line and "addr2line" in line for line in lines), lines
+    occurrences = {i.kernel.demangled_name.split("(")[0]: i.occurrences
+                   for i in Database.open(db_path).instances()}
+    assert occurrences == {"fill_square": 1, "fold": 1}

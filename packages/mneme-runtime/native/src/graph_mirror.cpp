@@ -60,6 +60,36 @@ bool dependency_order(cudaGraph_t graph, std::vector<cudaGraphNode_t>& out) {
   return out.size() == nodes.size();
 }
 
+// The first node (in child graphs too) the recorder cannot run on its own, as a reason;
+// empty when there is none. Checked before cloning: some of them cannot be cloned.
+std::string unsupported_node(cudaGraph_t graph) {
+  REAL(cudaGraphNodeGetType);
+  REAL(cudaGraphChildGraphNodeGetGraph);
+  for (auto node : nodes_of(graph)) {
+    cudaGraphNodeType type;
+    if (real_cudaGraphNodeGetType(node, &type) != cudaSuccess) return "a node's type could not be read";
+    switch (type) {
+      case cudaGraphNodeTypeGraph: {
+        cudaGraph_t child = nullptr;
+        if (real_cudaGraphChildGraphNodeGetGraph(node, &child) != cudaSuccess) return "a child graph could not be read";
+        if (auto why = unsupported_node(child); !why.empty()) return why;
+        break;
+      }
+      case cudaGraphNodeTypeKernel:
+      case cudaGraphNodeTypeMemcpy:
+      case cudaGraphNodeTypeMemset:
+      case cudaGraphNodeTypeHost:
+      case cudaGraphNodeTypeEmpty:
+      case cudaGraphNodeTypeWaitEvent:
+      case cudaGraphNodeTypeEventRecord:
+        break;
+      default:
+        return std::string("it holds a ") + node_type_name(type) + " node";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 GraphMirror::GraphMirror(cudaGraph_t graph, unsigned long long flags) {
@@ -68,6 +98,8 @@ GraphMirror::GraphMirror(cudaGraph_t graph, unsigned long long flags) {
     why_not_ = "it was instantiated for device-side launch";
     return;
   }
+  why_not_ = unsupported_node(graph);
+  if (!why_not_.empty()) return;
   if (real_cudaGraphClone(&clone_, graph) != cudaSuccess) {
     clone_ = nullptr;
     why_not_ = "the recorder could not copy it (cudaGraphClone failed)";
@@ -136,6 +168,22 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
         }
         if (!p.kernelParams && p.extra) {
           why = std::string("kernel node ") + name + " passes its arguments as a packed buffer (extra)";
+          return false;
+        }
+        // A plain launch cannot reproduce a cooperative or clustered kernel node.
+        using GetAttribute = CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*);
+        static auto get_attribute = driver_function<GetAttribute>("cuGraphKernelNodeGetAttribute");
+        CUkernelNodeAttrValue value{};
+        auto as_node = reinterpret_cast<CUgraphNode>(node);
+        if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &value) == CUDA_SUCCESS &&
+            value.cooperative) {
+          why = std::string("kernel node ") + name + " is a cooperative launch";
+          return false;
+        }
+        value = CUkernelNodeAttrValue{};
+        if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &value) == CUDA_SUCCESS &&
+            value.clusterDim.x * value.clusterDim.y * value.clusterDim.z > 1) {
+          why = std::string("kernel node ") + name + " launches thread-block clusters";
           return false;
         }
         step.kernel = {f, name, dim3(p.gridDimX, p.gridDimY, p.gridDimZ), dim3(p.blockDimX, p.blockDimY, p.blockDimZ),
@@ -293,6 +341,7 @@ void GraphMirror::update_from(cudaGraph_t graph) {
   REAL(cudaGraphClone);
   REAL(cudaGraphDestroy);
   if (!clone_) return;
+  if (auto why = unsupported_node(graph); !why.empty()) return lose_track(why);
   cudaGraph_t fresh = nullptr;
   if (real_cudaGraphClone(&fresh, graph) != cudaSuccess) return lose_track("an updated graph could not be copied");
   auto before = nodes_of(clone_), after = nodes_of(fresh);
