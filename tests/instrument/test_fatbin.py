@@ -17,7 +17,10 @@ from mneme.instrument.fatbin import (
     NoFatbinError,
     _lz4,
     _lz4_block,
+    image_kind,
+    parse_code_image,
     parse_fatbin,
+    read_code_file,
     read_fatbin,
 )
 from mneme.instrument.section import NotInstrumentedError, read_elf_section
@@ -65,6 +68,7 @@ def built(tmp_path_factory):
     }
     commands["cubin"] = [nvcc, "-arch=sm_90", "-cubin", str(SOURCE), "-o", str(out / "k.cubin")]
     commands["ptx"] = [nvcc, "-arch=sm_90", "-ptx", str(SOURCE), "-o", str(out / "k.ptx")]
+    commands["sm_80"] = [nvcc, "-arch=sm_80", "-cubin", str(SOURCE), "-o", str(out / "k80.cubin")]
     for command in commands.values():
         subprocess.run(command, check=True, capture_output=True)
     return out
@@ -160,6 +164,38 @@ def test_inspect_errors_on_nvcc_executables(built):
     assert "--ptx scale" in _one_line(run_mneme("inspect", exe, "--ir", "scale"))
     assert "matches 2 kernels" in _one_line(run_mneme("inspect", exe, "--ptx", "ns::scale"))
     assert "no kernel 'nope'" in _one_line(run_mneme("inspect", exe, "--ptx", "nope"))
+
+
+def test_code_images_as_the_driver_takes_them(built, section):
+    """cuModuleLoadData's inputs: a cubin, PTX (NUL-terminated), a fatbinary in memory."""
+    cubin = (built / "k.cubin").read_bytes()
+    ptx = (built / "k.ptx").read_bytes()
+    assert [image_kind(x) for x in (cubin, ptx, section, b"garbage")] == [
+        "cubin", "ptx", "fatbin", None
+    ]
+    (entry,) = parse_code_image(cubin)
+    assert (entry.kind, entry.arch, entry.data) == ("cubin", "sm_90", cubin)
+    assert {k.name: k.demangled for k in entry.kernels} == KERNELS
+    (entry,) = parse_code_image(ptx + b"\0")
+    assert (entry.kind, entry.arch, entry.version) == ("ptx", "compute_90", "9.0")
+    assert {k.name: k.demangled for k in entry.kernels} == KERNELS
+    (old,) = parse_code_image((built / "k80.cubin").read_bytes())
+    assert old.arch == "sm_80" and len(old.kernels) == 4
+    # a registered fatbinary is one container; what follows it in memory is not read
+    first = parse_fatbin(section)[0]
+    end = 16 + struct.unpack_from("<Q", section, 8)[0]
+    assert [e.to_dict() for e in parse_code_image(section[:end] + b"\xff" * 64)] == [
+        first.to_dict()
+    ]
+    with pytest.raises(FatbinError, match="neither a fatbinary, a cubin nor PTX"):
+        parse_code_image(b"hello")
+    # files: inspect reads .cubin and .ptx files as they are
+    for name, kind in (("k.cubin", "a cubin"), ("k.ptx", "PTX")):
+        assert len(read_code_file(built / name)) == 1
+        listing = run_mneme("inspect", str(built / name), check=True).stdout
+        assert listing.startswith(f"{built / name}: 4 kernels in {kind} ")
+    source = _one_line(run_mneme("inspect", str(SOURCE)))
+    assert "not an ELF file" in source and "PTX" in source
 
 
 def test_files_without_a_fatbinary(tmp_path):

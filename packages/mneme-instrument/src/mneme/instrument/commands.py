@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from . import toolchain
-from .fatbin import FatbinEntry, FatbinKernel, NoFatbinError, read_fatbin
+from .fatbin import FatbinEntry, FatbinKernel, NoFatbinError, image_kind, read_code_file
 from .section import (
     Kernel,
     NotInstrumentedError,
@@ -132,18 +132,24 @@ def inspect(
     an executable built by nvcc (or plain clang++), the kernels of its CUDA fatbinary
     (SASS and PTX per architecture)."""
     if ptx_kernel is not None or force_fatbin:
-        _inspect_fatbin(binary, _fatbin_or_error(binary), ptx_kernel, as_json)
+        _inspect_fatbin(binary, *_fatbin_or_error(binary), ptx_kernel, as_json)
         return
     try:
         kernels = read_kernels(binary)
     except NotInstrumentedError:
-        entries = _fatbin_or_error(binary)
+        kernels = None
+    except SectionError as error:
+        if "not an ELF file" not in str(error):
+            raise
+        kernels = None  # perhaps a .fatbin or .ptx file
+    if kernels is None:
+        entries, source = _fatbin_or_error(binary)
         if ir_kernel is not None:
             raise InspectError(
                 f"{binary}: no embedded IR (built without mneme-clang++); its fatbinary's "
                 f"PTX: `mneme inspect {binary} --ptx {ir_kernel}`"
-            ) from None
-        _inspect_fatbin(binary, entries, None, as_json)
+            )
+        _inspect_fatbin(binary, entries, source, None, as_json)
         return
     if ir_kernel is not None:
         matches = find_kernel(kernels, ir_kernel)
@@ -175,14 +181,22 @@ def inspect(
         _print_kernel(k)
 
 
-def _fatbin_or_error(binary: Path) -> list[FatbinEntry]:
+def _fatbin_or_error(binary: Path) -> tuple[list[FatbinEntry], str]:
+    """The fatbinary's entries of an ELF file, or those of a .cubin/.fatbin/.ptx file, and
+    which of these it is ("fatbinary", "cubin" or "ptx")."""
     try:
-        return read_fatbin(binary)
+        entries = read_code_file(binary)
+        with open(binary, "rb") as f:
+            kind = image_kind(f.read(4096))
+        return entries, kind if kind in ("cubin", "ptx") else "fatbinary"
     except NoFatbinError:
         raise NotInstrumentedError(
             f"{binary}: no embedded kernel IR (no .mneme.kernels section) and no CUDA "
             "fatbinary; rebuild it with mneme-clang++ (or add_mneme() in CMake), or nvcc"
         ) from None
+
+
+_SOURCE_TEXT = {"fatbinary": "a CUDA fatbinary", "cubin": "a cubin", "ptx": "PTX"}
 
 
 def _fatbin_groups(entries: list[FatbinEntry]) -> dict[str, list[FatbinKernel]]:
@@ -217,7 +231,7 @@ def _entry_text(e: FatbinEntry) -> str:
 
 
 def _inspect_fatbin(
-    binary: Path, entries: list[FatbinEntry], ptx_kernel: str | None, as_json: bool
+    binary: Path, entries: list[FatbinEntry], source: str, ptx_kernel: str | None, as_json: bool
 ) -> None:
     groups = _fatbin_groups(entries)
     if ptx_kernel is not None:
@@ -261,7 +275,7 @@ def _inspect_fatbin(
             json.dumps(
                 {
                     "binary": str(binary),
-                    "source": "fatbinary",
+                    "source": source,
                     "entries": [e.to_dict() for e in entries],
                     "kernels": kernels,
                 },
@@ -271,7 +285,7 @@ def _inspect_fatbin(
         return
     n = len(groups)
     click.echo(
-        f"{binary}: {n} kernel{'s' if n != 1 else ''} in a CUDA fatbinary "
+        f"{binary}: {n} kernel{'s' if n != 1 else ''} in {_SOURCE_TEXT[source]} "
         f"({len(entries)} code entr{'ies' if len(entries) != 1 else 'y'}; no mneme IR)"
     )
     click.echo("  " + "\n  ".join(_entry_text(e) for e in entries))

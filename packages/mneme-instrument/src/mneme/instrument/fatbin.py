@@ -52,9 +52,12 @@ __all__ = [
     "NoFatbinError",
     "demangle",
     "fatbin_kernels",
+    "image_kind",
+    "parse_code_image",
     "parse_cubin",
     "parse_fatbin",
     "ptx_entries",
+    "read_code_file",
     "read_fatbin",
 ]
 
@@ -531,6 +534,95 @@ def read_fatbin(path: str | os.PathLike) -> list[FatbinEntry]:
     raise NoFatbinError(
         f"{path}: no CUDA fatbinary (no .nv_fatbin section): not built by nvcc with device code"
     )
+
+
+EM_CUDA = 190
+MAX_IMAGE_BYTES = 1 << 30
+
+
+def cubin_arch(elf: bytes) -> str:
+    """'sm_90' from a cubin's ELF header: e_flags bits 8-15 (ELF ABI version 8, CUDA 12+),
+    bits 0-7 before."""
+    if len(elf) < _ELF_HEADER.size:
+        raise FatbinError("truncated cubin")
+    flags = _ELF_HEADER.unpack_from(elf, 0)[7]
+    sm = (flags >> 8) & 0xFF if elf[8] >= 8 else flags & 0xFF
+    return f"sm_{sm}"
+
+
+def image_kind(image: bytes) -> str | None:
+    """"fatbin", "cubin", "ptx" or None: what a code image is, from its first bytes."""
+    if len(image) >= CONTAINER.size and CONTAINER.unpack_from(image, 0)[0] == FATBIN_MAGIC:
+        return "fatbin"
+    if image[:4] == b"\x7fELF":
+        return "cubin" if image[18:20] == EM_CUDA.to_bytes(2, "little") else None
+    head = image[:4096].split(b"\0", 1)[0]
+    if re.search(rb"^\s*\.version\s+\d+\.\d+", head, re.M):
+        return "ptx"
+    return None
+
+
+def parse_code_image(
+    image: bytes, where: str = "image", first_container_only: bool = True
+) -> list[FatbinEntry]:
+    """The code entries of what ``cuModuleLoadData``/``cuLibraryLoadData`` accept, or a
+    fatbinary ``__cudaRegisterFatBinary`` registers: a fatbinary (its entries; of the first
+    container only, as an image in memory is, unless ``first_container_only`` is False), a
+    cubin (one SASS entry) or PTX text (one PTX entry, NUL-terminated or not)."""
+    if image_kind(image) == "fatbin":
+        _, _, header_size, size = CONTAINER.unpack_from(image, 0)
+        end = header_size + size if first_container_only else len(image)
+        return parse_fatbin(image[: min(end, len(image))], where)
+    if image[:4] == b"\x7fELF":
+        if len(image) < 20 or int.from_bytes(image[18:20], "little") != EM_CUDA:
+            raise FatbinError(f"{where}: an ELF file that is not a CUDA cubin (machine != EM_CUDA)")
+        arch = cubin_arch(image)
+        kind, prefix = KIND_ELF, "sm"
+        version = (image[8], 0)
+    else:
+        text = image.split(b"\0", 1)[0]
+        match = re.search(rb"^\s*\.target\s+sm_(\d+)", text, re.M)
+        if not re.search(rb"^\s*\.version\s+\d+\.\d+", text, re.M) or match is None:
+            raise FatbinError(f"{where}: neither a fatbinary, a cubin nor PTX text")
+        arch, kind, prefix = f"sm_{int(match.group(1))}", KIND_PTX, "compute"
+        found = re.search(rb"^\s*\.version\s+(\d+)\.(\d+)", text, re.M)
+        version = (int(found.group(1)), int(found.group(2)))
+        image = text
+    number = int(arch.split("_")[1])
+    entry = _entry(0, 0, 0, kind, version[1], version[0], number, 0x11, image, 0, 0)
+    entry = _replace(entry, arch=f"{prefix}_{number}")
+    names = [k.name for k in entry.kernels]
+    readable = dict(zip(names, demangle(names), strict=True))
+    return [_replace(entry, kernels=tuple(_replace(k, demangled=readable[k.name], arch=entry.arch)
+                                          for k in entry.kernels))]
+
+
+def read_code_file(path: str | os.PathLike) -> list[FatbinEntry]:
+    """Code entries of a file: an ELF executable/library/object with a fatbinary, or a
+    .cubin, .fatbin or .ptx file (parse_code_image)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except FileNotFoundError:
+        raise SectionError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SectionError(f"{path}: is a directory, not an executable") from None
+    except PermissionError:
+        raise SectionError(f"{path}: permission denied") from None
+    if head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") != EM_CUDA:
+        return read_fatbin(path)
+    if path.stat().st_size > MAX_IMAGE_BYTES:
+        raise FatbinError(f"{path}: larger than {MAX_IMAGE_BYTES} bytes; not a code image")
+    try:
+        return parse_code_image(path.read_bytes(), str(path), first_container_only=False)
+    except FatbinError as error:
+        if head[:4] == b"\x7fELF":
+            raise
+        raise SectionError(
+            f"{path}: not an ELF file (executable, shared library or object), cubin, "
+            "fatbinary or PTX"
+        ) from error
 
 
 def fatbin_kernels(entries: list[FatbinEntry]) -> list[FatbinKernel]:
