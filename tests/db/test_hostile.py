@@ -661,3 +661,22 @@ def test_inspect_skips_64_mib_of_padding_quickly(tmp_path):
     assert code == 0, err
     assert "0 kernels" in out
     assert time.monotonic() - start < 5
+
+
+def test_writers_keep_a_format_1_database_at_format_1(tmp_path):
+    """Appending never makes a format-1 database claim checksums its old nodes lack."""
+    native = pytest.importorskip("mneme.runtime._native")
+    root = tmp_path / "old.rdb"
+    native.RecordingWriter(str(root), BASE, 1 << 30)  # as `mneme record` creates it: no GPU facts
+    meta = root / "zarr.json"
+    meta.write_text(meta.read_text().replace('"format_version": 2', '"format_version": 1'))
+    assert Database.open(root).info.format_version == 1
+    with DatabaseWriter.create(root, INFO) as writer:
+        writer.add_kernel(kernel_record())
+    native.RecordingWriter(str(root), BASE, 1 << 30, gpu_name="NVIDIA H100", compute_capability="9.0")
+    info = Database.open(root).info
+    assert (info.format_version, info.gpu_name) == (1, "NVIDIA H100")
+    with DatabaseWriter.create(root, INFO) as writer:
+        writer.add_instance(STATIC, simple_instance(3))
+    assert Database.open(root).info.format_version == 1
+    assert run("check", root)[0] == 0

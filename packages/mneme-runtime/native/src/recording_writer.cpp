@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -233,9 +234,10 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
     ~Unlock() { ::flock(fd, LOCK_UN); ::close(fd); }
   } unlock{lock_fd};
   // The root metadata: what was recorded where (GPU, driver, address range, command).
+  int format_version = kFormatVersion;
   auto root_attributes = [&] {
     std::ostringstream a;
-    a << "{\"format_version\": " << kFormatVersion << ", \"tool_version\": " << json_string(info_.tool_version)
+    a << "{\"format_version\": " << format_version << ", \"tool_version\": " << json_string(info_.tool_version)
       << ", \"created\": " << json_string(now_iso()) << ", \"host\": " << json_string(info_.host)
       << ", \"gpu\": {\"name\": " << json_string(info_.gpu_name)
       << ", \"compute_capability\": " << json_string(info_.compute_capability) << "}"
@@ -258,8 +260,14 @@ RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string 
       throw UserError(root_.string() + " holds a recording of another address range: use a new directory");
     // `mneme record` creates the database before the application starts, when no GPU
     // facts are known yet: the recorder's writer completes them.
-    if (text.find("\"gpu\": {\"name\": \"\"") != std::string::npos && !info_.gpu_name.empty())
+    if (text.find("\"gpu\": {\"name\": \"\"") != std::string::npos && !info_.gpu_name.empty()) {
+      // A database keeps its format version (a format-1 one has no content checksums).
+      const std::string key = "\"format_version\": ";
+      size_t at = text.find(key);
+      if (at != std::string::npos) format_version = std::atoi(text.c_str() + at + key.size());
+      if (format_version < 1 || format_version > kFormatVersion) format_version = kFormatVersion;
       write_json(meta, group_json(root_attributes()));
+    }
   } else {
     if (foreign())
       throw UserError(root_.string() + " is not empty and not a mneme database: choose a new or empty directory");
@@ -433,7 +441,7 @@ bool RecordingWriter::add_kernel(const KernelInfo& k) {
   Staging stage(staging() / (std::to_string(getpid()) + "-" + hex16(std::random_device{}())));
   fs::path node = stage.dir() / k.static_hash;
   fs::create_directories(node / "instances");
-  write_array(node / "ir", reinterpret_cast<const uint8_t*>(k.ir.data()), k.ir.size(), "llvm-bitcode", false);
+  write_array(node / "ir", reinterpret_cast<const uint8_t*>(k.ir.data()), k.ir.size(), k.code, false);
   write_json(node / "instances" / "zarr.json", group_json(""));
   std::ostringstream a;
   a << "{\"kind\": \"kernel\", \"static_hash\": " << json_string(k.static_hash)
@@ -452,7 +460,9 @@ bool RecordingWriter::add_kernel(const KernelInfo& k) {
     a << (i ? ", " : "") << "{\"name\": " << json_string(g.name) << ", \"size\": " << g.size
       << ", \"address_space\": " << g.address_space << "}";
   }
-  a << "], \"launch_bounds\": null, \"ir_size\": " << k.ir.size()
+  a << "], \"launch_bounds\": null";
+  if (k.code != "llvm-bitcode") a << ", \"code\": " << json_string(k.code);
+  a << ", \"ir_size\": " << k.ir.size()
     << ", \"ir_crc32c\": " << crc32c(reinterpret_cast<const uint8_t*>(k.ir.data()), k.ir.size()) << "}";
   write_json(node / "zarr.json", group_json(a.str()));
   return commit(node, final_path);
