@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from record_support import executable, mneme_record
 
@@ -16,11 +17,19 @@ def one_line(result) -> str:
     return lines[0]
 
 
-def test_not_instrumented_executable_names_the_wrapper(tmp_path):
-    plain = executable("atomics", tmp_path, compiler="clang++-22")
-    line = one_line(mneme_record(tmp_path / "db", plain))
-    assert "mneme-clang++" in line
+def test_executable_without_device_code_names_the_wrapper(tmp_path):
+    host_only = Path(sys.executable).resolve()  # no .mneme.kernels, no .nv_fatbin
+    line = one_line(mneme_record(tmp_path / "db", host_only))
+    assert "mneme-clang++" in line and "nvcc" in line
     assert not (tmp_path / "db").exists()  # nothing written for a refused run
+
+
+def test_plain_clang_build_is_recorded_from_its_fatbinary(tmp_path):
+    """Not instrumented, but with device code and the shared CUDA runtime: accepted (its
+    kernels are recorded with their PTX/cubin); without a GPU the recorder then stops."""
+    plain = executable("atomics", tmp_path, compiler="clang++-22")
+    result = mneme_record(tmp_path / "db", plain)
+    assert "recordable kernels" in result.stderr and "mneme-clang++" not in result.stderr
 
 
 def test_missing_executable_and_bad_options(tmp_path):

@@ -13,6 +13,7 @@
 // docs/record.md); kernel metadata and IR come from a manifest file it extracts from
 // the executable's .mneme.kernels section.
 #include <cuda.h>
+#include <cxxabi.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -31,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +43,7 @@
 #include "mneme/runtime/recording_writer.hpp"
 #include "mneme/runtime/snapshot_pipeline.hpp"
 #include "graph_mirror.hpp"
+#include "managed_arena.hpp"
 #include "interpose.hpp"
 
 namespace rt = mneme::runtime;
@@ -194,7 +197,14 @@ class Recorder {
   bool active() const { return active_; }
   std::mutex mutex;
 
-  void register_function(const void* host, const char* device_name) { functions_[host] = device_name; }
+  void register_function(void** handle, const void* host, const char* device_name) {
+    functions_[host] = device_name;
+    auto it = fatbins_.find(handle);
+    if (it != fatbins_.end()) fatbin_of_.emplace(device_name, it->second);
+  }
+  // The fatbinary an nvcc-built module registers: kernels missing from the manifest are
+  // recorded with it as their code (PTX and/or cubin inside; docs/record.md).
+  void register_fatbin(void** handle, std::string_view bytes) { fatbins_[handle] = bytes; }
   void register_var(const void* host, const char* name, uint64_t size) { globals_.push_back({name, host, size}); }
 
   rt::AddressSpace& space() {
@@ -208,6 +218,14 @@ class Recorder {
   // they are snapshotted like heap regions, at their own addresses.
   void track_managed(uint64_t address, uint64_t size) { managed_[address] = size; }
   bool untrack_managed(uint64_t address) { return managed_.erase(address) != 0; }
+  // Managed memory from the fixed range after the device range (managed_arena.hpp);
+  // 0 when it cannot be placed there (then the driver's managed memory is used).
+  uint64_t allocate_managed(uint64_t size) {
+    if (!space_) init_device();
+    return arena_ ? arena_->allocate(size) : 0;
+  }
+  bool free_managed(uint64_t address) { return arena_ && arena_->free(address); }
+  bool in_arena(uint64_t address, uint64_t size) const { return arena_ && arena_->contains(address, size); }
 
   // Stream capture: while any stream captures, launches only add graph nodes (nothing
   // runs), and a device-wide synchronisation would invalidate the capture.
@@ -228,6 +246,13 @@ class Recorder {
   // node in dependency order with each kernel recorded like a plain launch.
   int launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller, const std::function<int()>& do_launch);
 
+  // nvcc 13 stubs launch through a cudaKernel_t they get once from the host function.
+  void register_kernel_handle(cudaKernel_t kernel, const void* host_function) { kernel_hosts_[kernel] = host_function; }
+  const void* host_of(cudaKernel_t kernel) const {
+    auto it = kernel_hosts_.find(kernel);
+    return it == kernel_hosts_.end() ? nullptr : it->second;
+  }
+
   const std::string* name_of(const void* host_function) const {
     auto it = functions_.find(host_function);
     return it == functions_.end() ? nullptr : &it->second;
@@ -235,9 +260,14 @@ class Recorder {
   // Records around `launch` (which performs the real launch and returns 0 on success)
   // when the kernel is selected; otherwise just launches.
   int launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-             uint64_t stream, const std::function<int()>& do_launch);
+             uint64_t stream, const std::function<int()>& do_launch, CUfunction function = nullptr,
+             const void* host_function = nullptr);
 
  private:
+  // A kernel of a registered fatbinary that the manifest does not know (an nvcc-built
+  // translation unit or library): its entry, with the fatbinary as code and the parameter
+  // layout from cuFuncGetParamInfo; nullptr when it cannot be recorded.
+  KernelEntry* discover(const std::string& device_name, CUfunction function, const void* host_function);
   // A launch of a recorded kernel: its entry, launch record and dynamic hash.
   struct Pending {
     KernelEntry* kernel = nullptr;
@@ -246,9 +276,10 @@ class Recorder {
   };
   // False when the launch is not of a kernel selected for recording.
   bool pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
-               Pending& out);
+               Pending& out, CUfunction function = nullptr, const void* host_function = nullptr);
   // Whether the launch would be captured as a new instance now (changes nothing).
-  bool would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem);
+  bool would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+                    CUfunction function);
 
  public:
 
@@ -264,6 +295,9 @@ class Recorder {
     std::string filter = env("MNEME_RECORD_FILTER");
     if (!filter.empty()) filter_ = std::make_unique<std::regex>(filter);
     epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
+    discover_ = env("MNEME_RECORD_FATBIN", "1") != "0";
+    // Room for managed memory after the device range (0: the driver's managed memory).
+    managed_size_ = std::strtoull(env("MNEME_RECORD_MANAGED_SIZE", "1099511627776").c_str(), nullptr, 0);
     std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
     if (!host_memory.empty() && !(options_.host_memory = rt::parse_size(host_memory)))
       fatal("MNEME_RECORD_HOST_MEMORY=" + host_memory + " is not a size (bytes, or e.g. 512M, 8G)", 2);
@@ -349,6 +383,8 @@ class Recorder {
     try {
       device_ = std::dynamic_pointer_cast<rt::cuda::CudaDevice>(rt::open_device("cuda", ordinal));
       space_ = std::make_unique<rt::AddressSpace>(std::make_unique<rt::cuda::CudaMappingBackend>(device_), base_, vass_);
+      if (managed_size_)
+        arena_ = std::make_unique<mneme::recorder::ManagedArena>(device_->driver(), base_ + vass_, managed_size_);
     } catch (const std::exception& e) {
       fatal(std::string(e.what()) + " (choose another base with --vass-base, or a smaller -vass)");
     }
@@ -412,6 +448,10 @@ class Recorder {
   int max_ = 0;
   std::unique_ptr<std::regex> filter_;
   std::unordered_map<const void*, std::string> functions_;
+  std::unordered_map<void**, std::string_view> fatbins_;
+  std::unordered_map<cudaKernel_t, const void*> kernel_hosts_;
+  std::unordered_map<std::string, std::string_view> fatbin_of_;
+  bool discover_ = true;
   std::vector<GlobalEntry> globals_;
   std::map<std::string, KernelEntry> kernels_;
   std::map<uint64_t, uint64_t> live_;
@@ -421,6 +461,8 @@ class Recorder {
   std::set<cudaGraphExec_t> warned_graphs_;
   std::shared_ptr<rt::cuda::CudaDevice> device_;
   std::unique_ptr<rt::AddressSpace> space_;
+  std::unique_ptr<mneme::recorder::ManagedArena> arena_;
+  uint64_t managed_size_ = 0;
   std::unique_ptr<rt::RecordingWriter> writer_;
   std::unique_ptr<CudaSource> source_;
   std::unique_ptr<rt::SnapshotPipeline> pipeline_;
@@ -458,12 +500,53 @@ bool Recorder::capturing(uint64_t stream) const {
          status != cudaStreamCaptureStatusNone;
 }
 
+KernelEntry* Recorder::discover(const std::string& name, CUfunction function, const void* host_function) {
+  KernelEntry& k = kernels_[name];  // an entry without a static hash is never recorded
+  auto fatbin = fatbin_of_.find(name);
+  if (!discover_ || fatbin == fatbin_of_.end()) return nullptr;
+  if (!function && host_function) {
+    REAL(cudaGetFuncBySymbol);
+    cudaFunction_t f = nullptr;
+    if (real_cudaGetFuncBySymbol(&f, host_function) == cudaSuccess) function = reinterpret_cast<CUfunction>(f);
+  }
+  using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+  static auto param_info = mneme::recorder::driver_function<ParamInfo>("cuFuncGetParamInfo");
+  if (!function || !param_info) return nullptr;
+  for (size_t index = 0;; ++index) {
+    size_t offset = 0, size = 0;
+    if (param_info(function, index, &offset, &size) != CUDA_SUCCESS) break;
+    // Whether a parameter is a pointer is not in the binary: specialisation needs IR anyway.
+    rt::KernelParam p{uint32_t(size), uint32_t(size >= 8 ? 8 : size ? size : 1), uint32_t(offset), false, false};
+    k.args_size = std::max<uint64_t>(k.args_size, offset + size);
+    k.info.params.push_back(p);
+  }
+  k.info.name = name;
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  k.info.demangled_name = status == 0 && demangled ? demangled : name;
+  std::free(demangled);
+  k.info.code = "cuda-fatbin";
+  k.info.ir.assign(fatbin->second.data(), fatbin->second.size());
+  // FNV-1a 64 of the code kind, the name and the fatbinary: one kernel of one binary.
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) { h ^= c; h *= 0x100000001b3ull; }
+  };
+  mix("cuda-fatbin");
+  mix(std::string_view(name.c_str(), name.size() + 1));
+  mix(fatbin->second);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  k.info.static_hash = hex;
+  return &k;
+}
+
 bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-                       uint64_t stream, Pending& out) {
+                       uint64_t stream, Pending& out, CUfunction function, const void* host_function) {
   if (!device_name) return false;
   auto it = kernels_.find(*device_name);
-  if (it == kernels_.end()) return false;
-  KernelEntry* kernel = &it->second;
+  KernelEntry* kernel = it != kernels_.end() ? &it->second : discover(*device_name, function, host_function);
+  if (!kernel) return false;
   if (kernel->info.static_hash.empty() || !selected(*kernel)) return false;
   std::string buffer(kernel->args_size, '\0');
   for (size_t i = 0; i < kernel->info.params.size(); ++i) {
@@ -481,9 +564,10 @@ bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, vo
   return true;
 }
 
-bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem) {
+bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+                            CUfunction function) {
   Pending p;
-  if (!pending(device_name, grid, block, args, shmem, 0, p)) return false;
+  if (!pending(device_name, grid, block, args, shmem, 0, p, function)) return false;
   try {
     auto& w = writer();
     return !pipeline_->knows(p.kernel->info.static_hash, p.dyn) && !w.has_instance(p.kernel->info.static_hash, p.dyn);
@@ -493,13 +577,14 @@ bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 bloc
 }
 
 int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-                     uint64_t stream, const std::function<int()>& do_launch) {
+                     uint64_t stream, const std::function<int()>& do_launch, CUfunction function,
+                     const void* host_function) {
   REAL(cudaDeviceSynchronize);
   // A launch into a capturing stream only adds a graph node: it is recorded when the
   // graph runs. Any synchronisation now would invalidate the capture.
   if (capturing(stream)) return do_launch();
   Pending launch;
-  if (!pending(device_name, grid, block, args, shmem, stream, launch)) return do_launch();
+  if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function)) return do_launch();
   KernelEntry* kernel = launch.kernel;
   rt::InstanceInfo& inst = launch.inst;
   auto& w = writer();
@@ -512,10 +597,12 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
     // A repeat only counts: of an instance of this run (possibly still being written)...
     if (pipeline.count_repeat(static_hash, dyn)) return do_launch();
     if (!kernel->stored) {
-      std::ifstream ir(kernel->ir_path, std::ios::binary);
-      std::stringstream bytes;
-      bytes << ir.rdbuf();
-      kernel->info.ir = bytes.str();
+      if (!kernel->ir_path.empty()) {  // instrumented: the IR the manifest points to
+        std::ifstream ir(kernel->ir_path, std::ios::binary);
+        std::stringstream bytes;
+        bytes << ir.rdbuf();
+        kernel->info.ir = bytes.str();
+      }
       w.add_kernel(kernel->info);
       kernel->stored = true;
     }
@@ -616,11 +703,23 @@ bool release(void* ptr) {
   return true;
 }
 
-void forget_managed(uint64_t address) {
+// A managed allocation freed: true when it was the arena's (then freed here).
+bool forget_managed(uint64_t address) {
   auto& r = Recorder::get();
-  if (!r.active() || !address) return;
+  if (!r.active() || !address) return false;
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.untrack_managed(address);
+  if (!r.untrack_managed(address)) return false;
+  if (!r.in_arena(address, 1)) return false;
+  REAL(cudaDeviceSynchronize);
+  real_cudaDeviceSynchronize();  // no running kernel loses its memory
+  return r.free_managed(address);
+}
+
+bool arena_owned(const void* ptr, size_t count) {
+  auto& r = Recorder::get();
+  if (!r.active() || !ptr) return false;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.in_arena(reinterpret_cast<uint64_t>(ptr), count ? count : 1);
 }
 
 // "/path/app+0x1a2b": the file and the address addr2line takes for a return address
@@ -654,7 +753,8 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
   bool record = false;
   for (const auto& step : steps) {
     const auto& k = step.kernel;
-    if (step.type == cudaGraphNodeTypeKernel && would_record(&k.device_name, k.grid, k.block, k.params, k.shared_mem)) {
+    if (step.type == cudaGraphNodeTypeKernel &&
+        would_record(&k.device_name, k.grid, k.block, k.params, k.shared_mem, k.function)) {
       record = true;
       break;
     }
@@ -664,7 +764,7 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
     for (const auto& step : steps)
       if (step.type == cudaGraphNodeTypeKernel)
         launch(&step.kernel.device_name, step.kernel.grid, step.kernel.block, step.kernel.params,
-               step.kernel.shared_mem, stream, [] { return 0; });
+               step.kernel.shared_mem, stream, [] { return 0; }, step.kernel.function);
     return do_launch();
   }
   using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -681,7 +781,7 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
       CUresult r = driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z,
                                  k.shared_mem, reinterpret_cast<CUstream>(stream), k.params, nullptr);
       return r == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
-    });
+    }, k.function);
     if (status != 0) return status;
   }
   return 0;
@@ -748,8 +848,35 @@ void __cudaRegisterFunction(void** handle, const char* hostFun, char* deviceFun,
                             int threadLimit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize) {
   using Fn = void (*)(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*);
   static auto next = real<Fn>("__cudaRegisterFunction");
-  Recorder::get().register_function(hostFun, deviceName);
+  Recorder::get().register_function(handle, hostFun, deviceName);
   next(handle, hostFun, deviceFun, deviceName, threadLimit, tid, bid, bDim, gDim, wSize);
+}
+
+// The wrapper nvcc and clang emit per translation unit, and the fatbinary header it points to.
+struct FatbinWrapper {
+  int magic;  // 0x466243b1
+  int version;
+  const unsigned char* data;
+  void* filename_or_fatbins;
+};
+
+void** __cudaRegisterFatBinary(void* wrapper) {
+  using Fn = void** (*)(void*);
+  static auto next = real<Fn>("__cudaRegisterFatBinary");
+  void** handle = next(wrapper);
+  auto* w = static_cast<const FatbinWrapper*>(wrapper);
+  if (w && w->magic == 0x466243b1 && w->data) {
+    uint32_t magic = 0;
+    uint16_t header_size = 0;
+    uint64_t fat_size = 0;
+    std::memcpy(&magic, w->data, 4);
+    std::memcpy(&header_size, w->data + 6, 2);
+    std::memcpy(&fat_size, w->data + 8, 8);
+    if (magic == 0xBA55ED50u && header_size >= 16 && fat_size < (1ull << 34))
+      Recorder::get().register_fatbin(handle, std::string_view(reinterpret_cast<const char*>(w->data),
+                                                               header_size + fat_size));
+  }
+  return handle;
 }
 
 void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const char* deviceName, int ext,
@@ -766,7 +893,8 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   if (!r.active()) return real_cudaLaunchKernel(func, grid, block, args, shmem, stream);
   std::lock_guard<std::mutex> lock(r.mutex);
   return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
-                              [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); }));
+                              [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); },
+                              nullptr, func));
 }
 
 // Built with --default-stream per-thread, <<<>>> lands here.
@@ -777,7 +905,48 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
   if (!r.active()) return real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream);
   std::lock_guard<std::mutex> lock(r.mutex);
   return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
-                              [&] { return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream)); }));
+                              [&] { return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream)); },
+                              nullptr, func));
+}
+
+// What nvcc 13's launch stubs call (crt/host_runtime.h): the kernel handle once per stub,
+// then __cudaLaunchKernel with it.
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  using Fn = cudaError_t (*)(cudaKernel_t*, const void*);
+  static auto next = real<Fn>("__cudaGetKernel");
+  cudaError_t status = next(kernel, host_function);
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && kernel && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.register_kernel_handle(*kernel, host_function);
+  }
+  return status;
+}
+
+static cudaError_t launch_kernel_handle(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                                        cudaStream_t stream, const std::function<int()>& do_launch) {
+  auto& r = Recorder::get();
+  if (!r.active()) return cudaError_t(do_launch());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const void* host = r.host_of(kernel);
+  return cudaError_t(r.launch(host ? r.name_of(host) : nullptr, grid, block, args, shmem,
+                              reinterpret_cast<uint64_t>(stream), do_launch, nullptr, host));
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                               cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+  static auto next = real<Fn>("__cudaLaunchKernel");
+  return launch_kernel_handle(kernel, grid, block, args, shmem, stream,
+                              [&] { return int(next(kernel, grid, block, args, shmem, stream)); });
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                                    cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+  static auto next = real<Fn>("__cudaLaunchKernel_ptsz");
+  return launch_kernel_handle(kernel, grid, block, args, shmem, stream,
+                              [&] { return int(next(kernel, grid, block, args, shmem, stream)); });
 }
 
 // cudaLaunchKernelEx (a template in the headers) lands here.
@@ -788,7 +957,7 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   std::lock_guard<std::mutex> lock(r.mutex);
   return cudaError_t(r.launch(r.name_of(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                               reinterpret_cast<uint64_t>(config->stream),
-                              [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
+                              [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }, nullptr, func));
 }
 
 // Driver-API launches: the kernel's name comes from cuFuncGetName (CUDA 12.3+).
@@ -805,7 +974,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   std::string device_name = name;
   std::lock_guard<std::mutex> lock(r.mutex);
   return CUresult(r.launch(&device_name, dim3(gx, gy, gz), dim3(bx, by, bz), params, shmem,
-                           reinterpret_cast<uint64_t>(stream), launch));
+                           reinterpret_cast<uint64_t>(stream), launch, f));
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
@@ -846,7 +1015,7 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
 cudaError_t cudaFree(void* ptr) {
   REAL(cudaFree);
   if (Recorder::get().active() && release(ptr)) return cudaSuccess;
-  forget_managed(reinterpret_cast<uint64_t>(ptr));
+  if (forget_managed(reinterpret_cast<uint64_t>(ptr))) return cudaSuccess;
   return real_cudaFree(ptr);
 }
 
@@ -868,7 +1037,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
   REAL(cuMemFree_v2);
   if (Recorder::get().active() && release(reinterpret_cast<void*>(ptr))) return CUDA_SUCCESS;
-  forget_managed(uint64_t(ptr));
+  if (forget_managed(uint64_t(ptr))) return CUDA_SUCCESS;
   return real_cuMemFree_v2(ptr);
 }
 
@@ -877,24 +1046,60 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
 // maps device memory at exactly those addresses (docs/record.md).
 cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
   REAL(cudaMallocManaged);
-  cudaError_t status = real_cudaMallocManaged(ptr, size, flags);
   auto& r = Recorder::get();
-  if (status == cudaSuccess && r.active() && size) {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.track_managed(reinterpret_cast<uint64_t>(*ptr), size);
+  if (!r.active() || !size || !ptr) return real_cudaMallocManaged(ptr, size, flags);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (uint64_t at = r.allocate_managed(size)) {
+    r.track_managed(at, size);
+    *ptr = reinterpret_cast<void*>(at);
+    return cudaSuccess;
   }
+  cudaError_t status = real_cudaMallocManaged(ptr, size, flags);
+  if (status == cudaSuccess) r.track_managed(reinterpret_cast<uint64_t>(*ptr), size);
   return status;
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
   REAL(cuMemAllocManaged);
-  CUresult status = real_cuMemAllocManaged(ptr, size, flags);
   auto& r = Recorder::get();
-  if (status == CUDA_SUCCESS && r.active() && size) {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.track_managed(uint64_t(*ptr), size);
+  if (!r.active() || !size || !ptr) return real_cuMemAllocManaged(ptr, size, flags);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (uint64_t at = r.allocate_managed(size)) {
+    r.track_managed(at, size);
+    *ptr = at;
+    return CUDA_SUCCESS;
   }
+  CUresult status = real_cuMemAllocManaged(ptr, size, flags);
+  if (status == CUDA_SUCCESS) r.track_managed(uint64_t(*ptr), size);
   return status;
+}
+
+// Prefetching and advice have no meaning for the arena's host memory: accepted, ignored
+// (the driver would refuse them for memory that is not its managed memory).
+cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
+                                 cudaStream_t stream) {
+  REAL(cudaMemPrefetchAsync);
+  if (arena_owned(ptr, count)) return cudaSuccess;
+  return real_cudaMemPrefetchAsync(ptr, count, location, flags, stream);
+}
+
+cudaError_t cudaMemAdvise(const void* ptr, size_t count, cudaMemoryAdvise advice, cudaMemLocation location) {
+  REAL(cudaMemAdvise);
+  if (arena_owned(ptr, count)) return cudaSuccess;
+  return real_cudaMemAdvise(ptr, count, advice, location);
+}
+
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigned int flags,
+                               CUstream stream) {
+  REAL(cuMemPrefetchAsync_v2);
+  if (arena_owned(reinterpret_cast<const void*>(ptr), count)) return CUDA_SUCCESS;
+  return real_cuMemPrefetchAsync_v2(ptr, count, location, flags, stream);
+}
+
+CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocation location) {
+  REAL(cuMemAdvise_v2);
+  if (arena_owned(reinterpret_cast<const void*>(ptr), count)) return CUDA_SUCCESS;
+  return real_cuMemAdvise_v2(ptr, count, advice, location);
 }
 
 // ---- stream capture and graphs (docs/record.md, "CUDA Graphs")

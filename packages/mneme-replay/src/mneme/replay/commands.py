@@ -122,6 +122,7 @@ def _kernel_json(kernel) -> dict:
         "globals": [g.__dict__ for g in kernel.globals],
         "launch_bounds": kernel.launch_bounds,
         "ir_size": kernel.ir_size,
+        "code": kernel.code_kinds,  # llvm-bc (instrumented) or ptx/cubin (nvcc build)
         "instances": kernel.instance_hashes(),
     }
 

@@ -181,6 +181,14 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-verify", is_flag=True, help="Do not compare with the recorded epilogue.")
 @click.option(
+    "--code",
+    type=click.Choice(["auto", "ptx", "cubin"]),
+    default="auto",
+    show_default=True,
+    help="Kernels of nvcc builds: replay from the recorded PTX (through ptxas) or the "
+    "recorded cubin as it is (auto: PTX when recorded).",
+)
+@click.option(
     "--determinism-runs",
     type=click.IntRange(0, 100),
     help="Runs of the unchanged kernel that decide which regions it reproduces, once per "
@@ -224,6 +232,7 @@ def replay(
     flush_l2,
     as_json,
     no_verify,
+    code,
     determinism_runs,
     compile_only,
     config_file,
@@ -290,7 +299,7 @@ def replay(
         cache = CompileCache(cache_dir)
     gpu = False if replay_config.compile_only else None
     try:
-        with ReplaySession(instance, cache=cache, gpu=gpu) as session:
+        with ReplaySession(instance, cache=cache, gpu=gpu, code=code) as session:
             target, _ = session.target_arch(replay_config, replay_config.compile_only or not session.gpu)
             check_config_arch(config_file, config_arch, target)
             if output_ll is not None:

@@ -31,7 +31,35 @@ def _manifest(executable: Path, out: Path) -> int:
         from mneme.instrument.section import read_kernels
     except ImportError:
         raise UserError("mneme record needs mneme-instrument: pip install mneme-instrument") from None
-    kernels = read_kernels(executable)  # raises NotInstrumentedError (a user error)
+    from mneme.instrument.section import NotInstrumentedError
+
+    try:
+        kernels = read_kernels(executable)
+    except NotInstrumentedError as not_instrumented:
+        # An nvcc build: its kernels are recorded with the fatbinary they are registered
+        # from (PTX and/or cubin); the recorder learns them at registration.
+        from mneme.instrument.fatbin import FatbinError, fatbin_kernels, read_fatbin
+        from mneme.instrument.section import read_elf_section
+
+        try:
+            found = fatbin_kernels(read_fatbin(executable))
+        except FatbinError:
+            found = None
+        if found is None:
+            raise UserError(
+                f"{executable} has neither mneme's kernel section (build it with mneme-clang++) "
+                "nor CUDA device code (an nvcc build)"
+            ) from not_instrumented
+        if b"libcudart.so" not in (read_elf_section(executable, ".dynstr") or b""):
+            # The registration and launch calls are inside the executable: nothing to
+            # interpose. Relinking is enough; the device code stays as it is.
+            raise UserError(
+                f"{executable} links the CUDA runtime statically (nvcc's default), so mneme "
+                "record cannot see its launches: relink it with nvcc -cudart shared (or CMake's "
+                "CMAKE_CUDA_RUNTIME_LIBRARY=Shared); no recompilation is needed"
+            ) from None
+        (out / "kernels.tsv").write_text("")
+        return len({k.name for k in found})
     lines = []
     for index, k in enumerate(kernels):
         if not k.static_hash or not k.ir:
@@ -69,7 +97,8 @@ def _manifest(executable: Path, out: Path) -> int:
 def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
            epilogue_format: str, record_ranks: str, host_memory: float | None, stats: bool,
            command: tuple[str, ...]):
-    """Run COMMAND (an executable built with mneme-clang++) and record its kernel launches."""
+    """Run COMMAND and record its kernel launches: an executable built with mneme-clang++
+    (kernels with their LLVM IR) or with nvcc (kernels with their PTX/cubin)."""
     executable = shutil.which(command[0]) or command[0]
     if not Path(executable).is_file():
         raise UserError(f"{command[0]}: no such executable")

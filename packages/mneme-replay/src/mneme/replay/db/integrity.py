@@ -243,14 +243,18 @@ def check_kernel_node(problems: list[Problem], kernel: Kernel) -> bool:
         _entries(kernel.path, {layout.IR, layout.INSTANCES}, "entries")
         info = read_array_info(kernel.path / layout.IR, kernel.db.info.vas_size)
         _entries(info.path, {"c"}, "entries")
-        if info.encoding != "llvm-bitcode":
-            raise CorruptDataError(f"ir array has encoding {info.encoding!r}, expected llvm-bitcode")
+        if info.encoding != kernel.code:
+            raise CorruptDataError(f"ir array has encoding {info.encoding!r}, expected {kernel.code}")
         if info.size != kernel._attrs["ir_size"]:
             raise CorruptDataError(f"ir holds {info.size} bytes, metadata says {kernel._attrs['ir_size']}")
         crc = _check_dense(info)
         recorded = kernel.ir_checksum
         if recorded is not None and recorded != crc:
             raise CorruptDataError(f"IR content checksum mismatch (recorded {recorded:08x}, read {crc:08x})")
+        if not kernel.has_ir:  # an nvcc build: the fatbinary must hold this kernel's code
+            if not kernel.code_kinds:
+                raise CorruptDataError("the stored fatbinary holds no PTX or cubin of this kernel")
+            return
         data = kernel.ir()  # the bitcode magic
         if recorded is None:
             _parse_bitcode(kernel, data)

@@ -173,6 +173,12 @@ def _is_node(path: Path) -> bool:
     return not path.is_symlink() and (path / "zarr.json").is_file()
 
 
+def _arch_number(arch: str) -> int:
+    """"sm_90" / "compute_90a" → 90."""
+    digits = "".join(c for c in arch.split("_")[-1] if c.isdigit())
+    return int(digits or 0)
+
+
 def _is_hash(name: str) -> bool:
     try:
         layout.check_hash(name, "hash")
@@ -233,8 +239,48 @@ class Kernel:
     def ir_size(self) -> int:
         return self._ir_info().size
 
+    @property
+    def code(self) -> str:
+        """What the kernel's code array holds: "llvm-bitcode" (an instrumented build) or
+        "cuda-fatbin" (an nvcc build: the fatbinary the kernel was registered from)."""
+        return self._attrs.get("code", "llvm-bitcode")
+
+    @property
+    def has_ir(self) -> bool:
+        return self.code == "llvm-bitcode"
+
+    def code_bytes(self) -> bytes:
+        """The stored code as it is (bitcode or fatbinary)."""
+        return read_range(self._ir_info()).tobytes()
+
+    def code_images(self) -> list:
+        """This kernel's code in the stored fatbinary: PTX and cubin entries that define
+        it (``mneme.instrument.fatbin.FatbinEntry``), cubins first, newest arch first."""
+        from mneme.instrument.fatbin import FatbinError, parse_fatbin
+
+        if self.code != "cuda-fatbin":
+            return []
+        try:
+            entries = parse_fatbin(self.code_bytes(), f"kernel {self.static_hash}")
+        except FatbinError as error:
+            raise CorruptDataError(str(error)) from None
+        mine = [e for e in entries if e.data is not None and self.name in {k.name for k in e.kernels}]
+        return sorted(mine, key=lambda e: (e.kind != "cubin", -_arch_number(e.arch)))
+
+    @property
+    def code_kinds(self) -> list[str]:
+        """The code kinds this kernel holds: "llvm-bc", "ptx", "cubin"."""
+        if self.code == "llvm-bitcode":
+            return ["llvm-bc"]
+        return sorted({e.kind for e in self.code_images() if e.kind in ("ptx", "cubin")})
+
     def ir(self) -> bytes:
         """The kernel's LLVM IR module as bitcode."""
+        if self.code != "llvm-bitcode":
+            raise NotFoundError(
+                f"kernel {self.demangled_name} was recorded from an nvcc build: it has "
+                f"{' and '.join(self.code_kinds) or 'no usable code'}, no LLVM IR"
+            )
         data = read_range(self._ir_info()).tobytes()
         if data[:4] not in (b"BC\xc0\xde", b"\xde\xc0\x17\x0b"):
             raise CorruptDataError(f"kernel {self.static_hash}: stored IR is not LLVM bitcode")

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import layout
 from .errors import CorruptDataError
-from .layout import REGION_KINDS, check_hash, check_region_name, region_name
+from .layout import CODE_KINDS, REGION_KINDS, check_hash, check_region_name, region_name
 from .metadata import (
     Array,
     Bool,
@@ -93,7 +93,7 @@ KERNEL_SCHEMA = Obj(
         "launch_bounds": Nullable(Obj({}, {"max_threads": DIM, "min_blocks": Int(0, (1 << 31) - 1)})),
         "ir_size": U64,
     },
-    {"ir_crc32c": U32},
+    {"ir_crc32c": U32, "code": OneOf(CODE_KINDS)},
 )
 ANNOTATION_SCHEMA = Obj(
     {
@@ -240,9 +240,13 @@ class KernelRecord:
     params: tuple[Param, ...] = ()
     globals: tuple[GlobalVar, ...] = ()
     launch_bounds: dict | None = None
+    #: what ``ir`` holds (layout.CODE_KINDS)
+    code: str = "llvm-bitcode"
 
     def __post_init__(self):
         check_hash(self.static_hash, "static hash")
+        if self.code not in CODE_KINDS:
+            raise ValueError(f"unknown kernel code kind {self.code!r}")
 
     def attributes(self) -> dict:
         return {
@@ -255,6 +259,7 @@ class KernelRecord:
             "launch_bounds": self.launch_bounds,
             "ir_size": len(self.ir),
             "ir_crc32c": content_checksum(as_bytes_array(self.ir)),
+            **({"code": self.code} if self.code != "llvm-bitcode" else {}),
         }
 
 

@@ -171,7 +171,7 @@ class DatabaseWriter:
                 as_bytes_array(kernel.ir),
                 chunk_size=self.chunk_size,
                 level=self.level,
-                attributes={layout.ATTRS_KEY: {"encoding": "llvm-bitcode"}},
+                attributes={layout.ATTRS_KEY: {"encoding": kernel.code}},
             )
             (node / layout.INSTANCES).mkdir()
             write_json(node / layout.INSTANCES / "zarr.json", group_metadata({}))

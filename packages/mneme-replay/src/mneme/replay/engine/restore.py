@@ -102,18 +102,22 @@ class DeviceImage:
         # every scratch allocation may start a fresh granule; keep room for that
         scratch += granularity * (len(self.spans) + len(managed) + len(regions) + 4)
         reserve = _round_up(size + scratch, _RESERVE_STEP)
-        for span in managed:
-            if span.address < base + reserve and base < span.address + span.size:
-                raise RestoreError(
-                    f"managed memory recorded at {span.address:#x} overlaps the replay's "
-                    f"address range {base:#x}+{reserve:#x}; record again with another "
-                    "--vass-base"
-                )
         self.space = device.address_space(base, reserve)
         self._allocations: list = []
         self._managed_spaces: list = []
         try:
+            # The recorder places managed memory right after the recorded range (inside
+            # this reservation): mapped first, before any scratch. Older recordings hold
+            # the driver's addresses: each gets a reservation of its own there.
             for span in managed:
+                if base <= span.address and span.address + span.size <= base + reserve:
+                    self._allocations.append(self.space.allocate_at(span.address, span.size))
+                    continue
+                if span.address < base + reserve and base < span.address + span.size:
+                    raise RestoreError(
+                        f"managed memory recorded at {span.address:#x} straddles the end of "
+                        f"the replay's address range {base:#x}+{reserve:#x}"
+                    )
                 space = device.address_space(span.address, span.size)
                 self._managed_spaces.append(space)
                 self._allocations.append(space.allocate_at(span.address, span.size))

@@ -122,11 +122,14 @@ class ReplaySession:
     ``gpu``: False forces compile-only; None (default) uses the GPU when a driver is there.
     ``make_room``: called with this session when its recorded address range is taken;
     returns True after freeing it (a pool of sessions releases the others' memory).
+    ``code``: which recorded code an nvcc-built kernel replays from: "auto" (its PTX when
+    recorded, else its cubin), "ptx" or "cubin".
     """
 
     def __init__(self, instance, *, device=None, cache: CompileCache | None = None, gpu=None,
-                 make_room: Callable[[ReplaySession], bool] | None = None):
+                 make_room: Callable[[ReplaySession], bool] | None = None, code: str = "auto"):
         self.instance = instance
+        self.code = code
         self.kernel = instance.kernel
         self.info = self.kernel.db.info
         self.cache = cache if cache is not None else CompileCache(None)
@@ -202,10 +205,38 @@ class ReplaySession:
 
     def compile(self, config: CompileConfig) -> tuple[CompileResult, float]:
         start = time.perf_counter()
-        result = compile_kernel(
-            self.ir, config, self.kernel.name, cache=self.cache, name=self.kernel.static_hash
-        )
+        if self.kernel.has_ir:
+            result = compile_kernel(
+                self.ir, config, self.kernel.name, cache=self.cache, name=self.kernel.static_hash
+            )
+        else:
+            result = self._compile_recorded_code(config)
         return result, time.perf_counter() - start
+
+    def _compile_recorded_code(self, config: CompileConfig) -> CompileResult:
+        """A kernel of an nvcc build: its PTX through ptxas (in process), or, with
+        ``code="cubin"`` or no PTX, the recorded cubin for the target as it is."""
+        from ..jit import ConfigError, compile_ptx
+        from ..jit.ptx import check_ptx_config
+
+        images = self.kernel.code_images()
+        ptx = next((e for e in images if e.kind == "ptx"), None)
+        if ptx is not None and self.code != "cubin":
+            return compile_ptx(ptx.text(), config, self.kernel.name, cache=self.cache)
+        check_ptx_config(config)
+        cubin = next((e for e in images if e.kind == "cubin" and e.arch == config.arch), None)
+        if cubin is None:
+            have = ", ".join(f"{e.kind} {e.arch}" for e in images) or "nothing"
+            raise ConfigError(
+                f"kernel {self.kernel.demangled_name} has no cubin for {config.arch} "
+                f"(the recording holds {have})"
+            )
+        if config != CompileConfig(arch=config.arch):
+            raise ConfigError(
+                f"kernel {self.kernel.demangled_name} is replayed from its recorded cubin, "
+                "which takes launch overrides only (its PTX takes ptxas options)"
+            )
+        return CompileResult(self.kernel.name, config, bytes(cubin.data))
 
     def image(self) -> DeviceImage:
         """The restored memory (created on first use, kept for the session). When its

@@ -36,7 +36,9 @@ struct KernelInfo {
   std::string static_hash, name, demangled_name;
   std::vector<KernelParam> params;
   std::vector<KernelGlobal> globals;
-  std::string ir;  // bitcode bytes
+  std::string ir;  // the kernel's code: LLVM bitcode, or (code "cuda-fatbin") the
+                   // fatbinary it was registered from (nvcc builds; docs/format.md)
+  std::string code = "llvm-bitcode";
 };
 
 struct RegionSnapshot {

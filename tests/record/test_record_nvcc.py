@@ -1,0 +1,171 @@
+"""Applications built with nvcc, not rebuilt: recorded with the fatbinary each kernel was
+registered from, replayed from its PTX (through ptxas) or its cubin.
+
+CPU: what `mneme record` accepts or refuses before anything runs, and a database whose
+kernels hold a real nvcc fatbinary (reader, check, compile-only analysis of the PTX).
+GPU: nvcc builds of corpus programs record, every instance replays and verifies from PTX
+and from cubin, and the instances equal those of the same program built with mneme-clang++.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mneme.replay.db import (
+    Database,
+    DatabaseWriter,
+    InstanceRecord,
+    KernelRecord,
+    RecordingInfo,
+    Region,
+)
+from mneme.replay.db.errors import NotFoundError
+from mneme.replay.db.integrity import check_database
+from mneme.replay.engine import ReplayConfig, ReplaySession
+from mneme.replay.jit import CompileConfig, ConfigError
+from record_support import corpus_build, executable, mneme_record
+
+SOURCE = Path(__file__).resolve().parents[1] / "instrument" / "sources" / "fatbin_kernels.cu"
+#: clang corpus programs that nvcc builds as they are (no clang-only flags)
+NVCC_BUILT = ["atomics", "many_launches", "graph_capture", "stream_compaction", "templates",
+              "device_globals", "shared_memory"]
+#: whose memory before a launch depends on the order atomics ran in earlier launches
+ORDER_DEPENDENT = {"stream_compaction"}
+
+
+def nvcc() -> str:
+    found = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if found is None:
+        pytest.skip("nvcc not installed")
+    return found
+
+
+def nvcc_build(name: str, out: Path, cudart: str = "shared") -> Path:
+    directory = corpus_build.CORPUS_DIR / "cuda" / name
+    if not directory.is_dir():
+        directory = corpus_build.NVCC_DIR / name
+    nvcc()
+    return corpus_build.build_nvcc_program(directory, out / f"{name}-nvcc-{cudart}", cudart=cudart).executable
+
+
+def run_record(db: Path, exe: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), "--", str(exe)],
+                          capture_output=True, text=True, timeout=600)
+
+
+# ------------------------------------------------------------------ CPU
+
+
+def test_static_cudart_is_refused_saying_how_to_relink(tmp_path):
+    exe = nvcc_build("atomics", tmp_path, cudart="static")
+    result = run_record(tmp_path / "db", exe)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "statically" in lines[0] and "-cudart shared" in lines[0]
+
+
+def test_shared_cudart_build_is_accepted(tmp_path):
+    exe = nvcc_build("atomics", tmp_path)
+    result = run_record(tmp_path / "db", exe)
+    assert "recordable kernels" in result.stderr and "mneme-clang++" not in result.stderr, result.stderr
+    # without a GPU the application itself stops at its first CUDA call, exit 1
+
+
+@pytest.fixture(scope="module")
+def fatbin(tmp_path_factory) -> bytes:
+    out = tmp_path_factory.mktemp("fatbin") / "k.fatbin"
+    subprocess.run([nvcc(), "-arch=sm_90", "-fatbin", str(SOURCE), "-o", str(out)], check=True)
+    return out.read_bytes()
+
+
+def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
+    from mneme.instrument.fatbin import fatbin_kernels, parse_fatbin
+
+    kernels = fatbin_kernels(parse_fatbin(fatbin))
+    name = kernels[0].name
+    db_path = tmp_path / "nvcc.rdb"
+    writer = DatabaseWriter.create(db_path, RecordingInfo(vas_base=0x7f0000000000, vas_size=1 << 30,
+                                                          compute_capability="9.0"))
+    writer.add_kernel(KernelRecord("00000000000000aa", name, fatbin, demangled_name=kernels[0].demangled,
+                                   code="cuda-fatbin"))
+    region = Region("heap", 0x7f0000000000, np.zeros(256, np.uint8))
+    writer.add_instance("00000000000000aa", InstanceRecord((1, 1, 1), (32, 1, 1), b"\0" * 8,
+                                                           (region,), (region,)))
+    db = Database.open(db_path)
+    kernel = db.kernels()[0]
+    assert kernel.code == "cuda-fatbin" and not kernel.has_ir
+    assert kernel.code_kinds == ["cubin", "ptx"]
+    assert kernel.code_bytes() == fatbin
+    with pytest.raises(NotFoundError, match="nvcc build"):
+        kernel.ir()
+    assert [p for p in check_database(db) if p.fatal] == []
+    inst = kernel.instances()[0]
+    # compile-only analysis from the PTX (ptxas options apply), and from the cubin as is
+    with ReplaySession(inst, gpu=False) as session:
+        result = session.run(CompileConfig(max_registers=32), ReplayConfig(compile_only=True))
+        assert result.compile_only and result.reg_usage and result.obj_size
+        with pytest.raises(ConfigError, match="LLVM IR"):
+            session.run(CompileConfig(pipeline="default<O1>"), ReplayConfig(compile_only=True))
+    with ReplaySession(inst, gpu=False, code="cubin") as session:
+        result = session.run(CompileConfig(arch="sm_90"), ReplayConfig(compile_only=True))
+        image = next(e for e in kernel.code_images() if e.kind == "cubin")
+        assert result.obj_size == len(image.data)
+        with pytest.raises(ConfigError, match="launch overrides only"):
+            session.run(CompileConfig(arch="sm_90", max_registers=32), ReplayConfig(compile_only=True))
+
+
+# ------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NVCC_BUILT + ["atomic_relaxed", "inline_ptx", "rdc_two_tu"])
+def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
+    from mneme.runtime import driver_available
+
+    if not driver_available():
+        pytest.skip("no usable CUDA driver")
+    exe = nvcc_build(name, tmp_path)
+    plain = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    result = run_record(tmp_path / "nvcc.rdb", exe)
+    assert result.returncode == plain.returncode == 0, result.stderr
+    instances = list(Database.open(tmp_path / "nvcc.rdb").instances())
+    assert instances, result.stderr
+    failures = []
+    for inst in instances:
+        kinds = inst.kernel.code_kinds
+        # nvcc -arch=sm_90 embeds PTX and cubin; -rdc=true links cubins only
+        assert inst.kernel.code == "cuda-fatbin" and "cubin" in kinds
+        for code in kinds:
+            with ReplaySession(inst, code=code) as session:
+                r = session.run(CompileConfig(), ReplayConfig(iterations=2))
+                if r.verified is not True:
+                    failures.append(f"{inst.id} {code}: {[m.describe() for m in r.mismatches[:2]]}")
+    assert failures == []
+    if name not in NVCC_BUILT or name in ORDER_DEPENDENT:
+        return
+    # the same program built with mneme-clang++: the same instances, the same memory
+    clang_db = tmp_path / "clang.rdb"
+    assert mneme_record(clang_db, executable(name, tmp_path)).returncode == 0
+
+    def key(i):
+        return (i.kernel.demangled_name, tuple(i.grid), tuple(i.block), i.shared_mem, bytes(i.args))
+
+    theirs = {key(i): i for i in Database.open(clang_db).instances()}
+    compared = 0
+    for inst in instances:
+        other = theirs.get(key(inst))
+        if other is None:
+            continue
+        heap = [r for r in inst.regions if r.kind == "heap"]  # globals: where each module is
+        assert [r.address for r in heap] == [r.address for r in other.regions if r.kind == "heap"]
+        for r in heap:
+            assert np.array_equal(inst.prologue(r.name), other.prologue(r.name)), (inst.id, r.name)
+        compared += 1
+    assert compared, "no instance of the nvcc build matched one of the clang build"
