@@ -125,7 +125,8 @@ def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", NVCC_BUILT + ["atomic_relaxed", "inline_ptx", "rdc_two_tu"])
+@pytest.mark.parametrize("name", NVCC_BUILT + ["atomic_relaxed", "inline_ptx", "rdc_two_tu",
+                                                "nvrtc_module"])
 def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
     from mneme.runtime import driver_available
 
@@ -140,14 +141,18 @@ def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
     failures = []
     for inst in instances:
         kinds = inst.kernel.code_kinds
-        # nvcc -arch=sm_90 embeds PTX and cubin; -rdc=true links cubins only
-        assert inst.kernel.code == "cuda-fatbin" and "cubin" in kinds
+        # nvcc -arch=sm_90 embeds PTX and cubin; -rdc=true links cubins only; NVRTC
+        # output loaded with cuModuleLoadData is PTX
+        assert inst.kernel.code in ("cuda-fatbin", "ptx", "cubin") and kinds
         for code in kinds:
             with ReplaySession(inst, code=code) as session:
                 r = session.run(CompileConfig(), ReplayConfig(iterations=2))
                 if r.verified is not True:
                     failures.append(f"{inst.id} {code}: {[m.describe() for m in r.mismatches[:2]]}")
     assert failures == []
+    if name == "nvrtc_module":  # the kernels compiled at run time are recorded too
+        codes = {i.kernel.demangled_name: i.kernel.code for i in instances}
+        assert codes.get("square_in_place") == "ptx", codes
     if name not in NVCC_BUILT or name in ORDER_DEPENDENT:
         return
     # the same program built with mneme-clang++: the same instances, the same memory

@@ -130,7 +130,7 @@ def test_graph_built_node_by_node_follows_set_params_and_enabling(recorded):
 def test_managed_memory_is_recorded_at_its_own_addresses(recorded):
     db_path, _, _ = recorded("managed_solver")
     db = Database.open(db_path)
-    lo, hi = db.info.vas_base, db.info.vas_base + db.info.vas_size
+    hi = db.info.vas_base + db.info.vas_size
     managed = [r for i in db.instances() for r in i.regions if r.kind == "managed"]
     # served from the fixed range right after the device range (replay can take it again)
     assert managed and all(hi <= r.address < hi + (1 << 40) for r in managed)

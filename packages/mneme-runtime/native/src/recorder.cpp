@@ -205,6 +205,16 @@ class Recorder {
   // The fatbinary an nvcc-built module registers: kernels missing from the manifest are
   // recorded with it as their code (PTX and/or cubin inside; docs/record.md).
   void register_fatbin(void** handle, std::string_view bytes) { fatbins_[handle] = bytes; }
+  // Code images the application loads itself (cuModuleLoadData*, cuLibraryLoadData, NVRTC
+  // output): copied, since the caller may free its buffer once the module is loaded.
+  void module_loaded(void* module, const void* image) {
+    auto code = image_of(image);
+    if (code) modules_[module] = std::move(code);
+  }
+  void function_of_module(void* function, void* module) {
+    auto it = modules_.find(module);
+    if (it != modules_.end()) function_code_[function] = it->second;
+  }
   void register_var(const void* host, const char* name, uint64_t size) { globals_.push_back({name, host, size}); }
 
   rt::AddressSpace& space() {
@@ -450,6 +460,13 @@ class Recorder {
   std::unordered_map<const void*, std::string> functions_;
   std::unordered_map<void**, std::string_view> fatbins_;
   std::unordered_map<cudaKernel_t, const void*> kernel_hosts_;
+  struct CodeImage {
+    std::string kind;  // "cuda-fatbin", "cubin" or "ptx" (docs/format.md, kernel "code")
+    std::string bytes;
+  };
+  std::unordered_map<void*, std::shared_ptr<const CodeImage>> modules_;        // CUmodule/CUlibrary
+  std::unordered_map<void*, std::shared_ptr<const CodeImage>> function_code_;  // CUfunction/CUkernel
+  static std::shared_ptr<const CodeImage> image_of(const void* image);
   std::unordered_map<std::string, std::string_view> fatbin_of_;
   bool discover_ = true;
   std::vector<GlobalEntry> globals_;
@@ -500,14 +517,69 @@ bool Recorder::capturing(uint64_t stream) const {
          status != cudaStreamCaptureStatusNone;
 }
 
+// What an image passed to cuModuleLoadData & co. is, and how long: fatbinary (or its
+// wrapper), cubin (ELF: up to the end of its section headers) or NUL-terminated PTX.
+std::shared_ptr<const Recorder::CodeImage> Recorder::image_of(const void* image) {
+  if (!image) return nullptr;
+  auto* p = static_cast<const unsigned char*>(image);
+  uint32_t magic = 0;
+  std::memcpy(&magic, p, 4);
+  if (magic == 0x466243b1u) {  // the wrapper __cudaRegisterFatBinary takes
+    const unsigned char* data = nullptr;
+    std::memcpy(&data, p + 8, sizeof data);
+    if (!data) return nullptr;
+    p = data;
+    std::memcpy(&magic, p, 4);
+  }
+  if (magic == 0xBA55ED50u) {
+    uint16_t header = 0;
+    uint64_t size = 0;
+    std::memcpy(&header, p + 6, 2);
+    std::memcpy(&size, p + 8, 8);
+    if (header < 16 || size > (1ull << 34)) return nullptr;
+    return std::make_shared<CodeImage>(CodeImage{"cuda-fatbin", std::string(reinterpret_cast<const char*>(p), header + size)});
+  }
+  if (std::memcmp(p, "\x7f" "ELF", 4) == 0 && p[4] == 2) {
+    Elf64_Ehdr h;
+    std::memcpy(&h, p, sizeof h);
+    uint64_t end = std::max<uint64_t>(h.e_shoff + uint64_t(h.e_shnum) * h.e_shentsize,
+                                      h.e_phoff + uint64_t(h.e_phnum) * h.e_phentsize);
+    if (end > (1ull << 34)) return nullptr;
+    return std::make_shared<CodeImage>(CodeImage{"cubin", std::string(reinterpret_cast<const char*>(p), end)});
+  }
+  size_t length = strnlen(reinterpret_cast<const char*>(p), 1ull << 30);
+  return std::make_shared<CodeImage>(CodeImage{"ptx", std::string(reinterpret_cast<const char*>(p), length)});
+}
+
 KernelEntry* Recorder::discover(const std::string& name, CUfunction function, const void* host_function) {
   KernelEntry& k = kernels_[name];  // an entry without a static hash is never recorded
-  auto fatbin = fatbin_of_.find(name);
-  if (!discover_ || fatbin == fatbin_of_.end()) return nullptr;
+  if (!discover_) return nullptr;
   if (!function && host_function) {
     REAL(cudaGetFuncBySymbol);
     cudaFunction_t f = nullptr;
     if (real_cudaGetFuncBySymbol(&f, host_function) == cudaSuccess) function = reinterpret_cast<CUfunction>(f);
+  }
+  // The code: the registered fatbinary that defines the kernel, else the image of the
+  // module the function came from (loaded by the application itself).
+  std::string_view code;
+  std::string kind = "cuda-fatbin";
+  auto fatbin = fatbin_of_.find(name);
+  if (fatbin != fatbin_of_.end()) {
+    code = fatbin->second;
+  } else if (function) {
+    auto known = function_code_.find(function);
+    if (known == function_code_.end()) {
+      using FuncModule = CUresult (*)(CUmodule*, CUfunction);
+      static auto module_of = mneme::recorder::driver_function<FuncModule>("cuFuncGetModule");
+      CUmodule module = nullptr;
+      if (module_of && module_of(&module, function) == CUDA_SUCCESS) function_of_module(function, module);
+      known = function_code_.find(function);
+    }
+    if (known == function_code_.end()) return nullptr;
+    code = known->second->bytes;
+    kind = known->second->kind;
+  } else {
+    return nullptr;
   }
   using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
   static auto param_info = mneme::recorder::driver_function<ParamInfo>("cuFuncGetParamInfo");
@@ -525,16 +597,16 @@ KernelEntry* Recorder::discover(const std::string& name, CUfunction function, co
   char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
   k.info.demangled_name = status == 0 && demangled ? demangled : name;
   std::free(demangled);
-  k.info.code = "cuda-fatbin";
-  k.info.ir.assign(fatbin->second.data(), fatbin->second.size());
+  k.info.code = kind;
+  k.info.ir.assign(code.data(), code.size());
   // FNV-1a 64 of the code kind, the name and the fatbinary: one kernel of one binary.
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::string_view bytes) {
     for (unsigned char c : bytes) { h ^= c; h *= 0x100000001b3ull; }
   };
-  mix("cuda-fatbin");
+  mix(kind);
   mix(std::string_view(name.c_str(), name.size() + 1));
-  mix(fatbin->second);
+  mix(code);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   k.info.static_hash = hex;
@@ -975,6 +1047,67 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   std::lock_guard<std::mutex> lock(r.mutex);
   return CUresult(r.launch(&device_name, dim3(gx, gy, gz), dim3(bx, by, bz), params, shmem,
                            reinterpret_cast<uint64_t>(stream), launch, f));
+}
+
+// ---- modules the application loads itself (NVRTC output, cubins, fatbinaries)
+
+static void note_module(void* module, const void* image) {
+  auto& r = Recorder::get();
+  if (!r.active() || !module) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.module_loaded(module, image);
+}
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  REAL(cuModuleLoadData);
+  CUresult status = real_cuModuleLoadData(module, image);
+  if (status == CUDA_SUCCESS) note_module(*module, image);
+  return status;
+}
+
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int count, CUjit_option* options,
+                            void** values) {
+  REAL(cuModuleLoadDataEx);
+  CUresult status = real_cuModuleLoadDataEx(module, image, count, options, values);
+  if (status == CUDA_SUCCESS) note_module(*module, image);
+  return status;
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* image) {
+  REAL(cuModuleLoadFatBinary);
+  CUresult status = real_cuModuleLoadFatBinary(module, image);
+  if (status == CUDA_SUCCESS) note_module(*module, image);
+  return status;
+}
+
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  REAL(cuModuleGetFunction);
+  CUresult status = real_cuModuleGetFunction(function, module, name);
+  auto& r = Recorder::get();
+  if (status == CUDA_SUCCESS && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.function_of_module(*function, module);
+  }
+  return status;
+}
+
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options, void** jit_values,
+                           unsigned int jit_count, CUlibraryOption* options, void** values, unsigned int count) {
+  REAL(cuLibraryLoadData);
+  CUresult status = real_cuLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
+  if (status == CUDA_SUCCESS) note_module(*library, code);
+  return status;
+}
+
+CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
+  REAL(cuLibraryGetKernel);
+  CUresult status = real_cuLibraryGetKernel(kernel, library, name);
+  auto& r = Recorder::get();
+  if (status == CUDA_SUCCESS && r.active()) {  // a CUkernel may be launched as a CUfunction
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.function_of_module(*kernel, library);
+  }
+  return status;
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {

@@ -197,7 +197,7 @@ def write_array(
     return stored
 
 
-ENCODINGS = ("bytes", "llvm-bitcode", "cuda-fatbin", "xor-prologue")
+ENCODINGS = ("bytes", "llvm-bitcode", "cuda-fatbin", "ptx", "cubin", "xor-prologue")
 _SIZE = Int(0, 1 << 62)
 
 #: An array's zarr.json exactly as docs/format.md specifies it: everything a plain Zarr

@@ -32,9 +32,10 @@ LOCK_FILE = "lock"
 
 EPILOGUE_FORMATS = ("diff", "bytes", "best")
 REGION_KINDS = ("heap", "global", "managed")
-#: what a kernel's ``ir`` array holds: LLVM bitcode (instrumented builds) or the CUDA
-#: fatbinary the kernel was registered from (nvcc builds: PTX and/or cubin inside)
-CODE_KINDS = ("llvm-bitcode", "cuda-fatbin")
+#: what a kernel's ``ir`` array holds: LLVM bitcode (instrumented builds), the CUDA
+#: fatbinary the kernel was registered from (nvcc builds: PTX and/or cubin inside), or the
+#: PTX text or cubin of a module the application loaded itself (NVRTC output, say)
+CODE_KINDS = ("llvm-bitcode", "cuda-fatbin", "ptx", "cubin")
 
 _HASH_RE = re.compile(r"[0-9a-f]{16}")
 _REGION_RE = re.compile(r"r-[0-9a-f]{16}")

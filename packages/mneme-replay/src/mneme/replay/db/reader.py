@@ -241,8 +241,9 @@ class Kernel:
 
     @property
     def code(self) -> str:
-        """What the kernel's code array holds: "llvm-bitcode" (an instrumented build) or
-        "cuda-fatbin" (an nvcc build: the fatbinary the kernel was registered from)."""
+        """What the kernel's code array holds (layout.CODE_KINDS): "llvm-bitcode" (an
+        instrumented build), "cuda-fatbin" (the fatbinary an nvcc build registered), "ptx"
+        or "cubin" (a module the application loaded itself)."""
         return self._attrs.get("code", "llvm-bitcode")
 
     @property
@@ -254,14 +255,14 @@ class Kernel:
         return read_range(self._ir_info()).tobytes()
 
     def code_images(self) -> list:
-        """This kernel's code in the stored fatbinary: PTX and cubin entries that define
-        it (``mneme.instrument.fatbin.FatbinEntry``), cubins first, newest arch first."""
-        from mneme.instrument.fatbin import FatbinError, parse_fatbin
+        """This kernel's PTX and cubin entries in its stored code
+        (``mneme.instrument.fatbin.FatbinEntry``), cubins first, newest arch first."""
+        from mneme.instrument.fatbin import FatbinError, parse_code_image
 
-        if self.code != "cuda-fatbin":
+        if self.code == "llvm-bitcode":
             return []
         try:
-            entries = parse_fatbin(self.code_bytes(), f"kernel {self.static_hash}")
+            entries = parse_code_image(self.code_bytes(), f"kernel {self.static_hash}")
         except FatbinError as error:
             raise CorruptDataError(str(error)) from None
         mine = [e for e in entries if e.data is not None and self.name in {k.name for k in e.kernels}]
