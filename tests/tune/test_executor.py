@@ -4,7 +4,16 @@ import pytest
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from mneme.tune import ReplayExecutor, TrialFailed, as_completed
-from tune_support import GOLDEN, POISON_REGISTERS, ROW_SUM, SAXPY, abort_on_poison, hang_on_poison
+from tune_support import (
+    GOLDEN,
+    POISON_REGISTERS,
+    REFUSED_REGISTERS,
+    ROW_SUM,
+    SAXPY,
+    abort_on_poison,
+    hang_on_poison,
+    refuse_on_poison,
+)
 
 
 def settings(level="O3", block=None, registers=None):
@@ -73,3 +82,51 @@ def test_compiles_ahead_into_the_cache_the_workers_read():
         with pytest.raises(TrialFailed) as failure:
             bad.result(timeout=120)
         assert failure.value.kind == "invalid" and "no-such-pass" in failure.value.message
+
+
+def test_a_refused_launch_costs_no_worker_a_fault_does():
+    """Only errors that poison the CUDA context restart the worker: a launch the driver
+    refuses (configuration, resources) fails its task and the same process goes on."""
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=refuse_on_poison) as pool:
+        pid = pool.device_info[0]["pid"]
+        refused = [pool.submit(settings(registers=REFUSED_REGISTERS)) for _ in range(3)]
+        after = pool.submit(settings("O1"))
+        for future in refused:
+            with pytest.raises(TrialFailed) as failure:
+                future.result(timeout=120)
+            assert failure.value.kind == "invalid"
+            assert "the launch was refused" in failure.value.message
+        assert after.result(timeout=120).reg_usage > 0
+        assert pool.restarts == 0 and pool.failures["invalid"] == 3
+        faulted = pool.submit(settings(registers=POISON_REGISTERS))
+        with pytest.raises(TrialFailed) as failure:
+            faulted.result(timeout=120)
+        assert failure.value.kind == "crashed" and "unusable" in failure.value.message
+        assert pool.submit(settings("O2")).result(timeout=120).reg_usage > 0
+        assert pool.restarts == 1 and pool.device_info[0]["pid"] != pid
+
+
+def test_classify_by_what_the_driver_said():
+    from mneme.replay.engine import KernelFailedError, LaunchConfigError
+    from mneme.replay.jit import JitError
+    from mneme.runtime import DriverError
+    from mneme.tune.worker import classify
+
+    def raised(make):
+        try:
+            make()
+        except Exception as error:  # noqa: BLE001
+            return error
+
+    import tune_support
+
+    assert classify(raised(tune_support._refused_launch)) == ("invalid", False)
+    assert classify(raised(tune_support._faulted_kernel)) == ("crashed", True)
+    resources = DriverError("cuFuncSetAttribute failed", 1, "CUDA_ERROR_INVALID_VALUE")
+    assert classify(resources) == ("invalid", False)
+    sticky = DriverError("cuMemcpy failed", 700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+    assert classify(sticky) == ("crashed", True)
+    assert classify(KernelFailedError("something odd")) == ("crashed", True)
+    assert classify(LaunchConfigError("block too big")) == ("invalid", False)
+    assert classify(JitError("unknown pass")) == ("invalid", False)
+    assert classify(ValueError("bug")) == ("error", False)

@@ -15,9 +15,11 @@ from optuna.trial import TrialState
 from tune_support import (
     GOLDEN,
     POISON_REGISTERS,
+    REFUSED_REGISTERS,
     SAXPY,
     abort_on_poison,
     mneme_process,
+    refuse_on_poison,
     run_mneme,
     trials_by_state,
 )
@@ -226,3 +228,39 @@ def test_a_recorded_launch_outside_the_space_is_no_trial(tmp_path):
     bound = BoundSpace(resolve_spaces("launch"), odd)
     assert bound.baseline() is None
     assert BoundSpace(resolve_spaces("pipeline"), odd).baseline() == {"opt_level": "O3", "passes": ""}
+
+
+def _variants(refused: bool):
+    """Pipeline levels times a variant: variant 1 is a launch the driver refuses (through
+    the refuse_on_poison hook) or, with ``refused`` False, a register cap that compiles."""
+    from mneme.tune import Categorical, settings_with, space
+
+    cap = REFUSED_REGISTERS if refused else REFUSED_REGISTERS - 1
+
+    @space(Categorical("level", ("O0", "O1", "O2", "O3", "Os", "Oz")),
+           Categorical("variant", (0, 1, 2, 3)), name="variants")
+    def variants(params, settings, ctx):
+        registers = cap if params["variant"] % 2 else 100 + params["variant"]
+        return settings_with(settings, compile={"pipeline": f"default<{params['level']}>",
+                                                "max_registers": registers})
+    return variants
+
+
+def test_failing_points_keep_the_rate(tmp_path):
+    """About half the points are refused launches: they cost no worker restart, and the
+    run keeps at least half the rate of a space where none fail."""
+    rates = {}
+    for refused in (False, True):
+        options = TuneOptions(trials=40, devices=None, cpu_workers=2, sampler="random", seed=3,
+                              storage=f"sqlite:///{tmp_path / f'{refused}.db'}",
+                              before_run=refuse_on_poison, reuse_repeats=False)
+        outcome = Tuner(GOLDEN, [SAXPY], [_variants(refused)], options).run()
+        assert len(outcome.trials) == 40 and outcome.restarts == 0
+        failed = [t for t in outcome.trials if t.state == "failed"]
+        if refused:
+            assert 10 <= len(failed) <= 30
+            assert all(t.failure == "invalid" and "refused" in t.reason for t in failed)
+        else:
+            assert not failed
+        rates[refused] = outcome.trials_per_second
+    assert rates[True] >= 0.5 * rates[False], rates

@@ -147,3 +147,42 @@ def test_devices_that_do_not_exist(gpu, tmp_path):
     with pytest.raises(DeviceSelectionError, match="GPU 63 cannot be used"):
         Tuner(GOLDEN, [SAXPY], "pipeline", options).run()
 
+
+
+def _variants(failing: bool):
+    """Variant 1: a grid covering half the work (unverified); 3: dynamic shared memory
+    above the device's limit (refused); with ``failing`` False no variant changes anything."""
+    from mneme.tune import IntParam
+
+    @space(IntParam("variant", 0, 3), name="variant", baseline={"variant": 0})
+    def variant(params, settings, ctx):
+        if not failing or params["variant"] % 2 == 0:
+            return settings
+        if params["variant"] == 1:
+            grid = settings.replay.grid or ctx.grid
+            return settings_with(settings, replay={"grid": (max(1, grid[0] // 2), *grid[1:])})
+        return settings_with(settings, replay={"shared_mem": 1 << 20})
+    return variant
+
+
+def test_failing_points_cost_no_restart_and_keep_the_rate(gpu, tmp_path):
+    """Half the points fail for real on the GPU (unverified, refused): no worker restart,
+    and at least half the rate of the same space where none fail."""
+    from mneme.tune import resolve_spaces
+
+    rates = {}
+    for failing in (False, True):
+        options = TuneOptions(trials=120, devices=[0], sampler="random", seed=2,
+                              storage=f"journal:{tmp_path / f'{failing}.log'}", reuse_repeats=False)
+        spaces = [*resolve_spaces("launch,pipeline"), _variants(failing)]
+        outcome = Tuner(GOLDEN, [SAXPY], spaces, options).run()
+        assert outcome.restarts == 0, [t.reason for t in outcome.trials if t.failure == "crashed"]
+        failed = [t for t in outcome.trials if t.state == "failed"]
+        if failing:
+            assert 30 <= len(failed) <= 90
+            assert {t.failure for t in failed} <= {"unverified", "invalid"}
+        else:
+            assert not failed, [t.reason for t in failed]
+        rates[failing] = outcome.trials_per_second
+    print(f"\ntrials/s: none failing {rates[False]:.1f}, half failing {rates[True]:.1f}")
+    assert rates[True] >= 0.5 * rates[False], rates

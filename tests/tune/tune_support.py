@@ -72,3 +72,41 @@ def instance_of(database: Path, name_part: str) -> str:
             if instances:
                 return instances[0].id
     raise LookupError(f"no recorded kernel named like {name_part!r} in {database}")
+
+
+#: a register cap the hook below treats as "the driver refuses this launch"
+REFUSED_REGISTERS = 254
+
+
+def _refused_launch():
+    """The exception the replay engine raises when cuLaunchKernel refuses a launch
+    (engine/session.py: a KernelFailedError raised while handling the DriverError)."""
+    from mneme.replay.engine import KernelFailedError
+    from mneme.runtime import DriverError
+
+    try:
+        raise DriverError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (invalid argument)",
+                          1, "CUDA_ERROR_INVALID_VALUE")
+    except DriverError as error:
+        raise KernelFailedError(f"the launch was refused: {error}") from None
+
+
+def _faulted_kernel():
+    from mneme.replay.engine import KernelFailedError
+    from mneme.runtime import DriverError
+
+    try:
+        raise DriverError("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal "
+                          "memory access was encountered)", 700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+    except DriverError as error:
+        raise KernelFailedError(f"the kernel failed on the device: {error} (the GPU context is "
+                                "unusable now; replay in a fresh process)") from None
+
+
+def refuse_on_poison(settings) -> None:
+    """Worker hook: the driver refuses the launch of a candidate with the refused register
+    cap (as a launch configuration it cannot run), a candidate with the poison cap faults."""
+    if settings.compile.max_registers == REFUSED_REGISTERS:
+        _refused_launch()
+    if settings.compile.max_registers == POISON_REGISTERS:
+        _faulted_kernel()

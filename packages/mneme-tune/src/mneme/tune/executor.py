@@ -65,6 +65,14 @@ class _Worker:
     restarts: int = 0
 
 
+def _usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _describe_exit(process) -> str:
     code = process.exitcode
     if code is None:
@@ -142,7 +150,9 @@ class ReplayExecutor:
         self._start_all()
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
-            compile_workers = (max(1, min(16, (os.cpu_count() or 2) - len(self._workers) - 2))
+            # Every core the GPU workers leave: compiling is what bounds fresh-compile
+            # spaces (PTX -> cubin runs in process through nvJitLink).
+            compile_workers = (max(1, _usable_cores() - len(self._workers))
                                if self.devices is not None else 0)
         if compile_workers > 0:
             self._compile_pool = concurrent.futures.ProcessPoolExecutor(

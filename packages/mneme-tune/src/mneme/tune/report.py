@@ -63,6 +63,7 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
         "failed": failures,
         "this_run": {"trials": outcome.ran, "failed": outcome.failed,
                      "seconds": outcome.elapsed, "search_seconds": outcome.search_seconds,
+                     "worker_restarts": outcome.restarts,
                      "trials_per_second": outcome.trials_per_second},
         "best": [row(r) for r in outcome.best[:TOP]],
     }

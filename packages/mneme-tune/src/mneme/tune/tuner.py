@@ -129,6 +129,9 @@ class TuneOutcome:
     elapsed: float
     #: seconds of the search alone (what trials per second are measured over)
     search_seconds: float = 0.0
+    #: workers replaced during this run (only failures that poison a CUDA context, or a
+    #: dead or hung worker, cost one)
+    restarts: int = 0
 
     @property
     def trials_per_second(self) -> float:
@@ -374,11 +377,13 @@ class Tuner:
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             search = time.monotonic() - search_start
             baseline = self._confirm_baseline(executor, study, baseline)
+            restarts = executor.restarts
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
         elapsed = time.monotonic() - start
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
         outcome.search_seconds = search
+        outcome.restarts = restarts
         return outcome
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
