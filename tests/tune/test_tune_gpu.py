@@ -45,6 +45,15 @@ def test_200_trials_of_an_example_kernel(examples, tmp_path):
     # The recorded configuration is trial 0, so the best is at least as fast as it measured.
     trial0 = next(t for t in outcome.trials if t.number == 0)
     assert trial0.params["opt_level"] == "O3" and best.values[0] <= trial0.values[0]
+    # The best and the baseline were timed again: a speedup counts only beyond the noise.
+    from mneme.tune.report import verdict
+
+    c = outcome.confirmation
+    assert len(c["baseline"]) >= 6 and len(c["best"]) >= 5 and c["noise"] >= 0
+    assert c["significant"] == (max(c["best"]) < min(c["baseline"]))
+    line = verdict(outcome)
+    assert line.startswith("significant speedup" if c["significant"] else "no significant speedup")
+    print(f"\n{line}")
     print(f"\n{instance}: baseline {baseline['metrics']['time_ms']:.4f} ms, best "
           f"{best.values[0]:.4f} ms ({best.speedup:.2f}x) {best.params}; "
           f"{outcome.trials_per_second:.1f} trials/s, {outcome.failed} failed")

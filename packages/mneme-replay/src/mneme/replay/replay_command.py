@@ -20,6 +20,7 @@ from .engine import (
     select_instance,
 )
 from .engine.session import derive_compile_config
+from .identity import check_kernel, database_of, read_identity, record_id_of
 from .jit import CompileCache, check_pipeline
 
 VERIFY_FAILED_EXIT = 1
@@ -125,9 +126,9 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
     "-rdb",
     "--record-db",
     "database",
-    required=True,
     metavar="DB",
-    help="Recording database (or DB/KERNEL to pick a kernel).",
+    help="Recording database (or DB/KERNEL to pick a kernel); with a --config written by "
+    "mneme tune, default: the database it was tuned on.",
 )
 @click.option(
     "-rid",
@@ -135,7 +136,7 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
     "record_id",
     metavar="INSTANCE",
     help="Instance to replay: its dynamic hash (or prefix) or KERNEL/INSTANCE; "
-    "may be omitted when there is one.",
+    "may be omitted when there is one, or with a --config written by mneme tune.",
 )
 @click.argument("pipeline", required=False)
 @click.option("--grid-dim-x", type=click.IntRange(min=1))
@@ -241,9 +242,14 @@ def replay(
     """Replay a recorded kernel instance under PIPELINE (default: default<O3>)."""
     from mneme.runtime import DriverError
 
-    settings, config_arch = ReplaySettings(), None
+    settings, config_arch, identity = ReplaySettings(), None, None
     if config_file is not None:
         settings, config_arch = read_settings(config_file)
+        identity = read_identity(config_file)
+    if database is None:
+        if config_file is None:
+            raise click.UsageError("Missing option '-rdb' / '--record-db'.")
+        database = database_of(identity, config_file)
     compile_changes = {}
     if pipeline is not None:
         compile_changes["pipeline"] = pipeline
@@ -259,7 +265,10 @@ def replay(
     check_pipeline(compile_config.pipeline, compile_config.triple)
 
     db, kernel = open_database(database)
+    if record_id is None and kernel is None:
+        record_id = record_id_of(identity, db, config_file)  # the instance it was tuned on
     instance = select_instance(db, kernel, record_id)
+    check_kernel(identity, instance, config_file)
 
     replay_changes = {}
     grid = _dims(settings.replay.grid or instance.grid, grid_dim_x, grid_dim_y, grid_dim_z)

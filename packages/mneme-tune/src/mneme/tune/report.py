@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import os
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,40 @@ def exported_settings(record: TrialRecord) -> dict[str, Any]:
     return ReplaySettings(settings.compile, replay).to_dict()
 
 
+def verdict(outcome: TuneOutcome) -> str:
+    """One line: what the search found against the recorded configuration, with its noise
+    ("no significant speedup" when the difference is inside it)."""
+    c = outcome.confirmation
+    if not c:
+        return "no configuration to compare with the recorded one"
+    if c.get("objective") != "time":
+        name = c.get("objective")
+        if not c.get("significant"):
+            return f"no improvement of {name} over the recorded configuration"
+        return (f"best (trial {c['trial']}) {c['best'][0]:g} against {c['baseline'][0]:g} "
+                f"{unit(name)} of {name} for the recorded configuration (exact, compile-only)")
+    runs = f"{len(c['best'])} and {len(c['baseline'])} runs"
+    base, best = statistics.median(c["baseline"]), statistics.median(c["best"])
+    numbers = (f"best (trial {c['trial']}) {best:.4g} ms against {base:.4g} ms recorded, "
+               f"{c['speedup']:.2f}x, noise ±{100 * c['noise']:.1f} % ({runs})")
+    if c.get("failure"):
+        return f"no significant speedup: {c['failure']}"
+    if not c.get("significant"):
+        return f"no significant speedup: {numbers}, the ranges overlap"
+    return f"significant speedup: {numbers}"
+
+
+def best_configuration(outcome: TuneOutcome) -> dict[str, Any]:
+    """best.json: the best configuration with what it was tuned on and how it compared."""
+    data = exported_settings(outcome.best[0])
+    if outcome.identity:
+        c = outcome.confirmation
+        data["identity"] = {**outcome.identity, "trial": outcome.best[0].number,
+                            "speedup": c.get("speedup"), "significant": c.get("significant"),
+                            "verdict": verdict(outcome)}
+    return data
+
+
 def summary(outcome: TuneOutcome) -> dict[str, Any]:
     def row(r: TrialRecord) -> dict[str, Any]:
         return {"trial": r.number, "values": r.values, "params": r.params,
@@ -66,6 +101,9 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
                      "worker_restarts": outcome.restarts,
                      "trials_per_second": outcome.trials_per_second},
         "best": [row(r) for r in outcome.best[:TOP]],
+        "identity": outcome.identity,
+        "confirmation": outcome.confirmation,
+        "verdict": verdict(outcome),
     }
 
 
@@ -192,7 +230,7 @@ def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
     data = summary(outcome)
     if outcome.best:
         _write_atomic(directory / "best.json",
-                      json.dumps(exported_settings(outcome.best[0]), indent=2, sort_keys=True))
+                      json.dumps(best_configuration(outcome), indent=2, sort_keys=True))
     write_trials_csv(outcome, directory / "trials.csv")
     if plots:
         data["plots"], data["plots_skipped"] = write_plots(outcome, directory)

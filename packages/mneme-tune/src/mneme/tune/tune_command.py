@@ -172,6 +172,10 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             f"{outcome.failed} failed; "
             f"study {outcome.study.study_name!r} holds {len(outcome.trials)} finished trials"
         )
+        if outcome.best:
+            from .report import verdict
+
+            out.print(verdict(outcome))
         completed_any |= bool(outcome.best)
         if not outcome.best:
             _explain_failures(outcome, out)

@@ -42,8 +42,10 @@ from .study import default_sampler, make_sampler, open_storage, open_study
 TRIAL_ATTR = "mneme"
 #: user attribute of the study: the baseline's measurements
 BASELINE_ATTR = "mneme.baseline"
-#: extra timings of the recorded configuration after the search
-CONFIRM_RUNS = 2
+#: extra timings of the recorded configuration and of the best after the search (GPU)
+CONFIRM_RUNS = 5
+#: study attribute: the baseline and the best timed again, and whether they differ
+CONFIRMATION_ATTR = "mneme.confirmation"
 #: study attribute prefix naming each tuner process that worked on the study
 TUNER_ATTR = "mneme.tuner."
 #: consecutive infeasible samples after which the search gives up
@@ -72,6 +74,9 @@ class TuneOptions:
     iterations: int = 5
     warmup: int = 1
     trial_timeout: float = 60.0
+    #: times the recorded configuration and the best are replayed again after the search
+    #: (interleaved) to tell a speedup from noise
+    confirm_runs: int = CONFIRM_RUNS
     #: a point sampled again reuses its measurement instead of replaying it
     reuse_repeats: bool = True
     before_run: Callable[[ReplaySettings], None] | None = None
@@ -132,6 +137,10 @@ class TuneOutcome:
     #: workers replaced during this run (only failures that poison a CUDA context, or a
     #: dead or hung worker, cost one)
     restarts: int = 0
+    #: what the configurations were tuned on (database, kernel, instances, code)
+    identity: dict[str, Any] = field(default_factory=dict)
+    #: the best against the recorded configuration, each measured again (see confirm())
+    confirmation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def trials_per_second(self) -> float:
@@ -274,28 +283,74 @@ class Tuner:
         study.set_user_attr(BASELINE_ATTR, baseline)
         return baseline
 
-    def _confirm_baseline(self, executor, study, baseline: dict[str, Any]) -> dict[str, Any]:
-        """Time the recorded configuration again after the search (GPU): the baseline's
-        time is the median of every measurement of it, so a cold first run does not
-        inflate the speedups."""
-        if self.options.compile_only or "metrics" not in baseline or "time" not in self.objectives:
-            return baseline
-        base = self.base_settings()
-        times = list(baseline.get("times_ms", [baseline["metrics"]["time_ms"]]))
-        for _ in range(CONFIRM_RUNS):
-            futures = [executor.submit(base, i) for i in self.instance_ids]
-            try:
-                results = [f.result() for f in futures]
-            except TrialFailed:
-                return baseline
-            times.append(objectives_mod.OBJECTIVES["time"][1](results))
-        median = statistics.median(times)
-        baseline = {**baseline, "times_ms": times,
+    def identity(self) -> dict[str, Any]:
+        """What this study tunes: database, kernel, instances, code (for best.json)."""
+        from mneme.replay.identity import make_identity
+
+        return make_identity(self.database, self.instances, study=self.study.study_name,
+                             objectives=list(self.objectives))
+
+    def _time_of(self, executor, settings: list[ReplaySettings]) -> float | str:
+        """One more measurement of a configuration: its time (ms), or why it failed."""
+        futures = [executor.submit(s, i) for s, i in zip(settings, self.instance_ids, strict=True)]
+        try:
+            results = [f.result() for f in futures]
+        except TrialFailed as failure:
+            return f"{failure.kind}: {failure.message}"
+        return objectives_mod.OBJECTIVES["time"][1](results)
+
+    def confirm(self, executor, study, outcome: TuneOutcome) -> dict[str, Any]:
+        """The best configuration against the recorded one, with its noise.
+
+        On a GPU (``time``): both are replayed ``confirm_runs`` more times, interleaved;
+        the speedup is the ratio of the medians of all their measurements, the noise the
+        relative half-range of the baseline's, and the speedup counts (``significant``)
+        only when every measurement of the best is faster than every measurement of the
+        baseline. Static objectives are exact: a different value is significant."""
+        baseline = outcome.baseline
+        if not outcome.best or "values" not in baseline:
+            return {}
+        best = outcome.best[0]
+        base_value, best_value = baseline["values"][0], best.values[0]
+        if self.options.compile_only or self.objectives[0] != "time":
+            speedup = base_value / best_value if best_value else None
+            result = {"objective": self.objectives[0], "trial": best.number,
+                      "baseline": [base_value], "best": [best_value], "speedup": speedup,
+                      "noise": 0.0, "significant": best_value < base_value}
+            study.set_user_attr(CONFIRMATION_ATTR, result)
+            return result
+        base_times = list(baseline.get("times_ms", [baseline["metrics"]["time_ms"]]))
+        # The search's own measurement of the best was picked for being the lowest: only
+        # the new ones count (it stays when no repeat is asked for).
+        best_times = [] if self.options.confirm_runs > 0 else [best_value]
+        settings = self._settings(best.params)
+        base = [self.base_settings()] * len(self.instance_ids)
+        failure = None
+        for _ in range(max(0, self.options.confirm_runs)):
+            for times, config in ((base_times, base), (best_times, settings)):
+                value = self._time_of(executor, config)
+                if isinstance(value, str):
+                    failure = failure or value
+                else:
+                    times.append(value)
+        median = statistics.median(base_times)
+        baseline = {**baseline, "times_ms": base_times,
                     "metrics": {**baseline["metrics"], "time_ms": median}}
         baseline["values"] = [median if n == "time" else v
                               for n, v in zip(self.objectives, baseline["values"], strict=True)]
         study.set_user_attr(BASELINE_ATTR, baseline)
-        return baseline
+        if not best_times:
+            best_times = [best_value]
+        best_median = statistics.median(best_times)
+        noise = (max(base_times) - min(base_times)) / 2 / median if median else 0.0
+        result = {"objective": "time", "trial": best.number, "baseline": base_times,
+                  "best": best_times, "speedup": median / best_median if best_median else None,
+                  "noise": noise,
+                  "significant": failure is None and max(best_times) < min(base_times)}
+        if failure is not None:
+            result["failure"] = f"the best failed when replayed again: {failure}"
+        study.set_user_attr(CONFIRMATION_ATTR, result)
+        return result
 
     def _recover(self, study: optuna.Study) -> int:
         """Trials a dead tuner left running: failed as interrupted, and their points queued
@@ -376,14 +431,19 @@ class Tuner:
             search_start = time.monotonic()
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             search = time.monotonic() - search_start
-            baseline = self._confirm_baseline(executor, study, baseline)
+            outcome = self.outcome(study, baseline, ran, failed, 0.0)
+            outcome.confirmation = self.confirm(executor, study, outcome)
+            baseline = study.user_attrs.get(BASELINE_ATTR, baseline)
             restarts = executor.restarts
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
         elapsed = time.monotonic() - start
+        confirmation = outcome.confirmation
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
         outcome.search_seconds = search
         outcome.restarts = restarts
+        outcome.confirmation = confirmation
+        outcome.identity = self.identity()
         return outcome
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:

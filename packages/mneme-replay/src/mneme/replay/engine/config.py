@@ -146,12 +146,15 @@ class ReplaySettings:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplaySettings:
-        """Accepts ``{"compile": ..., "replay": ...}``, a whole result (its
+        """Accepts ``{"compile": ..., "replay": ...}`` (with an ``identity``, as tuning
+        writes it, which is read by mneme.replay.identity), a whole result (its
         ``configuration``), or a bare CompileConfig object."""
         if not isinstance(data, dict):
             raise ReplayConfigError("a configuration must be a JSON object")
         if "configuration" in data and isinstance(data["configuration"], dict):
             data = data["configuration"]
+        # A tuning report's best.json also names what it was tuned on (its "identity").
+        data = {k: v for k, v in data.items() if k != "identity"}
         try:
             if set(data) <= {"compile", "replay"}:
                 return cls(
