@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -306,6 +307,7 @@ class Recorder {
     if (!filter.empty()) filter_ = std::make_unique<std::regex>(filter);
     epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
     discover_ = env("MNEME_RECORD_FATBIN", "1") != "0";
+    capture_reachable_ = env("MNEME_RECORD_CAPTURE", "all") == "reachable";
     // Room for managed memory after the device range (0: the driver's managed memory).
     managed_size_ = std::strtoull(env("MNEME_RECORD_MANAGED_SIZE", "1099511627776").c_str(), nullptr, 0);
     std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
@@ -445,7 +447,12 @@ class Recorder {
     return true;
   }
 
-  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources);
+  // What a snapshot copies: every live allocation and device global, or (`args` given:
+  // --capture reachable) the globals and the allocations reachable from them and `args`.
+  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
+                   const std::string* args = nullptr);
+  std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
+  bool capture_reachable_ = false;
 
   bool active_ = false;
   bool stats_ = false;
@@ -488,24 +495,79 @@ class Recorder {
 void at_exit() { Recorder::get().finish(); }
 
 // Every live allocation and every registered device global: what a snapshot copies.
-void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources) {
+void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
+                           const std::string* args) {
   REAL(cudaGetSymbolAddress);
   regions.clear();
   sources.clear();
-  for (const auto& [address, size] : live_) {
-    regions.push_back({"heap", address, size, ""});
-    sources.push_back(address);
-  }
-  for (const auto& [address, size] : managed_) {
-    regions.push_back({"managed", address, size, ""});
-    sources.push_back(address);
-  }
+  std::vector<std::pair<uint64_t, uint64_t>> globals;
   for (const auto& g : globals_) {
     void* address = nullptr;
     if (real_cudaGetSymbolAddress(&address, g.host_var) != cudaSuccess || !address) continue;
     regions.push_back({"global", reinterpret_cast<uint64_t>(address), g.size, g.name});
     sources.push_back(reinterpret_cast<uint64_t>(address));
+    globals.emplace_back(reinterpret_cast<uint64_t>(address), g.size);
   }
+  std::set<uint64_t> wanted;  // allocation start addresses
+  bool everything = !args;
+  if (args) wanted = reachable(*args, globals);
+  for (const auto* pool : {&live_, &managed_}) {
+    for (const auto& [address, size] : *pool) {
+      if (!everything && !wanted.count(address)) continue;
+      regions.push_back({pool == &live_ ? "heap" : "managed", address, size, ""});
+      sources.push_back(address);
+    }
+  }
+}
+
+// The allocations a launch can reach: those an 8-byte word of the argument buffer or of a
+// device global points into, then, transitively, those that 8-byte words stored in reached
+// allocations point into. Pointers the kernel computes from integers are not seen
+// (docs/record.md, "--capture reachable").
+std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals) {
+  std::map<uint64_t, uint64_t> all(live_);
+  all.insert(managed_.begin(), managed_.end());
+  auto owner = [&all](uint64_t value) -> std::optional<uint64_t> {
+    auto it = all.upper_bound(value);
+    if (it == all.begin()) return std::nullopt;
+    --it;
+    if (value >= it->first && value < it->first + std::max<uint64_t>(it->second, 1)) return it->first;
+    return std::nullopt;
+  };
+  std::set<uint64_t> found;
+  std::vector<uint64_t> pending;
+  auto scan = [&](const unsigned char* bytes, size_t n) {
+    for (size_t at = 0; at + 8 <= n; at += 8) {
+      uint64_t value;
+      std::memcpy(&value, bytes + at, 8);
+      if (auto start = owner(value); start && found.insert(*start).second) pending.push_back(*start);
+    }
+  };
+  // Arguments are packed at their own offsets: look at every 4-byte step for 8-byte words.
+  for (size_t at = 0; at + 8 <= args.size(); at += 4) {
+    uint64_t value;
+    std::memcpy(&value, args.data() + at, 8);
+    if (auto start = owner(value); start && found.insert(*start).second) pending.push_back(*start);
+  }
+  const auto& d = device_->driver();
+  std::vector<unsigned char> buffer;
+  constexpr uint64_t kPiece = 64ull << 20;
+  auto read_and_scan = [&](uint64_t address, uint64_t size) {
+    for (uint64_t done = 0; done < size; done += kPiece) {
+      uint64_t n = std::min(kPiece, size - done);
+      buffer.resize(n);
+      if (d.cuMemcpyDtoH(buffer.data(), address + done, n) != CUDA_SUCCESS) return;
+      scan(buffer.data(), n);
+    }
+  };
+  rt::cuda::CudaDevice::Scope scope(*device_);
+  for (const auto& [address, size] : globals) read_and_scan(address, size);
+  while (!pending.empty()) {
+    uint64_t start = pending.back();
+    pending.pop_back();
+    read_and_scan(start, all[start]);
+  }
+  return found;
 }
 
 bool Recorder::capturing(uint64_t stream) const {
@@ -692,7 +754,8 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
-  regions_now(regions, sources);
+  regions_now(regions, sources, capture_reachable_ ? &inst.args : nullptr);
+  inst.capture = capture_reachable_ ? "reachable" : "all";
   std::shared_ptr<rt::SnapshotPipeline::Instance> snap;
   try {
     snap = pipeline.begin(static_hash, inst, regions);

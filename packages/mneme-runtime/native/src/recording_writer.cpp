@@ -425,8 +425,9 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
     << inst.block[1] << ", " << inst.block[2] << "], \"shared_mem\": " << inst.shared_mem
     << ", \"stream\": " << inst.stream << ", \"args_size\": " << inst.args.size()
     << ", \"occurrences\": " << occurrences << ", \"epilogue_format\": " << json_string(epilogue_format_)
-    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
-    << "}";
+    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso());
+  if (inst.capture != "all") a << ", \"capture\": " << json_string(inst.capture);
+  a << "}";
   write_json(node / "zarr.json", group_json(a.str()));
 }
 

@@ -93,10 +93,13 @@ def _manifest(executable: Path, out: Path) -> int:
               help="GiB of host memory for staged snapshot bytes not yet written "
                    "(default: min(8, a quarter of RAM)); the application waits when it is full.")
 @click.option("--stats", is_flag=True, help="Print one line of snapshot statistics on stderr at exit.")
+@click.option("--capture", type=click.Choice(["all", "reachable"]), default="all", show_default=True,
+              help="What a snapshot holds: every live allocation, or only those the kernel's "
+                   "arguments and device globals reach through stored pointers (docs/record.md).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
            epilogue_format: str, record_ranks: str, host_memory: float | None, stats: bool,
-           command: tuple[str, ...]):
+           capture: str, command: tuple[str, ...]):
     """Run COMMAND and record its kernel launches: an executable built with mneme-clang++
     (kernels with their LLVM IR) or with nvcc (kernels with their PTX/cubin)."""
     executable = shutil.which(command[0]) or command[0]
@@ -135,6 +138,7 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
             "MNEME_RECORD_FILTER": kernel_regex,
             "MNEME_RECORD_EPILOGUE": epilogue_format,
             "MNEME_RECORD_RANKS": record_ranks,
+            "MNEME_RECORD_CAPTURE": capture,
         })
         if host_memory is not None:
             env["MNEME_RECORD_HOST_MEMORY"] = str(max(1, int(host_memory * (1 << 30))))

@@ -355,6 +355,12 @@ class Instance:
     def epilogue_format(self) -> str:
         return self._attrs["epilogue_format"]
 
+    @property
+    def capture(self) -> str:
+        """"all": every live allocation was captured; "reachable": only those the launch's
+        arguments and device globals reach (a replay that reads elsewhere faults)."""
+        return self._attrs.get("capture", "all")
+
     @cached_property
     def regions(self) -> list[RegionInfo]:
         """The regions, checked against the layout rules of docs/format.md: sorted by
@@ -491,6 +497,7 @@ class Instance:
             "shared_mem": self.shared_mem,
             "occurrences": self.occurrences,
             "epilogue_format": self.epilogue_format,
+            "capture": self.capture,
             "args": self.args.hex(),
             "regions": [r.to_json() for r in self.regions],
             "annotations": {k: v.to_json() for k, v in self.annotations.items()},

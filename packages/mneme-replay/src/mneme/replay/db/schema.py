@@ -129,6 +129,8 @@ INSTANCE_SCHEMA = Obj(
         "annotations": Mapping(REGION_NAME, ANNOTATION_SCHEMA),
         "recorded": Str(),
     },
+    # "reachable": only the allocations the launch could reach were captured
+    {"capture": OneOf(("all", "reachable"))},
 )
 
 

@@ -42,6 +42,39 @@ class Span:
     size: int
 
 
+#: what the mapped bytes around recorded regions hold, checked after every run: a kernel
+#: that writes memory it was not recorded with (an out-of-bounds candidate, or a pointer
+#: `--capture reachable` could not see) changes them and fails verification
+CANARY = 0xA5
+#: the slack checked at most; beyond it (many scattered small regions) it is not checked
+MAX_SLACK = 256 << 20
+
+
+def slack_intervals(spans: list[Span], granularity: int) -> list[Span]:
+    """The mapped bytes that belong to no span: the rest of every granule a span touches."""
+    out: list[Span] = []
+    mapped: list[list[int]] = []
+    for span in sorted(spans, key=lambda s: s.address):
+        lo = span.address // granularity * granularity
+        hi = _round_up(span.address + span.size, granularity)
+        if mapped and lo <= mapped[-1][1]:
+            mapped[-1][1] = max(mapped[-1][1], hi)
+        else:
+            mapped.append([lo, hi])
+    ordered = sorted(spans, key=lambda s: s.address)
+    for lo, hi in mapped:
+        at = lo
+        for span in ordered:
+            if span.address + span.size <= lo or span.address >= hi:
+                continue
+            if span.address > at:
+                out.append(Span(at, span.address - at))
+            at = max(at, span.address + span.size)
+        if at < hi:
+            out.append(Span(at, hi - at))
+    return out
+
+
 def merge_spans(regions: list, alignment: int = ALIGNMENT) -> list[Span]:
     """Heap regions → disjoint spans aligned to ``alignment`` (overlaps and touching
     neighbours merged), in address order."""
@@ -99,8 +132,8 @@ class DeviceImage:
         scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
         scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
         scratch += self._flush_size()  # address space only until flush_l2 is used
-        # every scratch allocation may start a fresh granule; keep room for that
-        scratch += granularity * (len(self.spans) + len(managed) + len(regions) + 4)
+        # every scratch allocation starts a fresh granule; keep room for that
+        scratch += granularity * (len(self.spans) + len(managed) + 2 * len(regions) + 6)
         reserve = _round_up(size + scratch, _RESERVE_STEP)
         self.space = device.address_space(base, reserve)
         self._allocations: list = []
@@ -122,6 +155,16 @@ class DeviceImage:
                 self._managed_spaces.append(space)
                 self._allocations.append(space.allocate_at(span.address, span.size))
             self.spans = self.spans + managed
+            # Scratch goes after everything recorded, never into a hole between recorded
+            # regions: a kernel reaching memory it was not recorded with must fault there,
+            # not scribble on a pristine copy.
+            ends = [base + size] + [s.address + s.size for s in managed
+                                    if base <= s.address < base + reserve]
+            self._granularity = granularity
+            self._scratch_next = _round_up(max(ends), granularity)
+            slack = slack_intervals([s for s in self.spans if base <= s.address < base + reserve],
+                                    granularity)
+            self.slack = slack if sum(s.size for s in slack) <= MAX_SLACK else []
             self._restore(info, epilogues)
         except BaseException:
             self.close()
@@ -144,7 +187,9 @@ class DeviceImage:
         return out
 
     def _allocate(self, size: int) -> int:
-        allocation = self.space.allocate(max(size, 1), _SCRATCH_ALIGNMENT)
+        address = self._scratch_next
+        allocation = self.space.allocate_at(address, max(size, 1))
+        self._scratch_next = _round_up(address + max(size, 1), self._granularity)
         self._allocations.append(allocation)
         return int(allocation.address)
 
@@ -178,9 +223,18 @@ class DeviceImage:
                 device.copy_to_device(self.expected[name], data)
         for g in self.globals:
             g.expected = self.expected.get(g.region.name)
-        self.results = self._allocate(RESULT_BYTES * (len(epilogues) + 1))
+        self.results = self._allocate(RESULT_BYTES * (len(epilogues) + len(self.slack) + 1))
+        self.canary = None
+        if self.slack:
+            self.canary = self._allocate(max(s.size for s in self.slack))
+            device.fill(self.canary, CANARY, max(s.size for s in self.slack))
+            self._fill_slack()
         self._flush: tuple[int, int] | None = None
         device.synchronize()
+
+    def _fill_slack(self, stream=None) -> None:
+        for s in self.slack:
+            self.device.fill(s.address, CANARY, s.size, stream)
 
     def _prologue(self, region) -> np.ndarray:
         data = np.ascontiguousarray(self.instance.prologue(region.name)).view(np.uint8).reshape(-1)
@@ -228,6 +282,7 @@ class DeviceImage:
         copy = self.device.copy_device_to_device
         for dst, src, size in self.pristine:
             copy(dst, src, size, stream)
+        self._fill_slack(stream)
         for g in self.globals:
             if g.address is not None and g.region.size:
                 copy(g.address, g.pristine, g.region.size, stream)

@@ -484,6 +484,12 @@ class ReplaySession:
             checks.append(
                 RegionCheck(region.name, actual, expected, region.size, tolerance, int(region.address))
             )
+        # Mapped bytes around the recorded regions must still hold the canary: a kernel that
+        # wrote them wrote memory it was not recorded with.
+        for slack in image.slack:
+            checks.append(RegionCheck(f"outside the recorded regions at {slack.address:#x}",
+                                      slack.address, image.canary, slack.size, Tolerance(),
+                                      slack.address))
         mismatches = self._verifier.run(checks, image.results, self._stream)
         for region, width in unordered:
             found = nd.order_mismatch(region.name, int(region.address), self._device_bytes(region),

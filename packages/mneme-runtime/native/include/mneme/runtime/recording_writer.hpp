@@ -57,6 +57,8 @@ struct InstanceInfo {
   uint64_t stream = 0;
   std::string args;  // raw argument buffer
   std::vector<RegionSnapshot> regions;
+  // "all" (every live allocation) or "reachable" (what the arguments and globals reach)
+  std::string capture = "all";
 };
 
 // One region's entry in an instance's metadata.
