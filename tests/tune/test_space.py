@@ -197,3 +197,56 @@ def test_int_param_validation():
     assert all(1 <= v <= 1000 for v in values)
     assert sorted(values)[500] < 100  # log-uniform: the median is near sqrt(1000)
     assert math.isclose(IntParam("y", 0, 10, step=5).size, 3)
+
+
+def test_transform_pipelines_parse_and_compile():
+    """Every unroll and vectorization choice is a pipeline LLVM 22 parses, appended to the
+    pipeline the other spaces chose, and compiles a kernel with a loop (row_sum; its
+    recorded IR is already unrolled, so the code does not change here)."""
+    from mneme.replay.db import Database
+    from mneme.replay.engine import ReplayConfig, ReplaySession
+    from mneme.replay.jit import check_pipeline
+    from mneme.tune import TransformSpace
+    from mneme.tune.space import UNROLL, VECTORIZE
+    from tune_support import GOLDEN, ROW_SUM
+
+    ctx = SpaceContext(grid=(4, 1, 1), block=(256, 1, 1))
+    bound = BoundSpace(resolve_spaces("transforms,pipeline"), ctx)
+    pipelines = set()
+    for unroll in UNROLL:
+        for vectorize in VECTORIZE:
+            point = {**bound.baseline(), "unroll": unroll, "vectorize": vectorize, "opt_level": "O2"}
+            pipeline = bound.apply(point, ReplaySettings()).compile.pipeline
+            check_pipeline(pipeline)
+            assert pipeline.startswith("default<O2>")
+            assert (pipeline == "default<O2>") == (unroll == vectorize == "none")
+            pipelines.add(pipeline)
+    assert len(pipelines) == len(UNROLL) * len(VECTORIZE)
+    assert TransformSpace().baseline(ctx) == {"unroll": "none", "vectorize": "none"}
+    session = ReplaySession(Database.open(GOLDEN).instance(ROW_SUM), gpu=False)
+    for unroll, vectorize in (("none", "none"), ("full-256", "all"), ("runtime", "load-store")):
+        point = {**bound.baseline(), "unroll": unroll, "vectorize": vectorize}
+        settings = bound.apply(point, ReplaySettings())
+        result = session.run(settings.compile, ReplayConfig(compile_only=True))
+        assert result.reg_usage > 0 and result.obj_size > 0
+        assert result.configuration.compile.pipeline == settings.compile.pipeline
+
+
+def test_presets_expand_to_spaces():
+    from mneme.tune import PRESETS
+
+    quick = resolve_spaces("quick")
+    assert [s.name for s in quick] == ["launch", "pipeline", "transforms", "bounds", "specialize"]
+    assert quick[1].levels == ("O2", "O3")
+    assert [s.name for s in resolve_spaces("all")] == [
+        "launch", "pipeline", "transforms", "specialize", "bounds", "codegen"]
+    assert set(PRESETS) == {"quick", "all"}
+    with pytest.raises(SpaceError, match="named more than once"):
+        resolve_spaces("quick,launch")
+    ctx = SpaceContext(grid=(4, 1, 1), block=(256, 1, 1), scalar_params=(0,))
+    bound = BoundSpace(quick, ctx)
+    # The recorded configuration is a point of the preset: it is the study's trial 0.
+    base = bound.baseline()
+    assert base is not None
+    settings = bound.apply(base, ReplaySettings())
+    assert settings.compile.pipeline == "default<O3>" and settings.replay.block == (256, 1, 1)

@@ -195,3 +195,24 @@ def test_failing_points_cost_no_restart_and_keep_the_rate(gpu, tmp_path):
         rates[failing] = outcome.trials_per_second
     print(f"\ntrials/s: none failing {rates[False]:.1f}, half failing {rates[True]:.1f}")
     assert rates[True] >= 0.5 * rates[False], rates
+
+
+def test_screening_and_the_quick_preset(examples, tmp_path):
+    """Multi-fidelity: every point is first replayed with one timed iteration; only
+    promising ones get all the iterations; the quick preset tunes and the verdict is
+    honest."""
+    from mneme.tune.report import verdict
+
+    instance = instance_of(examples, TUNED)
+    options = TuneOptions(trials=80, devices=[0], storage=storage(tmp_path), seed=4,
+                          iterations=20, screen=1)
+    outcome = Tuner(examples, [instance], "quick", options).run()
+    complete = [t for t in outcome.trials if t.state == "complete"]
+    assert complete and all(t.verified is True for t in complete)
+    done = [t for t in outcome.study.get_trials(deepcopy=False) if t.values is not None]
+    screened = {t.number for t in done if "fidelity" in t.user_attrs["mneme"]}
+    assert screened, "some points were not promising: they kept their one-iteration time"
+    assert len(screened) < len(done), "promising points were measured with every iteration"
+    # A screened point was slower than the best of its time: never the best.
+    assert outcome.best[0].number not in screened
+    print(f"\n{verdict(outcome)}; {outcome.trials_per_second:.1f} trials/s")

@@ -16,6 +16,7 @@ from .executor import ReplayExecutor, as_completed
 from .objective import OBJECTIVES
 from .space import (
     BUILTIN_SPACES,
+    PRESETS,
     BoundSpace,
     BoundsSpace,
     Categorical,
@@ -27,6 +28,7 @@ from .space import (
     Space,
     SpaceContext,
     SpecializeSpace,
+    TransformSpace,
     resolve_spaces,
     settings_with,
     space,
@@ -44,6 +46,7 @@ def write_report(outcome, directory, plots: bool = True):
 __all__ = [
     "BUILTIN_SPACES",
     "OBJECTIVES",
+    "PRESETS",
     "BoundSpace",
     "BoundsSpace",
     "Categorical",
@@ -59,6 +62,7 @@ __all__ = [
     "SpaceError",
     "SpecializeSpace",
     "StudyError",
+    "TransformSpace",
     "TrialFailed",
     "TrialRecord",
     "TuneError",

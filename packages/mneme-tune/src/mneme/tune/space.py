@@ -2,8 +2,8 @@
 
 A space is a set of parameters (integer ranges and categorical choices), constraints
 over them, and ``apply(params, settings, ctx)``: the ``ReplaySettings`` a point means.
-Built-in spaces (``launch``, ``pipeline``, ``specialize``, ``bounds``, ``codegen``)
-are switched on by name; users write their own as a ``Space`` subclass or as a function
+Built-in spaces (``launch``, ``pipeline``, ``transforms``, ``specialize``, ``bounds``,
+``codegen``) and presets (``quick``, ``all``) are switched on by name; users write their own as a ``Space`` subclass or as a function
 decorated with :func:`space`. Spaces combine: ``combine([launch, pipeline])``.
 
     from mneme.tune import IntParam, space
@@ -479,12 +479,72 @@ class CodegenSpace(Space):
         return {"codegen_opt_level": 3, "ptxas_opt_level": 3}
 
 
+#: loop unrolling after the pipeline: LLVM 22's loop-unroll with its parameters (the
+#: optimization level, partial and runtime unrolling, the trip-count bound, the size up to
+#: which a loop is unrolled fully); every string parses (check_pipeline, tests)
+UNROLL = {
+    "none": "",
+    "partial": "loop-unroll<O3;partial;no-runtime>",
+    "runtime": "loop-unroll<O3;partial;runtime;upperbound>",
+    "full-8": "loop-unroll<O3;no-partial;full-unroll-max=8>",
+    "full-32": "loop-unroll<O3;no-partial;full-unroll-max=32>",
+    "full-256": "loop-unroll<O3;partial;runtime;upperbound;full-unroll-max=256>",
+}
+#: vectorization after unrolling: the loop vectorizer (interleaving too), SLP, and the
+#: load/store vectorizer that gives NVPTX its ld.v2/ld.v4 accesses
+VECTORIZE = {
+    "none": "",
+    "loop": "loop-vectorize<no-interleave-forced-only;no-vectorize-forced-only>",
+    "slp": "slp-vectorizer",
+    "load-store": "load-store-vectorizer",
+    "all": "loop-vectorize<no-interleave-forced-only;no-vectorize-forced-only>,slp-vectorizer,"
+           "load-store-vectorizer",
+}
+
+
+class TransformSpace(Space):
+    """Loop unrolling and vectorization with their parameters, appended (as one function
+    pass sequence, cleaned up by instcombine and simplifycfg) to the pipeline the other
+    spaces chose (``default<O3>`` alone)."""
+
+    name = "transforms"
+    extends_pipeline = True
+
+    def parameters(self, ctx):
+        return [Categorical("unroll", tuple(UNROLL)), Categorical("vectorize", tuple(VECTORIZE))]
+
+    @staticmethod
+    def passes(params: Point) -> str:
+        steps = [p for p in (UNROLL[params["unroll"]], VECTORIZE[params["vectorize"]]) if p]
+        if not steps:
+            return ""
+        return f"function({','.join(steps)},instcombine,simplifycfg)"
+
+    def apply(self, params, settings, ctx):
+        extra = self.passes(params)
+        if not extra:
+            return settings
+        return settings_with(settings, compile={"pipeline": f"{settings.compile.pipeline},{extra}"})
+
+    def baseline(self, ctx):
+        return {"unroll": "none", "vectorize": "none"}
+
+
 BUILTIN_SPACES: dict[str, Callable[[], Space]] = {
     "launch": LaunchSpace,
     "pipeline": PipelineSpace,
+    "transforms": TransformSpace,
     "specialize": SpecializeSpace,
     "bounds": BoundsSpace,
     "codegen": CodegenSpace,
+}
+
+#: named combinations: what a user would try first, and everything
+PRESETS: dict[str, str] = {
+    # launch shape, O2/O3 with unrolling and vectorization, launch bounds and register
+    # caps, specialization of the scalar arguments and dimensions
+    "quick": "launch,quick-pipeline,transforms,bounds,specialize",
+    "all": "launch,pipeline,transforms,specialize,bounds,codegen",
 }
 
 
@@ -548,7 +608,9 @@ class BoundSpace:
         return None
 
     def apply(self, point: Point, settings: ReplaySettings) -> ReplaySettings:
-        for s in self.spaces:
+        # Spaces that extend the pipeline the others chose (transforms) apply last.
+        ordered = sorted(self.spaces, key=lambda s: bool(getattr(s, "extends_pipeline", False)))
+        for s in ordered:
             own = {p.name: point[p.name] for p in s.parameters(self.ctx)}
             settings = s.apply(own, settings, self.ctx)
         return settings
@@ -625,12 +687,14 @@ def resolve_space(spec: str | Space, grid_mode: str = "cover") -> Space:
     if isinstance(spec, Space):
         return spec
     name = spec.strip()
+    if name == "quick-pipeline":  # the quick preset's pipeline: O2 or O3, no extra sequence
+        return PipelineSpace(levels=("O2", "O3"), sequences=("",))
     if name in BUILTIN_SPACES:
         return LaunchSpace(grid_mode) if name == "launch" else BUILTIN_SPACES[name]()
     if ":" not in name:
         raise SpaceError(
-            f"unknown space {name!r}; built-in spaces: {', '.join(BUILTIN_SPACES)} "
-            "(or a user space as module:name or file.py:name)"
+            f"unknown space {name!r}; built-in spaces: {', '.join(BUILTIN_SPACES)}; presets: "
+            f"{', '.join(PRESETS)} (or a user space as module:name or file.py:name)"
         )
     from .user_code import load_attribute
 
@@ -649,7 +713,13 @@ def resolve_spaces(specs: str | Sequence[str | Space], grid_mode: str = "cover")
     """``"launch,pipeline"`` or a list of names/spaces → spaces (each name once)."""
     if isinstance(specs, str):
         specs = [s for s in specs.split(",") if s.strip()]
-    spaces = [resolve_space(s, grid_mode) for s in specs]
+    expanded: list[str | Space] = []
+    for spec in specs:
+        if isinstance(spec, str) and spec.strip() in PRESETS:
+            expanded += PRESETS[spec.strip()].split(",")
+        else:
+            expanded.append(spec)
+    spaces = [resolve_space(s, grid_mode) for s in expanded]
     names = [s.name for s in spaces]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:

@@ -105,9 +105,9 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("-rid", "--record-id", "record_id", metavar="INSTANCE",
               help="Instance to tune (default: every instance, a study each).")
 @click.option("--space", "spaces", default=None, metavar="NAMES",
-              help="Comma-separated spaces: launch, pipeline, specialize, bounds, codegen, or a "
-                   "user space module:name / file.py:name (default: launch,pipeline; "
-                   "compile-only: pipeline,bounds).")
+              help="Comma-separated spaces: launch, pipeline, transforms, specialize, bounds, "
+                   "codegen, a preset (quick, all), or a user space module:name / file.py:name "
+                   "(default: launch,pipeline; compile-only: pipeline,bounds).")
 @click.option("--trials", type=click.IntRange(min=1), default=100, show_default=True,
               help="Trials of the study in all (a resumed study runs the missing ones).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Time budget, seconds.")
@@ -132,6 +132,12 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--iterations", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed iterations per trial.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--screen", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Multi-fidelity (GPU): timed iterations of a first replay of each point; only "
+                   "points within 1.25x of the best so far get --iterations (0: off).")
+@click.option("--confirm-runs", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Replays of the recorded configuration and of the best after the search "
+                   "(GPU), to tell a speedup from noise.")
 @click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Watchdog: seconds before a trial's worker is killed.")
 @click.option("--compile-only", is_flag=True,
@@ -141,8 +147,8 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
               help="Rows of the best-configurations table.")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, storage,
-         study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup,
-         trial_timeout, compile_only, report_dir, top):
+         study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, screen,
+         confirm_runs, trial_timeout, compile_only, report_dir, top):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     console = Console(stderr=True)
@@ -159,6 +165,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         trials=trials, timeout=timeout, devices=device_list, workers_per_device=workers_per_device,
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, trial_timeout=trial_timeout,
+        screen=screen, confirm_runs=confirm_runs,
     )
     tuners = [Tuner(root, group, spaces, options) for group in groups]  # validate all first
     completed_any = False

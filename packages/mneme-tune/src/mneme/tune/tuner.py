@@ -77,6 +77,11 @@ class TuneOptions:
     #: times the recorded configuration and the best are replayed again after the search
     #: (interleaved) to tell a speedup from noise
     confirm_runs: int = CONFIRM_RUNS
+    #: multi-fidelity (GPU, time): timed iterations of a first, screening replay of each
+    #: point (0: off); only points within ``screen_margin`` of the best time so far are
+    #: replayed again with ``iterations``, the others keep their screening time
+    screen: int = 0
+    screen_margin: float = 1.25
     #: a point sampled again reuses its measurement instead of replaying it
     reuse_repeats: bool = True
     before_run: Callable[[ReplaySettings], None] | None = None
@@ -248,6 +253,12 @@ class Tuner:
             CompileConfig(),
             ReplayConfig(iterations=o.iterations, warmup=o.warmup, compile_only=o.compile_only),
         )
+
+    @property
+    def _screening(self) -> bool:
+        o = self.options
+        return (o.screen > 0 and not o.compile_only and self.objectives[0] == "time"
+                and len(self.objectives) == 1 and o.screen < o.iterations)
 
     # -- pieces of a run ---------------------------------------------------------------
 
@@ -519,8 +530,12 @@ class Tuner:
                                        f"the space's apply() raised {type(error).__name__}: {error}"},
                          TrialState.FAIL)
                     continue
-                futures = [executor.submit(s, i) for s, i in zip(settings, self.instance_ids, strict=True)]
-                trials_of[trial.number] = [trial, point, settings[0], futures]
+                first = settings
+                if self._screening:
+                    first = [ReplaySettings(x.compile, x.replay.with_(iterations=o.screen))
+                             for x in settings]
+                futures = [executor.submit(s, i) for s, i in zip(first, self.instance_ids, strict=True)]
+                trials_of[trial.number] = [trial, point, settings, futures, self._screening]
                 for f in futures:
                     inflight[f] = trial.number
             if not trials_of:
@@ -529,8 +544,9 @@ class Tuner:
                                               return_when=concurrent.futures.FIRST_COMPLETED)
             for f in done:
                 inflight.pop(f, None)
-            for number in [n for n, (_, _, _, fs) in trials_of.items() if all(f.done() for f in fs)]:
-                trial, point, settings, futures = trials_of.pop(number)
+            for number in [n for n, entry in trials_of.items() if all(f.done() for f in entry[3])]:
+                trial, point, all_settings, futures, screening = trials_of.pop(number)
+                settings = all_settings[0]
                 attrs: dict[str, Any] = {"settings": settings.to_dict()}
                 errors = [f.exception() for f in futures if f.exception() is not None]
                 if errors:
@@ -543,6 +559,18 @@ class Tuner:
                     continue
                 results = [f.result() for f in futures]
                 values = objectives_mod.evaluate(self.objectives, results)
+                if screening:
+                    if best is None or values[0] <= best * o.screen_margin:
+                        # Promising: measured again with every iteration (verified already).
+                        again = [ReplaySettings(x.compile, x.replay.with_(verify=False))
+                                 for x in all_settings]
+                        futures = [executor.submit(x, i)
+                                   for x, i in zip(again, self.instance_ids, strict=True)]
+                        trials_of[number] = [trial, point, all_settings, futures, False]
+                        for f in futures:
+                            inflight[f] = number
+                        continue
+                    attrs["fidelity"] = f"screened: {o.screen} iteration(s), not promising"
                 attrs.update(metrics=_metrics(results),
                              verified=None if o.compile_only else True)
                 seen[json.dumps(point, sort_keys=True)] = (number, values, attrs)
