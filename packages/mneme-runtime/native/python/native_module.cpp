@@ -574,6 +574,9 @@ NB_MODULE(_native, m) {
              rt::SnapshotPipeline::install_crash_handler(&w.pipeline(), wait_seconds);
            }, "wait_seconds"_a = 60.0,
            "On a fatal signal, commit the captured instances (waiting at most wait_seconds), then re-raise.");
+  m.def("chunk_digest", [](nb::bytes data) {
+        return rt::chunk_digest(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+      }, "data"_a, "The content store's name for a chunk's raw bytes (docs/format.md), 32 hex digits.");
   m.def("parse_size", &rt::parse_size, "text"_a, "Bytes of '64M', '8G', '123' (binary units); 0 if not a size.");
   m.def("default_host_memory", &rt::default_host_memory);
 

@@ -1,6 +1,7 @@
 #include "mneme/runtime/recording_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -346,15 +347,30 @@ fs::path RecordingWriter::new_staging_dir() const {
   return dir;
 }
 
-uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
-                                      uint64_t chunk, ChunkCodec& codec) const {
-  const auto& bytes = codec.encode(data, n, chunk);
-  fs::path path = dir / "c" / std::to_string(index);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+namespace {
+
+uint64_t read64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;  // little-endian hosts only (x86-64, aarch64), as the format
+}
+
+uint64_t rotl(uint64_t v, int r) { return (v << r) | (v >> (64 - r)); }
+
+uint64_t avalanche(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
+}
+
+void write_all(const fs::path& path, const std::vector<uint8_t>& bytes, int flags) {
+  int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0 && errno == ENOENT) {
     std::error_code ec;
-    fs::create_directories(dir / "c", ec);
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fs::create_directories(path.parent_path(), ec);
+    fd = ::open(path.c_str(), flags, 0644);
   }
   if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
   size_t done = 0;
@@ -369,6 +385,60 @@ uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const
     done += size_t(put);
   }
   if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+// Four 64-bit lanes of multiply-rotate over 32-byte stripes, the tail and the length,
+// folded into two 64-bit halves with different finalisers.
+std::string chunk_digest(const uint8_t* data, size_t size) {
+  constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull;
+  uint64_t lane[4] = {P1 + P2, P2, 0, 0 - P1};
+  size_t at = 0;
+  for (; at + 32 <= size; at += 32)
+    for (int i = 0; i < 4; ++i) lane[i] = rotl(lane[i] + read64(data + at + 8 * i) * P2, 31) * P1;
+  uint64_t tail[4] = {0, 0, 0, 0};
+  std::memcpy(tail, data + at, size - at);
+  for (int i = 0; i < 4; ++i) lane[i] = rotl(lane[i] + tail[i] * P2, 31) * P1;
+  uint64_t lo = avalanche(lane[0] ^ rotl(lane[1], 17) ^ rotl(lane[2], 29) ^ rotl(lane[3], 43) ^ (size * P3));
+  uint64_t hi = avalanche(lane[3] + rotl(lane[2], 7) * P3 + rotl(lane[1], 13) * P1 + lane[0] + ~uint64_t(size));
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo));
+  return hex;
+}
+
+uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
+                                      uint64_t chunk, ChunkCodec& codec) const {
+  fs::path path = dir / "c" / std::to_string(index);
+  // The content store: one copy per distinct (bytes, chunk length, level).
+  std::string digest = chunk_digest(data, n);
+  char suffix[48];
+  std::snprintf(suffix, sizeof suffix, "-%llx-%d", static_cast<unsigned long long>(chunk), level_);
+  fs::path stored = root_ / ".mneme" / "chunks" / digest.substr(0, 2) / (digest + suffix);
+  struct stat st {};
+  if (::stat(stored.c_str(), &st) == 0) {
+    if (::link(stored.c_str(), path.c_str()) == 0) return 0;  // already in the database
+    if (errno == ENOENT) {
+      std::error_code ec;
+      fs::create_directories(dir / "c", ec);
+      if (::link(stored.c_str(), path.c_str()) == 0) return 0;
+    }
+    // a file system without hard links, or the store entry just collected: write it
+  }
+  const auto& bytes = codec.encode(data, n, chunk);
+  static std::atomic<uint64_t> serial{0};
+  fs::path temporary = stored.parent_path() / (".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
+  try {
+    write_all(temporary, bytes, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
+    if (::rename(temporary.c_str(), stored.c_str()) == 0 &&
+        (::link(stored.c_str(), path.c_str()) == 0 ||
+         (errno == ENOENT && (fs::create_directories(dir / "c"), ::link(stored.c_str(), path.c_str()) == 0))))
+      return bytes.size();
+  } catch (const Error&) {
+  }
+  ::unlink(temporary.c_str());
+  write_all(path, bytes, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);  // no store: a plain chunk file
   return bytes.size();
 }
 

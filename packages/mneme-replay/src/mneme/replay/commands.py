@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from .db import Database, DatabaseError, Kernel
+from .db import Database, DatabaseError, Kernel, content_store
 from .db.integrity import abandoned_staging, check_database
 from .db.transfer import copy_kernel, open_destination, remove_kernel, remove_staging
 from .engine.determinism import load_profile
@@ -76,7 +76,7 @@ def ls(db: Path, as_json: bool):
     rows = []
     for kernel in database.kernels():
         for inst in kernel.instances():
-            raw, stored = inst.raw_bytes(), inst.stored_bytes()
+            raw, stored, unique = inst.raw_bytes(), inst.stored_bytes(), inst.unique_bytes()
             rows.append({
                 "kernel": kernel.demangled_name,
                 "instance": inst.id,
@@ -87,6 +87,7 @@ def ls(db: Path, as_json: bool):
                 "regions": len(inst.regions),
                 "raw_bytes": raw,
                 "stored_bytes": stored,
+                "unique_bytes": unique,
             })
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -100,17 +101,23 @@ def ls(db: Path, as_json: bool):
     table = Table(show_lines=False)
     table.add_column("kernel", no_wrap=True, max_width=48, overflow="ellipsis")
     table.add_column("instance", no_wrap=True)
-    for col in ("grid", "block", "smem", "occ", "regions", "raw", "stored", "ratio"):
+    for col in ("grid", "block", "smem", "occ", "regions", "raw", "stored", "unique", "ratio"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
             r["kernel"], r["instance"], _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
             str(r["occurrences"]), str(r["regions"]), human(r["raw_bytes"]),
-            human(r["stored_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"]),
+            human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"]),
         )
     console.print(table)
     kernels = len({r["instance"].split("/")[0] for r in rows})
     console.print(f"{len(database.kernels())} kernels ({kernels} with instances), {len(rows)} instances")
+    # raw: the snapshots' bytes; stored: their chunk files; on disk: shared chunks once
+    raw = sum(r["raw_bytes"] for r in rows)
+    stored = sum(r["stored_bytes"] for r in rows)
+    disk = database.disk_bytes()
+    console.print(f"raw {human(raw)}, stored {human(stored)}, on disk {human(disk)} "
+                  f"({_ratio(raw, disk)} of raw; chunks shared between instances stored once)")
 
 
 def _kernel_json(kernel) -> dict:
@@ -215,6 +222,10 @@ def clean(db: Path, kernels: tuple[str, ...], staging: bool):
         click.echo(f"removed {kernel.static_hash} ({name})")
     if staging:
         click.echo(f"removed {remove_staging(database)} unfinished write(s)")
+    # Chunks no array links to any more (the deleted kernels', interrupted writers').
+    files, freed = content_store.collect(database.root)
+    if files:
+        click.echo(f"removed {files} unused stored chunk(s), {human(freed)}")
 
 
 def _name_of(kernel) -> str:

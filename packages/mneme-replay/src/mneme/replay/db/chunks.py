@@ -23,6 +23,7 @@ import crc32c
 import numpy as np
 from numcodecs.zstd import Zstd
 
+from . import content_store
 from .errors import CorruptDataError
 from .metadata import Array, Bool, Exactly, Int, Obj, OneOf, read_json_file
 
@@ -158,6 +159,7 @@ def write_array(
     attributes: dict | None = None,
     skip_zero_chunks: bool = False,
     xor_with: np.ndarray | None = None,
+    store: Path | None = None,
 ) -> int:
     """Write ``data`` (uint8, 1-D) as a Zarr v3 array; returns the bytes stored.
 
@@ -165,6 +167,8 @@ def write_array(
     used for XOR deltas, where an absent chunk means "unchanged". Otherwise every chunk is
     written, so a missing chunk file is detectable corruption. With ``xor_with`` the array
     stored is ``data ^ xor_with``, computed chunk by chunk on the pool (no full-size copy).
+    With ``store`` (the database's content store) a chunk whose bytes are already there is
+    a hard link to that copy, neither compressed nor written again (content_store.py).
     """
     flat = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
     other = None if xor_with is None else np.ascontiguousarray(xor_with, dtype=np.uint8).reshape(-1)
@@ -183,10 +187,15 @@ def write_array(
             piece = np.bitwise_xor(piece, other[index * chunk_size : (index + 1) * chunk_size])
         if skip_zero_chunks and not piece.any():
             return 0
+        target = chunk_path(array_dir, index)
+        key = content_store.key(piece, chunk_size, level) if store is not None else None
+        if key is not None and content_store.link_existing(store, key, target):
+            return 0
         if piece.size < chunk_size:  # the edge chunk, padded with the fill value
             piece = np.concatenate([piece, np.zeros(chunk_size - piece.size, np.uint8)])
         blob = encode_chunk(piece, level)
-        chunk_path(array_dir, index).write_bytes(blob)
+        if key is None or not content_store.add(store, key, blob, target):
+            target.write_bytes(blob)
         return len(blob)
 
     stored = sum(pool().map(one, range(count)))
@@ -395,6 +404,37 @@ def stored_bytes(path: Path) -> int:
                 total += os.stat(os.path.join(dirpath, name)).st_size
             except OSError:
                 pass
+    return total
+
+
+def own_bytes(path: Path) -> int:
+    """Bytes on disk under ``path`` that nothing else in the database shares: files with
+    no other link than the content store's (content_store.py)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if info.st_nlink <= 2:
+                total += info.st_size
+    return total
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes on disk under ``path``, every shared (hard-linked) file counted once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_size
     return total
 
 

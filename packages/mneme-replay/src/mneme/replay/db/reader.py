@@ -16,7 +16,16 @@ from pathlib import Path
 import numpy as np
 
 from . import layout
-from .chunks import GROUP_SCHEMA, ArrayInfo, load_json, read_array_info, read_range, stored_bytes
+from .chunks import (
+    GROUP_SCHEMA,
+    ArrayInfo,
+    disk_bytes,
+    load_json,
+    own_bytes,
+    read_array_info,
+    read_range,
+    stored_bytes,
+)
 from .errors import (
     CorruptDataError,
     FormatVersionError,
@@ -157,6 +166,10 @@ class Database:
 
     def stored_bytes(self) -> int:
         return stored_bytes(self.root)
+
+    def disk_bytes(self) -> int:
+        """Bytes of the recordings on disk, chunks shared through the content store once."""
+        return disk_bytes(self.root / layout.KERNELS)
 
     def __repr__(self) -> str:
         return f"Database({str(self.root)!r})"
@@ -484,6 +497,10 @@ class Instance:
 
     def stored_bytes(self) -> int:
         return stored_bytes(self.path)
+
+    def unique_bytes(self) -> int:
+        """Stored bytes no other instance shares (what deleting it would free)."""
+        return own_bytes(self.path)
 
     def describe(self) -> dict:
         """Everything about the instance as plain JSON data."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import layout
+from . import content_store, layout
 from .chunks import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_ZSTD_LEVEL,
@@ -227,7 +227,8 @@ class DatabaseWriter:
         return pro
 
     def _write_instance(self, node: Path, dyn: str, record: InstanceRecord, regions, fmt: str):
-        options = {"chunk_size": self.chunk_size, "level": self.level}
+        options = {"chunk_size": self.chunk_size, "level": self.level,
+                   "store": content_store.store_dir(self.root)}
         node.mkdir()
         write_array(node / layout.ARGS, as_bytes_array(record.args),
                     attributes={layout.ATTRS_KEY: {"encoding": "bytes"}}, **options)

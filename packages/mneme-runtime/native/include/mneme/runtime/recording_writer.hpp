@@ -102,6 +102,11 @@ uint32_t crc32c(const uint8_t* data, size_t size);
 // checksummed on several threads and combined in order.
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
+// 128-bit content digest of a chunk's raw bytes (docs/format.md, "Content store"), as 32
+// hex digits: the name under which identical chunks are stored once. Not cryptographic:
+// it names what the writer itself wrote, never data read from elsewhere.
+std::string chunk_digest(const uint8_t* data, size_t size);
+
 // Version of the layout written (docs/format.md): 2 adds the content checksums.
 constexpr int kFormatVersion = 2;
 
@@ -136,7 +141,9 @@ class RecordingWriter {
   // A fresh private folder under .mneme/staging (created).
   std::filesystem::path new_staging_dir() const;
   // Writes chunk `index` (`n` bytes, padded to `chunk`) of the array at `dir`, creating
-  // the folder as needed; returns the stored size.
+  // the folder as needed; returns the stored size. A chunk whose bytes the database
+  // already holds is not compressed or written again: its file is a hard link to the
+  // content store's copy (.mneme/chunks), which any Zarr reader reads as a plain file.
   uint64_t write_chunk(const std::filesystem::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
                        uint64_t chunk, ChunkCodec& codec) const;
   // A plain group's zarr.json (the folder is created).

@@ -1,0 +1,103 @@
+"""The content store: every distinct chunk once, shared by hard links.
+
+A chunk file ``.../c/<i>`` whose bytes the database already holds (an allocation that did
+not change between two launches, the same input of two kernels) is a hard link to one
+copy in ``.mneme/chunks/<aa>/<digest>-<chunk length hex>-<zstd level>``; the digest is the
+C++ writer's ``chunk_digest`` of the chunk's raw bytes, so both writers name a chunk the
+same. Readers (zarr-python, tensorstore, mneme) see ordinary files. A store entry whose
+link count is 1 belongs to no array any more: ``collect`` removes it (``mneme clean``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from . import layout
+from .errors import CorruptDataError
+
+STORE = "chunks"
+
+try:  # the digest comes from the runtime's native module (the C++ writer's own code)
+    from mneme.runtime._native import chunk_digest as _digest
+except ImportError:  # no native runtime: chunks are written plainly, not shared
+    _digest = None
+
+
+def store_dir(root: Path) -> Path:
+    return Path(root) / ".mneme" / STORE
+
+
+def key(piece: np.ndarray, chunk_size: int, level: int) -> str | None:
+    """The store name of a chunk's raw (unpadded) bytes, None without the native digest."""
+    if _digest is None:
+        return None
+    return f"{_digest(piece.tobytes())}-{chunk_size:x}-{level}"
+
+
+def _entry(store: Path, name: str) -> Path:
+    return store / name[:2] / name
+
+
+def link_existing(store: Path, name: str, target: Path) -> bool:
+    """Link ``target`` to a stored copy; False when there is none (or links fail)."""
+    entry = _entry(store, name)
+    try:
+        os.link(entry, target)
+        return True
+    except FileExistsError:
+        target.unlink()
+        return link_existing(store, name, target)
+    except OSError:
+        return False
+
+
+def add(store: Path, name: str, blob: bytes, target: Path) -> bool:
+    """Store ``blob`` (atomically: a concurrent writer may store the same bytes) and link
+    ``target`` to it; False when the store cannot be used (the caller writes a plain file)."""
+    entry = _entry(store, name)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(blob)
+            os.replace(temporary, entry)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        os.link(entry, target)
+        return True
+    except OSError:
+        return False
+
+
+def collect(root: Path) -> tuple[int, int]:
+    """Remove store entries no array links to any more (and stale temporaries); returns
+    (files, bytes) removed. Never follows a symlink out of the store."""
+    store = store_dir(root)
+    removed = freed = 0
+    try:
+        layout.no_symlinks(Path(root), store / "x")  # never delete through a symlinked .mneme
+    except CorruptDataError:
+        return 0, 0
+    if not store.is_dir():
+        return 0, 0
+    for sub in store.iterdir():
+        if sub.is_symlink() or not sub.is_dir():
+            continue
+        for entry in sub.iterdir():
+            try:
+                info = entry.lstat()
+            except FileNotFoundError:
+                continue
+            if not entry.is_file() or entry.is_symlink():
+                continue
+            if info.st_nlink == 1 or entry.name.startswith(".tmp-"):
+                entry.unlink(missing_ok=True)
+                removed += 1
+                freed += info.st_size
+    return removed, freed

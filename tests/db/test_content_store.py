@@ -1,0 +1,128 @@
+"""Content-addressed chunks: a chunk whose bytes the database already holds is stored once
+(hard links into .mneme/chunks), by both writers, readable by plain zarr-python, and
+`mneme clean` never deletes a chunk that an instance still uses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from db_support import BASE
+from mneme.cli.main import cli
+from mneme.replay.db import (
+    Database,
+    DatabaseWriter,
+    InstanceRecord,
+    KernelRecord,
+    RecordingInfo,
+    Region,
+    content_store,
+)
+from mneme.replay.db.integrity import check_database
+
+native = pytest.importorskip("mneme.runtime._native")
+
+STATIC = "feedc0de00000077"
+IR = b"BC\xc0\xde" + bytes(range(256))
+CHUNK = 64 << 10
+
+
+def instance(pool: np.ndarray, small: int, block: int) -> InstanceRecord:
+    """A large pool that no launch changes and a small buffer that each one does."""
+    a = Region("heap", BASE, pool)
+    before = Region("heap", BASE + (1 << 24), np.full(4096, small, np.uint8))
+    after = Region("heap", BASE + (1 << 24), np.full(4096, small + 1, np.uint8))
+    return InstanceRecord((1, 1, 1), (block, 1, 1), b"\0" * 8, (a, before), (a, after))
+
+
+def write(path, count=4, pool=None):
+    pool = np.random.default_rng(5).integers(0, 256, 1 << 20, dtype=np.uint8) if pool is None else pool
+    with DatabaseWriter.create(path, RecordingInfo(vas_base=BASE, vas_size=1 << 30),
+                               chunk_size=CHUNK) as writer:
+        writer.add_kernel(KernelRecord(STATIC, "_Z3barv", IR, "bar()"))
+        for i in range(count):
+            writer.add_instance(STATIC, instance(pool, i, 32 * (i + 1)))
+    return pool
+
+
+def test_unchanged_memory_is_stored_once_and_reads_back_everywhere(tmp_path):
+    path = tmp_path / "d.rdb"
+    pool = write(path)
+    db = Database.open(path)
+    instances = db.instances()
+    stored = sum(i.stored_bytes() for i in instances)
+    # four prologues of a 1 MiB incompressible pool on disk once
+    assert db.disk_bytes() < stored / 3
+    assert all(i.unique_bytes() < i.stored_bytes() / 10 for i in instances)
+    plain = zarr.open_group(str(path), mode="r")
+    for inst in instances:
+        region = inst.regions[0].name
+        assert np.array_equal(inst.prologue(region), pool)
+        node = plain[f"kernels/{STATIC}/instances/{inst.dynamic_hash}/prologue/{region}"]
+        assert np.array_equal(node[:], pool)  # zarr-python: hard links are plain files
+    assert [p for p in check_database(db) if p.fatal] == []
+    shown = CliRunner().invoke(cli, ["ls", str(path)])
+    assert shown.exit_code == 0 and "on disk" in shown.output and "unique" in shown.output
+
+
+def test_clean_keeps_every_chunk_an_instance_still_uses(tmp_path):
+    path = tmp_path / "d.rdb"
+    pool = write(path)
+    # a second kernel with the same pool, then the first kernel deleted
+    with DatabaseWriter.create(path, RecordingInfo(vas_base=BASE, vas_size=1 << 30),
+                               chunk_size=CHUNK) as writer:
+        writer.add_kernel(KernelRecord("feedc0de00000078", "_Z3bazv", IR, "baz()"))
+        writer.add_instance("feedc0de00000078", instance(pool, 9, 64))
+    before = Database.open(path).disk_bytes()
+    result = CliRunner().invoke(cli, ["clean", str(path), STATIC])
+    assert result.exit_code == 0, result.output
+    db = Database.open(path)
+    (inst,) = db.instances()
+    assert np.array_equal(inst.prologue(inst.regions[0].name), pool)
+    assert [p for p in check_database(db) if p.fatal] == []
+    # the small buffers of the deleted instances were theirs alone: collected
+    assert "unused stored chunk" in result.output
+    store = content_store.store_dir(path)
+    entries = [p for sub in store.iterdir() for p in sub.iterdir()]
+    assert all(os.lstat(p).st_nlink >= 2 for p in entries)
+    assert db.disk_bytes() <= before
+    # deleting the last user frees the pool too
+    assert CliRunner().invoke(cli, ["clean", str(path), "feedc0de00000078"]).exit_code == 0
+    assert not [p for sub in store.iterdir() for p in sub.iterdir()]
+
+
+def test_copy_of_a_deduplicated_database_is_complete(tmp_path):
+    path = tmp_path / "d.rdb"
+    pool = write(path, count=2)
+    target = tmp_path / "copy.rdb"
+    result = CliRunner().invoke(cli, ["copy", str(path), str(target), STATIC])
+    assert result.exit_code == 0, result.output
+    shutil.rmtree(path)  # nothing of the copy may point back into the source
+    db = Database.open(target)
+    for inst in db.instances():
+        assert np.array_equal(inst.prologue(inst.regions[0].name), pool)
+    assert [p for p in check_database(db) if p.fatal] == []
+
+
+def test_both_writers_name_chunks_alike_and_share_them(tmp_path):
+    """The C++ writer (the recorder's) links to chunks the Python writer stored."""
+    path = tmp_path / "mixed.rdb"
+    pool = write(path, count=1)
+    before = Database.open(path).disk_bytes()
+    cpp = native.RecordingWriter(str(path), BASE, 1 << 30, "", "", [], "diff", CHUNK, 1)
+    small = np.full(4096, 7, np.uint8)
+    regions = [("heap", BASE, "", pool, pool), ("heap", BASE + (1 << 24), "", small, small + 1)]
+    dyn, new = cpp.add_instance(STATIC, (2, 1, 1), (32, 1, 1), 0, b"\1" * 8, regions)
+    assert new
+    db = Database.open(path)
+    inst = db.kernel(STATIC).instance(dyn)
+    assert np.array_equal(inst.prologue(inst.regions[0].name), pool)
+    # the pool's 16 chunks were linked, not written again
+    assert db.disk_bytes() - before < (1 << 20) // 4
+    piece = pool[:CHUNK]
+    assert native.chunk_digest(piece.tobytes()) == content_store.key(piece, CHUNK, 1).split("-")[0]
+    assert [p for p in check_database(db) if p.fatal] == []
