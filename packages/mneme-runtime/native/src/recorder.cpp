@@ -244,6 +244,22 @@ class Recorder {
   void capture_ended(uint64_t stream) { capturing_.erase(stream); }
   bool capturing(uint64_t stream) const;
 
+  // Another GPU than the recorded one is current: its allocations and launches pass
+  // through unrecorded (one recorded device per process; docs/record.md).
+  bool foreign_device() {
+    if (ordinal_ < 0) return false;
+    REAL(cudaGetDevice);
+    int current = ordinal_;
+    real_cudaGetDevice(&current);
+    if (current == ordinal_) return false;
+    if (!warned_device_) {
+      warned_device_ = true;
+      std::fprintf(stderr, "mneme record: device %d is recorded; allocations and launches on device %d "
+                           "run unrecorded (one device per process)\n", ordinal_, current);
+    }
+    return true;
+  }
+
   // Executable graphs and the mirrors that say what they run (graph_mirror.hpp).
   void graph_instantiated(cudaGraphExec_t exec, cudaGraph_t graph, unsigned long long flags) {
     mirrors_[exec] = std::make_unique<mneme::recorder::GraphMirror>(graph, flags);
@@ -392,6 +408,7 @@ class Recorder {
     real_cudaFree(nullptr);  // the runtime's primary context, which the driver calls below share
     int ordinal = 0;
     real_cudaGetDevice(&ordinal);
+    ordinal_ = ordinal;
     try {
       device_ = std::dynamic_pointer_cast<rt::cuda::CudaDevice>(rt::open_device("cuda", ordinal));
       space_ = std::make_unique<rt::AddressSpace>(std::make_unique<rt::cuda::CudaMappingBackend>(device_), base_, vass_);
@@ -486,6 +503,8 @@ class Recorder {
   std::shared_ptr<rt::cuda::CudaDevice> device_;
   std::unique_ptr<rt::AddressSpace> space_;
   std::unique_ptr<mneme::recorder::ManagedArena> arena_;
+  int ordinal_ = -1;  // the device recorded: the one current at the first allocation
+  bool warned_device_ = false;
   uint64_t managed_size_ = 0;
   std::unique_ptr<rt::RecordingWriter> writer_;
   std::unique_ptr<CudaSource> source_;
@@ -716,7 +735,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   REAL(cudaDeviceSynchronize);
   // A launch into a capturing stream only adds a graph node: it is recorded when the
   // graph runs. Any synchronisation now would invalidate the capture.
-  if (capturing(stream)) return do_launch();
+  if (capturing(stream) || foreign_device()) return do_launch();
   Pending launch;
   if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function)) return do_launch();
   KernelEntry* kernel = launch.kernel;
@@ -806,6 +825,14 @@ class RelaxedCapture {
   cudaStreamCaptureMode mode_;
 };
 
+// Whether the recorder serves an allocation now (recording, on the recorded device).
+bool served_here() {
+  auto& r = Recorder::get();
+  if (!r.active()) return false;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return !r.foreign_device();
+}
+
 cudaError_t serve(void** ptr, uint64_t size) {
   auto& r = Recorder::get();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -875,7 +902,7 @@ std::string code_site(const void* return_address) {
 int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller,
                            const std::function<int()>& do_launch) {
   // Launched into a capture, the graph becomes a child node of the graph being captured.
-  if (capturing(stream)) return do_launch();
+  if (capturing(stream) || foreign_device()) return do_launch();
   auto* graph = mirror(exec);
   if (!graph) return do_launch();
   auto steps = graph->steps();
@@ -1175,29 +1202,29 @@ CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* nam
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
   REAL(cudaMalloc);
-  return Recorder::get().active() ? serve(ptr, size) : real_cudaMalloc(ptr, size);
+  return served_here() ? serve(ptr, size) : real_cudaMalloc(ptr, size);
 }
 
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
   REAL(cudaMallocAsync);
-  return Recorder::get().active() ? serve(ptr, size) : real_cudaMallocAsync(ptr, size, stream);
+  return served_here() ? serve(ptr, size) : real_cudaMallocAsync(ptr, size, stream);
 }
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
   REAL(cudaMallocFromPoolAsync);
-  return Recorder::get().active() ? serve(ptr, size) : real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
+  return served_here() ? serve(ptr, size) : real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
 }
 
 cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
   REAL(cudaMallocPitch);
-  if (!Recorder::get().active()) return real_cudaMallocPitch(ptr, pitch, width, height);
+  if (!served_here()) return real_cudaMallocPitch(ptr, pitch, width, height);
   *pitch = (width + 511) / 512 * 512;
   return serve(ptr, *pitch * height);
 }
 
 cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
   REAL(cudaMalloc3D);
-  if (!Recorder::get().active()) return real_cudaMalloc3D(pitched, extent);
+  if (!served_here()) return real_cudaMalloc3D(pitched, extent);
   size_t pitch = (extent.width + 511) / 512 * 512;
   void* ptr = nullptr;
   cudaError_t status = serve(&ptr, pitch * extent.height * extent.depth);
@@ -1223,7 +1250,7 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
 
 CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
   REAL(cuMemAlloc_v2);
-  if (!Recorder::get().active()) return real_cuMemAlloc_v2(ptr, size);
+  if (!served_here()) return real_cuMemAlloc_v2(ptr, size);
   void* p = nullptr;
   serve(&p, size);
   *ptr = reinterpret_cast<CUdeviceptr>(p);
