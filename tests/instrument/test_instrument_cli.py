@@ -121,7 +121,9 @@ def test_section_parser_validates_records():
 
 def test_config_keys():
     values = {}
-    for key in ("cc", "cxx", "prefix", "libdir", "includedir", "cmakedir", "cflags", "ldflags"):
+    for key in (
+        "cc", "cxx", "prefix", "libdir", "includedir", "cmakedir", "cflags", "ldflags", "cuda-arch"
+    ):
         proc = run_mneme("config", key, check=True)
         values[key] = proc.stdout.strip()
         assert values[key] and "\n" not in values[key]
@@ -132,6 +134,7 @@ def test_config_keys():
     assert (Path(values["includedir"]) / "compat" / "curand_mtgp32_kernel.h").is_file()
     assert "-fpass-plugin=" in values["cflags"] and "--cuda-path=" in values["cflags"]
     assert "-lcudart" in values["ldflags"]
+    assert values["cuda-arch"].startswith("sm_")
     one_line_error(run_mneme("config", "nope"), "mneme: error: unknown key 'nope'")
     listing = run_mneme("config", check=True).stdout.splitlines()
     assert listing == [f"{key}: {value}" for key, value in values.items()]

@@ -39,6 +39,8 @@
 #include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Transforms/Utils/ValueMapper.h"
 
+#include "mneme/kernel_section_format.h" // generated from section_format.py
+
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -48,16 +50,16 @@ using namespace llvm;
 
 namespace {
 
-constexpr char kMagic[8] = {'M', 'N', 'E', 'M', 'E', 'K', 'I', 'R'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr uint32_t kHeaderSize = 40;
+constexpr char kMagic[MNEME_KERNEL_SECTION_MAGIC_SIZE] = MNEME_KERNEL_SECTION_MAGIC;
+constexpr uint32_t kFormatVersion = MNEME_KERNEL_SECTION_FORMAT_VERSION;
+constexpr uint32_t kHeaderSize = MNEME_KERNEL_SECTION_HEADER_SIZE;
 constexpr const char *kProducer = "mneme-instrument 0.1.0";
 
 uint64_t fnv1a64(StringRef data) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = MNEME_FNV1A64_OFFSET;
   for (unsigned char c : data) {
     h ^= c;
-    h *= 0x100000001b3ULL;
+    h *= MNEME_FNV1A64_PRIME;
   }
   return h;
 }
@@ -449,7 +451,7 @@ void putLE(std::string &s, uint64_t v, int bytes) {
 
 // header (40 bytes) | JSON | data | zero padding to a multiple of 8
 std::string encodeRecord(const std::string &json, const std::string &data) {
-  std::string rec(kMagic, 8);
+  std::string rec(kMagic, sizeof kMagic);
   putLE(rec, kFormatVersion, 4);
   putLE(rec, kHeaderSize, 4);
   putLE(rec, json.size(), 8);
@@ -457,7 +459,7 @@ std::string encodeRecord(const std::string &json, const std::string &data) {
   putLE(rec, fnv1a64(json + data), 8);
   rec += json;
   rec += data;
-  while (rec.size() % 8)
+  while (rec.size() % MNEME_KERNEL_SECTION_RECORD_ALIGNMENT)
     rec.push_back('\0');
   return rec;
 }
@@ -479,15 +481,15 @@ bool writeFileAtomically(const std::string &path, StringRef bytes) {
 
 struct MnemeEmbedPass : PassInfoMixin<MnemeEmbedPass> {
   PreservedAnalyses run(Module &m, ModuleAnalysisManager &) {
-    const char *outDir = std::getenv("MNEME_INSTRUMENT_OUT");
+    const char *outDir = std::getenv(MNEME_INSTRUMENT_ENV_OUT);
     if (!outDir || !*outDir)
       return PreservedAnalyses::all();
     Triple triple(m.getTargetTriple());
     if (!triple.isNVPTX() && !triple.isAMDGPU())
       return PreservedAnalyses::all();
-    const char *rdcEnv = std::getenv("MNEME_INSTRUMENT_RDC");
+    const char *rdcEnv = std::getenv(MNEME_INSTRUMENT_ENV_RDC);
     const bool rdc = rdcEnv && StringRef(rdcEnv) == "1";
-    const char *stageEnv = std::getenv("MNEME_INSTRUMENT_STAGE");
+    const char *stageEnv = std::getenv(MNEME_INSTRUMENT_ENV_STAGE);
     const std::string stage = stageEnv && *stageEnv ? stageEnv : "compile";
 
     std::vector<const Function *> kernels;
@@ -563,7 +565,7 @@ struct MnemeEmbedPass : PassInfoMixin<MnemeEmbedPass> {
       jsonText.push_back(' ');
 
     std::string file = (Twine(outDir) + "/" + hex16(fnv1a64(m.getSourceFileName())) + "-" +
-                        (targetCpu(m).empty() ? std::string("any") : targetCpu(m)) + ".mneme")
+                        (targetCpu(m).empty() ? std::string("any") : targetCpu(m)) + MNEME_INSTRUMENT_RECORD_SUFFIX)
                            .str();
     if (!writeFileAtomically(file, encodeRecord(jsonText, data)))
       report_fatal_error(Twine("mneme: cannot write ") + file +

@@ -21,7 +21,17 @@ from .section import (
     read_kernels,
 )
 
-CONFIG_KEYS = ("cc", "cxx", "prefix", "libdir", "includedir", "cmakedir", "cflags", "ldflags")
+CONFIG_KEYS = (
+    "cc",
+    "cxx",
+    "prefix",
+    "libdir",
+    "includedir",
+    "cmakedir",
+    "cflags",
+    "ldflags",
+    "cuda-arch",
+)
 
 
 class InspectError(SectionError):
@@ -86,22 +96,20 @@ def _print_kernel(k: Kernel) -> None:
 
 
 def ir_text(bitcode: bytes) -> str:
-    """Textual IR of embedded bitcode (llvm-dis-22, or mneme-replay's binding if installed)."""
+    """Textual IR of embedded bitcode, through llvm-dis-22 (mneme-instrument imports
+    nothing of the other mneme packages)."""
     try:
         dis = toolchain.find_llvm().tool("llvm-dis")
     except toolchain.ToolchainError:
-        dis = None
-    if dis is not None:
-        proc = subprocess.run([str(dis), "-", "-o", "-"], input=bitcode, capture_output=True)
-        if proc.returncode == 0:
-            return proc.stdout.decode()
-    try:
-        from mneme.replay.jit import parse_module  # optional: not a dependency
-    except ImportError:
         raise InspectError(
-            "printing IR needs llvm-dis-22 (apt-get install llvm-22) or mneme-replay"
+            "printing IR needs llvm-dis-22 (apt-get install llvm-22, or set LLVM_INSTALL_PATH "
+            "to an LLVM 22 root)"
         ) from None
-    return str(parse_module(bitcode, "<embedded>"))
+    proc = subprocess.run([str(dis), "-", "-o", "-"], input=bitcode, capture_output=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[-1]
+        raise InspectError(f"llvm-dis-22 could not print the kernel's IR: {last}")
+    return proc.stdout.decode()
 
 
 @click.command("inspect")
@@ -318,13 +326,17 @@ def config_value(key: str) -> str:
         return shlex.join(flags)
     if key == "ldflags":
         return shlex.join(toolchain.cuda_link_flags(toolchain.find_cuda()))
+    if key == "cuda-arch":
+        # what a CUDA compile that names no --cuda-gpu-arch gets
+        return toolchain.default_cuda_arch()[0]
     raise ConfigError(f"unknown key {key!r}; use one of: {', '.join(CONFIG_KEYS)}")
 
 
 @click.command("config")
 @click.argument("key", required=False)
 def config(key: str | None) -> None:
-    """Print a value for build systems: cc, cxx, prefix, libdir, includedir, cmakedir, cflags, ldflags.
+    """Print a value for build systems: cc, cxx, prefix, libdir, includedir, cmakedir, cflags,
+    ldflags, cuda-arch.
 
     Without KEY, print every key with its value.
     """

@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SECTION_NAME = ".mneme.kernels"
-MAGIC = b"MNEMEKIR"
-FORMAT_VERSION = 1
+from .section_format import FORMAT_VERSION, HEADER_SIZE, MAGIC, RECORD_ALIGNMENT, SECTION_NAME
+from .section_format import fnv1a64 as fnv1a64
+
 HEADER = struct.Struct("<8sIIQQQ")  # magic, version, header size, json size, data size, hash
+assert HEADER.size == HEADER_SIZE
 
 __all__ = [
     "FORMAT_VERSION",
@@ -67,13 +68,6 @@ class SectionError(Exception):
 
 class NotInstrumentedError(SectionError):
     """The file has no mneme section: it was not built with mneme-clang/mneme-clang++."""
-
-
-def fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for byte in data:
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 @dataclass(frozen=True)
@@ -210,12 +204,12 @@ class Record:
 def encode_record(meta: dict[str, Any], data: bytes = b"") -> bytes:
     """One record, exactly as the pass writes it (used by tests and link-time tools)."""
     text = json.dumps(meta, separators=(",", ":")).encode()
-    text += b" " * (-(HEADER.size + len(text)) % 8)
+    text += b" " * (-(HEADER.size + len(text)) % RECORD_ALIGNMENT)
     header = HEADER.pack(
         MAGIC, FORMAT_VERSION, HEADER.size, len(text), len(data), fnv1a64(text + data)
     )
     record = header + text + data
-    return record + b"\0" * (-len(record) % 8)
+    return record + b"\0" * (-len(record) % RECORD_ALIGNMENT)
 
 
 def _kernel_from_json(record: Record, d: dict[str, Any]) -> Kernel:
@@ -282,7 +276,7 @@ def parse_section(section: bytes, where: str = "section") -> list[Record]:
             ) from None
         records.append(Record(meta=meta, data=record.data, offset=pos, kernels=kernels))
         size = header_size + json_size + data_size
-        pos += size + (-size % 8)
+        pos += size + (-size % RECORD_ALIGNMENT)
     return records
 
 

@@ -23,6 +23,10 @@ CMAKE_DIR = PACKAGE_DIR / "cmake"
 COMPAT_INCLUDE_DIR = INCLUDE_DIR / "compat"
 PLUGIN_NAME = "libMnemeInstrument.so"
 LLVM_MAJOR = 22
+# GPU architecture of a CUDA compile that names none (clang's own default, sm_52, is
+# refused by CUDA 13's ptxas): $MNEME_CUDA_ARCH, else this machine's GPU, else this.
+CUDA_ARCH_ENV = "MNEME_CUDA_ARCH"
+DEFAULT_CUDA_ARCH = "sm_90"
 
 
 class ToolchainError(Exception):
@@ -131,6 +135,48 @@ def cuda_libdir(root: Path) -> Path:
         if (root / name).is_dir():
             return root / name
     return root / "lib64"
+
+
+def _normalize_arch(value: str) -> str:
+    """"sm_90", "90", "9.0" or "compute_90" -> "sm_90" (anything else is returned as given)."""
+    v = value.strip()
+    if v.startswith("compute_"):
+        v = "sm_" + v[len("compute_") :]
+    if v.replace(".", "", 1).isdigit():
+        v = "sm_" + v.replace(".", "") if "." in v else "sm_" + v
+    return v
+
+
+@lru_cache(maxsize=1)
+def local_gpu_arch() -> str | None:
+    """The compute capability of this machine's first NVIDIA GPU ("sm_90"), or None."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = proc.stdout.split()
+    if proc.returncode != 0 or not lines or not lines[0].replace(".", "", 1).isdigit():
+        return None
+    return _normalize_arch(lines[0])
+
+
+def default_cuda_arch() -> tuple[str, str]:
+    """(arch, where it came from) for CUDA compiles that name no GPU architecture."""
+    value = os.environ.get(CUDA_ARCH_ENV, "").strip()
+    if value:
+        return _normalize_arch(value), f"${CUDA_ARCH_ENV}"
+    local = local_gpu_arch()
+    if local:
+        return local, "this machine's GPU"
+    return DEFAULT_CUDA_ARCH, "default"
 
 
 def plugin_path() -> Path:

@@ -28,10 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import section_format as fmt
 from . import toolchain
 
-# Kept here (not imported from .section) so a compile imports as little as possible.
-SECTION_NAME = ".mneme.kernels"
+SECTION_NAME = fmt.SECTION_NAME
 
 GPU_EXTENSIONS = {".cu": "cuda", ".hip": "hip"}
 SOURCE_EXTENSIONS = {
@@ -102,6 +102,8 @@ SEPARATE_VALUE = {
     "-aux-info",
     "-B",
 }
+# any of these names the GPU architecture(s) of a CUDA compile
+ARCH_OPTIONS = {"--cuda-gpu-arch", "--offload-arch", "--no-cuda-gpu-arch", "--no-offload-arch"}
 NO_OBJECT_MODES = {"-S", "-E", "-fsyntax-only", "-M", "-MM", "--precompile", "-###"}
 EXIT_ERROR = 2
 
@@ -193,23 +195,16 @@ def _default_object(source: str) -> str:
     return Path(source).with_suffix(".o").name
 
 
-def _fnv1a64(data: bytes) -> int:
-    h = 0xCBF29CE484222325
-    for byte in data:
-        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
 def _records_for(records_dir: str, source: str | None) -> list[bytes]:
     """The records the pass wrote for `source` (one per GPU architecture; None: all).
 
     The pass names each file <FNV-1a 64 of the module's source file name>-<arch>.mneme,
     and the source file name is the path exactly as clang was given it.
     """
-    prefix = "" if source is None else f"{_fnv1a64(os.fsencode(source)):016x}-"
+    prefix = "" if source is None else f"{fmt.fnv1a64(os.fsencode(source)):016x}-"
     blobs = []
     for name in sorted(os.listdir(records_dir)):
-        if name.startswith(prefix) and name.endswith(".mneme"):
+        if name.startswith(prefix) and name.endswith(fmt.RECORD_SUFFIX):
             with open(os.path.join(records_dir, name), "rb") as f:
                 blobs.append(f.read())
     return blobs
@@ -278,9 +273,58 @@ def _cuda_extra(inv: Invocation) -> list[str]:
         root = toolchain.find_cuda()
         extra.append(f"--cuda-path={root}")
     extra += [f for f in toolchain.cuda_compile_flags(root) if not f.startswith("--cuda-path=")]
+    if not (ARCH_OPTIONS & inv.has):
+        # like nvcc: a GPU architecture without being told (clang's sm_52 fails with CUDA 13)
+        extra.append(f"--cuda-gpu-arch={toolchain.default_cuda_arch()[0]}")
     if "-Wunknown-cuda-version" not in inv.has:
         extra.append("-Wno-unknown-cuda-version")
     return extra
+
+
+def _links_cudart(args: list[str]) -> bool:
+    """Whether the command already names a CUDA runtime (or opts out of default libraries)."""
+    for j, a in enumerate(args):
+        if a.startswith("-lcudart") or "libcudart" in Path(a).name:
+            return True
+        if a == "-l" and j + 1 < len(args) and args[j + 1].startswith("cudart"):
+            return True
+        if a in ("-nostdlib", "-nodefaultlibs", "-r"):
+            return True
+    return False
+
+
+def _has_cuda_code(inv: Invocation) -> bool:
+    """Whether a link's object inputs hold CUDA device code (clang's or nvcc's fatbinary)."""
+    from .section import SectionError, read_elf_section
+
+    for _, path, kind in inv.inputs:
+        if kind != "object" or Path(path).suffix not in (".o", ".obj", ".lo"):
+            continue
+        if not os.path.isfile(path):
+            continue
+        try:
+            if read_elf_section(path, ".nv_fatbin") is not None:
+                return True
+            if read_elf_section(path, "__nv_relfatbin") is not None:
+                return True
+        except (SectionError, OSError):
+            continue
+    return False
+
+
+def cudart_link_flags(inv: Invocation, cuda_inputs: bool = False) -> list[str]:
+    """What a link step needs added to run CUDA code: the shared CUDA runtime (as nvcc
+    links it, but shared: `mneme record` intercepts libcudart.so), unless the command
+    names a runtime already or links nothing of CUDA."""
+    if inv.compile_only or inv.no_object or _links_cudart(inv.args):
+        return []
+    if not (cuda_inputs or _has_cuda_code(inv)):
+        return []
+    root = None
+    for a in inv.args:
+        if a.startswith("--cuda-path="):
+            root = Path(a.split("=", 1)[1])
+    return toolchain.cuda_link_flags(root or toolchain.find_cuda())
 
 
 def compile_gpu(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm) -> int:
@@ -295,9 +339,9 @@ def compile_gpu(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm) -> i
         records_dir = os.path.join(work, "records")
         os.mkdir(records_dir)
         env = dict(os.environ)
-        env["MNEME_INSTRUMENT_OUT"] = records_dir
-        env["MNEME_INSTRUMENT_STAGE"] = "compile"
-        env["MNEME_INSTRUMENT_RDC"] = "1" if inv.rdc else "0"
+        env[fmt.ENV_OUT] = records_dir
+        env[fmt.ENV_STAGE] = "compile"
+        env[fmt.ENV_RDC] = "1" if inv.rdc else "0"
         proc = subprocess.run(compiler + inv.args + extra, env=env)
         if proc.returncode != 0:
             return proc.returncode
@@ -353,7 +397,8 @@ def compile_and_link(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm)
         link_args = [replaced.get(j, a) for j, a in enumerate(inv.args)]
         link_inv = parse_args(link_args)
         link_args = _drop_x(link_args, link_inv) if inv.x_indices else link_args
-        return link(compiler, parse_args(link_args), llvm)
+        cuda = any(lang == "cuda" for _, _, lang in inv.gpu_inputs)
+        return link(compiler, parse_args(link_args), llvm, cuda_inputs=cuda)
 
 
 STATIC_CUDART_WARNING = (
@@ -363,9 +408,14 @@ STATIC_CUDART_WARNING = (
 )
 
 
-def link(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm) -> int:
+def link(
+    compiler: list[str], inv: Invocation, llvm: toolchain.Llvm, cuda_inputs: bool = False
+) -> int:
     if any(a == "-lcudart_static" or a.endswith("libcudart_static.a") for a in inv.args):
         print(f"mneme-clang++: {STATIC_CUDART_WARNING}", file=sys.stderr)
+    runtime = cudart_link_flags(inv, cuda_inputs)
+    if runtime:
+        inv = parse_args(inv.args + runtime)
     if inv.rdc:
         from . import rdc
 
