@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import struct
 
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
+from mneme.runtime.recording_format import FNV_OFFSET, FNV_PRIME
+
 _MASK = (1 << 64) - 1
 
 

@@ -11,22 +11,21 @@ import re
 import stat
 from pathlib import Path
 
+# The format's constants have one definition, shared with the C++ recorder.
+from mneme.runtime.recording_format import (  # noqa: F401 (re-exported)
+    ARGS,
+    ATTRS_KEY,
+    EPILOGUE,
+    FORMAT_VERSION,
+    INSTANCES,
+    IR,
+    KERNELS,
+    PRIVATE_DIR,
+    PROLOGUE,
+)
+
 from .errors import CorruptDataError, InvalidNameError
 
-#: Version of the layout and metadata written by this package. Readers refuse larger ones.
-#: 2: content checksums (CRC-32C) of each region's prologue and epilogue and of the IR.
-FORMAT_VERSION = 2
-#: Key of our metadata inside every node's Zarr ``attributes``.
-ATTRS_KEY = "mneme"
-
-KERNELS = "kernels"
-INSTANCES = "instances"
-PROLOGUE = "prologue"
-EPILOGUE = "epilogue"
-ARGS = "args"
-IR = "ir"
-#: Private folder of the writers (staging area, locks); no Zarr node, ignored by readers.
-PRIVATE_DIR = ".mneme"
 STAGING_DIR = "staging"
 LOCK_FILE = "lock"
 
