@@ -188,7 +188,8 @@ def test_failing_points_cost_no_restart_and_keep_the_rate(gpu, tmp_path):
         assert outcome.restarts == 0, [t.reason for t in outcome.trials if t.failure == "crashed"]
         failed = [t for t in outcome.trials if t.state == "failed"]
         if failing:
-            assert 30 <= len(failed) <= 90
+            # variant 3 is always refused; variant 1 fails unless the kernel strides its grid
+            assert 20 <= len(failed) <= 90
             assert {t.failure for t in failed} <= {"unverified", "invalid"}
         else:
             assert not failed, [t.reason for t in failed]

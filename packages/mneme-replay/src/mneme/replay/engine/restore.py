@@ -28,6 +28,8 @@ _SCRATCH_ALIGNMENT = 4096
 # base+16.125 GiB"). Whole steps keep the driver's allocations beyond what later images
 # of recordings up to the same step need. Unmapped virtual addresses cost nothing.
 _RESERVE_STEP = 64 << 30
+#: where x86-64 Linux maps shared libraries and large host allocations (top of the 47-bit space)
+_HOST_MAPPINGS = 0x7000_0000_0000
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -134,7 +136,11 @@ class DeviceImage:
         scratch += self._flush_size()  # address space only until flush_l2 is used
         # every scratch allocation starts a fresh granule; keep room for that
         scratch += granularity * (len(self.spans) + len(managed) + 2 * len(regions) + 6)
-        reserve = _round_up(size + scratch, _RESERVE_STEP)
+        # Whole steps below the host's mapping area; in it (bases like 0x7f0000000000,
+        # where the process's own libraries land) as little as needed: a 64 GiB range there
+        # collides with them (seen on the H100 host: "the driver offered 0x7f0204000000").
+        step = _RESERVE_STEP if base + size < _HOST_MAPPINGS else granularity
+        reserve = _round_up(size + scratch, step)
         self.space = device.address_space(base, reserve)
         self._allocations: list = []
         self._managed_spaces: list = []
