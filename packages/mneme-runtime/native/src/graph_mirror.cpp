@@ -21,6 +21,23 @@ const char* node_type_name(cudaGraphNodeType type) {
   }
 }
 
+// Nodes the recorder runs as the equivalent stream operation (kernels and child graphs
+// are handled on their own).
+bool runs_alone(cudaGraphNodeType type) {
+  switch (type) {
+    case cudaGraphNodeTypeKernel:
+    case cudaGraphNodeTypeMemcpy:
+    case cudaGraphNodeTypeMemset:
+    case cudaGraphNodeTypeHost:
+    case cudaGraphNodeTypeEmpty:
+    case cudaGraphNodeTypeWaitEvent:
+    case cudaGraphNodeTypeEventRecord:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
   REAL(cudaGraphGetNodes);
   size_t count = 0;
@@ -68,23 +85,12 @@ std::string unsupported_node(cudaGraph_t graph) {
   for (auto node : nodes_of(graph)) {
     cudaGraphNodeType type;
     if (real_cudaGraphNodeGetType(node, &type) != cudaSuccess) return "a node's type could not be read";
-    switch (type) {
-      case cudaGraphNodeTypeGraph: {
-        cudaGraph_t child = nullptr;
-        if (real_cudaGraphChildGraphNodeGetGraph(node, &child) != cudaSuccess) return "a child graph could not be read";
-        if (auto why = unsupported_node(child); !why.empty()) return why;
-        break;
-      }
-      case cudaGraphNodeTypeKernel:
-      case cudaGraphNodeTypeMemcpy:
-      case cudaGraphNodeTypeMemset:
-      case cudaGraphNodeTypeHost:
-      case cudaGraphNodeTypeEmpty:
-      case cudaGraphNodeTypeWaitEvent:
-      case cudaGraphNodeTypeEventRecord:
-        break;
-      default:
-        return std::string("it holds a ") + node_type_name(type) + " node";
+    if (type == cudaGraphNodeTypeGraph) {
+      cudaGraph_t child = nullptr;
+      if (real_cudaGraphChildGraphNodeGetGraph(node, &child) != cudaSuccess) return "a child graph could not be read";
+      if (auto why = unsupported_node(child); !why.empty()) return why;
+    } else if (!runs_alone(type)) {
+      return std::string("it holds a ") + node_type_name(type) + " node";
     }
   }
   return "";
@@ -199,17 +205,13 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
         }
         break;
       }
-      case cudaGraphNodeTypeMemcpy:
-      case cudaGraphNodeTypeMemset:
-      case cudaGraphNodeTypeHost:
-      case cudaGraphNodeTypeEmpty:
-      case cudaGraphNodeTypeWaitEvent:
-      case cudaGraphNodeTypeEventRecord:
+      default:
+        if (!runs_alone(step.type)) {
+          why = std::string("it holds a ") + node_type_name(step.type) + " node";
+          return false;
+        }
         out.push_back(step);
         break;
-      default:
-        why = std::string("it holds a ") + node_type_name(step.type) + " node";
-        return false;
     }
   }
   return true;

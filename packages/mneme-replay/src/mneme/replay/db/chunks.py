@@ -407,35 +407,26 @@ def stored_bytes(path: Path) -> int:
     return total
 
 
-def own_bytes(path: Path) -> int:
-    """Bytes on disk under ``path`` that nothing else in the database shares: files with
-    no other link than the content store's (content_store.py)."""
-    total = 0
+def _file_infos(path: Path):
+    """lstat of every file under ``path`` (unreadable ones left out)."""
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
             try:
-                info = os.lstat(os.path.join(dirpath, name))
+                yield os.lstat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            if info.st_nlink <= 2:
-                total += info.st_size
-    return total
+
+
+def own_bytes(path: Path) -> int:
+    """Bytes on disk under ``path`` that nothing else in the database shares: files with
+    no other link than the content store's (content_store.py)."""
+    return sum(info.st_size for info in _file_infos(path) if info.st_nlink <= 2)
 
 
 def disk_bytes(path: Path) -> int:
     """Bytes on disk under ``path``, every shared (hard-linked) file counted once."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                info = os.lstat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_size
-    return total
+    sizes = {(info.st_dev, info.st_ino): info.st_size for info in _file_infos(path)}
+    return sum(sizes.values())
 
 
 def map_chunks(fn: Callable[[int], object], count: int) -> list:
