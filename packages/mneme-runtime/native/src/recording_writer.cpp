@@ -55,9 +55,9 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* data, siz
 }
 #endif
 
-uint64_t fnv1a64(const void* data, size_t size, uint64_t value = 0xcbf29ce484222325ull) {
+uint64_t fnv1a64(const void* data, size_t size, uint64_t value = MNEME_RECORDING_FNV1A64_OFFSET) {
   auto bytes = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < size; ++i) value = (value ^ bytes[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < size; ++i) value = (value ^ bytes[i]) * MNEME_RECORDING_FNV1A64_PRIME;
   return value;
 }
 

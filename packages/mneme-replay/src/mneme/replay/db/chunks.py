@@ -21,6 +21,7 @@ from pathlib import Path
 
 import crc32c
 import numpy as np
+from mneme.runtime import recording_format
 from numcodecs.zstd import Zstd
 
 from . import content_store
@@ -28,8 +29,8 @@ from .errors import CorruptDataError
 from .metadata import Array, Bool, Exactly, Int, Obj, OneOf, read_json_file
 
 #: 4 MiB: the measured sweet spot between per-chunk overhead and read granularity.
-DEFAULT_CHUNK_SIZE = 4 << 20
-DEFAULT_ZSTD_LEVEL = 1
+DEFAULT_CHUNK_SIZE = recording_format.DEFAULT_CHUNK_SIZE
+DEFAULT_ZSTD_LEVEL = recording_format.DEFAULT_ZSTD_LEVEL
 _WORKERS = max(2, min(8, os.cpu_count() or 2))
 _pool: ThreadPoolExecutor | None = None
 

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "mneme/runtime/recording_format.h"  // the one definition (mneme/runtime/recording_format.py)
+
 namespace mneme::runtime {
 
 struct RecordingInfo {
@@ -108,7 +110,7 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 std::string chunk_digest(const uint8_t* data, size_t size);
 
 // Version of the layout written (docs/format.md): 2 adds the content checksums.
-constexpr int kFormatVersion = 2;
+constexpr int kFormatVersion = MNEME_RECORDING_FORMAT_VERSION;
 
 // FNV-1a 64 of the format's dynamic-hash serialization, as 16 hex digits.
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3],
@@ -118,7 +120,8 @@ class RecordingWriter {
  public:
   // Creates the database at `root`, or appends to one of the same address range.
   RecordingWriter(std::filesystem::path root, RecordingInfo info, std::string epilogue_format = "diff",
-                  uint64_t chunk_size = 4u << 20, int level = 1);
+                  uint64_t chunk_size = MNEME_RECORDING_DEFAULT_CHUNK_SIZE,
+                  int level = MNEME_RECORDING_DEFAULT_ZSTD_LEVEL);
 
   bool has_kernel(const std::string& static_hash) const;
   bool has_instance(const std::string& static_hash, const std::string& dynamic_hash) const;
