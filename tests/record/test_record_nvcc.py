@@ -85,19 +85,23 @@ def fatbin(tmp_path_factory) -> bytes:
     return out.read_bytes()
 
 
-def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
+def fatbin_database(db_path: Path, fatbin: bytes) -> Path:
+    """A database with one kernel of ``fatbin`` stored as an nvcc recording stores it."""
     from mneme.instrument.fatbin import fatbin_kernels, parse_fatbin
 
     kernels = fatbin_kernels(parse_fatbin(fatbin))
-    name = kernels[0].name
-    db_path = tmp_path / "nvcc.rdb"
     writer = DatabaseWriter.create(db_path, RecordingInfo(vas_base=0x7f0000000000, vas_size=1 << 30,
                                                           compute_capability="9.0"))
-    writer.add_kernel(KernelRecord("00000000000000aa", name, fatbin, demangled_name=kernels[0].demangled,
-                                   code="cuda-fatbin"))
+    writer.add_kernel(KernelRecord("00000000000000aa", kernels[0].name, fatbin,
+                                   demangled_name=kernels[0].demangled, code="cuda-fatbin"))
     region = Region("heap", 0x7f0000000000, np.zeros(256, np.uint8))
     writer.add_instance("00000000000000aa", InstanceRecord((1, 1, 1), (32, 1, 1), b"\0" * 8,
                                                            (region,), (region,)))
+    return db_path
+
+
+def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
+    db_path = fatbin_database(tmp_path / "nvcc.rdb", fatbin)
     db = Database.open(db_path)
     kernel = db.kernels()[0]
     assert kernel.code == "cuda-fatbin" and not kernel.has_ir
@@ -174,3 +178,19 @@ def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
             assert np.array_equal(inst.prologue(r.name), other.prologue(r.name)), (inst.id, r.name)
         compared += 1
     assert compared, "no instance of the nvcc build matched one of the clang build"
+
+
+def test_tuning_an_nvcc_kernel_over_ptxas_options(tmp_path, fatbin):
+    """Compile-only tuning of a kernel recorded from an nvcc build: launch bounds and
+    register caps (ptxas options) work; spaces that need LLVM IR are refused in one line."""
+    from mneme.tune import TuneError, TuneOptions, Tuner
+
+    db_path = fatbin_database(tmp_path / "nvcc.rdb", fatbin)
+    inst = next(Database.open(db_path).instances())
+    options = TuneOptions(trials=12, devices=None, objectives=["regs"],
+                          storage=f"sqlite:///{tmp_path / 't.db'}", seed=1)
+    outcome = Tuner(db_path, [inst.id], "bounds", options).run()
+    complete = [t for t in outcome.trials if t.state == "complete"]
+    assert complete and {t.params["max_registers"] for t in complete} - {0}
+    with pytest.raises(TuneError, match="nvcc build.*need its IR"):
+        Tuner(db_path, [inst.id], "pipeline", options)

@@ -264,3 +264,20 @@ def test_failing_points_keep_the_rate(tmp_path):
             assert not failed
         rates[refused] = outcome.trials_per_second
     assert rates[True] >= 0.5 * rates[False], rates
+
+
+def test_unwritable_report_folder_is_refused_before_the_search(tmp_path):
+    """One line and a non-zero exit before any trial runs (not after the whole search)."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = subprocess.run(
+        [sys.executable, "-m", "mneme.cli", "tune", "-rdb", str(GOLDEN), "-rid", SAXPY,
+         "--compile-only", "--trials", "3", "--storage", f"sqlite:///{tmp_path / 't.db'}",
+         "--report", str(blocker / "report")],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot write the report" in result.stderr
+    assert "trials this run" not in result.stdout

@@ -7,6 +7,7 @@ Exit status: 0 when a configuration completed, 1 when every trial failed, 2 user
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -168,6 +169,13 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         screen=screen, confirm_runs=confirm_runs,
     )
     tuners = [Tuner(root, group, spaces, options) for group in groups]  # validate all first
+    if report_dir is not None:  # before the search, not after it
+        try:
+            report_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise TuneError(f"cannot write the report to {report_dir}: {error.strerror}") from None
+        if not os.access(report_dir, os.W_OK | os.X_OK):
+            raise TuneError(f"cannot write the report to {report_dir}: not writable")
     completed_any = False
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""

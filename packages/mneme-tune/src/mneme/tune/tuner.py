@@ -238,6 +238,36 @@ class Tuner:
                     f"{self.instances[0].id}; tune these instances one at a time"
                 )
         first.check_feasible()
+        self._check_code()
+
+    def _check_code(self) -> None:
+        """Kernels recorded from nvcc builds (PTX/cubin, no LLVM IR) take launch
+        configurations and ptxas options only: a space that changes anything else is
+        refused before the search, in one line."""
+        from mneme.replay.jit.ptx import ptx_config_problems
+
+        kernel = self.instances[0].kernel
+        if getattr(kernel, "has_ir", True):
+            return
+        bound = self.bound[0]
+        start = bound.baseline() or {p.name: next(iter(p.values())) for p in bound.params}
+        needs: set[str] = set()
+        for param in bound.params:
+            values = list(param.values()) if not isinstance(param.values(), range) else param.values()
+            for value in values[:: max(1, len(values) // 16)]:  # enough to see what it changes
+                settings = bound.apply({**start, param.name: value}, self.base_settings())
+                replay = settings.replay
+                if (ptx_config_problems(settings.compile) or replay.specialize
+                        or replay.specialize_dims):
+                    needs.add(param.name)
+                    break
+        if needs:
+            raise TuneError(
+                f"kernel {kernel.demangled_name} was recorded from an nvcc build (code: "
+                f"{', '.join(kernel.code_kinds) or 'none'}, no LLVM IR): parameter(s) "
+                f"{', '.join(sorted(needs))} of space {bound.names} need its IR; tune it with "
+                "launch and bounds (ptxas options)"
+            )
 
     @property
     def study_name(self) -> str:
