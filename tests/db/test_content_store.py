@@ -65,6 +65,9 @@ def test_unchanged_memory_is_stored_once_and_reads_back_everywhere(tmp_path):
         node = plain[f"kernels/{STATIC}/instances/{inst.dynamic_hash}/prologue/{region}"]
         assert np.array_equal(node[:], pool)  # zarr-python: hard links are plain files
     assert [p for p in check_database(db) if p.fatal] == []
+    # stored chunks are readable by everyone, as the C++ writer's are
+    entries = [p for sub in content_store.store_dir(path).iterdir() for p in sub.iterdir()]
+    assert entries and all(p.stat().st_mode & 0o444 == 0o444 for p in entries)
     shown = CliRunner().invoke(cli, ["ls", str(path)])
     assert shown.exit_code == 0 and "on disk" in shown.output and "unique" in shown.output
 

@@ -7,7 +7,6 @@ Exit status: 0 verified (or not checked), 1 verification failed, 2 user error.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import click
@@ -20,6 +19,7 @@ from .engine import (
     select_instance,
 )
 from .engine.session import derive_compile_config
+from .files import writable_directory
 from .identity import check_kernel, database_of, read_identity, record_id_of
 from .jit import CompileCache, check_pipeline
 
@@ -299,12 +299,7 @@ def replay(
 
     cache = None
     if cache_dir is not None:  # checked now: the cache writes only after the first compile
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise ReplayError(f"cannot use --cache-dir {cache_dir}: {error.strerror}") from None
-        if not os.access(cache_dir, os.W_OK | os.X_OK):
-            raise ReplayError(f"cannot use --cache-dir {cache_dir}: not writable")
+        writable_directory(cache_dir, "use --cache-dir", ReplayError)
         cache = CompileCache(cache_dir)
     gpu = False if replay_config.compile_only else None
     try:

@@ -16,26 +16,17 @@ import io
 import json
 import os
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from mneme.replay.engine import ReplaySettings
+from mneme.replay.files import write_atomic
 
 from .errors import TuneError
 from .objective import unit
 from .tuner import TrialRecord, TuneOutcome
 
 TOP = 10
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and rename: a reader never sees half a report."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", newline="") as out:  # csv writes its own line ends
-        out.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
-    os.replace(tmp, path)
 
 
 def exported_settings(record: TrialRecord) -> dict[str, Any]:
@@ -120,7 +111,7 @@ def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
         writer.writerow([r.number, r.state, *values, *(r.params.get(p) for p in params),
                          *(r.metrics.get(m) for m in metrics), r.speedup, r.verified,
                          r.failure, r.reason])
-    _write_atomic(path, out.getvalue())
+    write_atomic(path, out.getvalue().encode())
 
 
 def _times_figures(outcome: TuneOutcome):
@@ -229,10 +220,10 @@ def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
         raise TuneError(f"cannot create report folder {directory}: {error.strerror}") from None
     data = summary(outcome)
     if outcome.best:
-        _write_atomic(directory / "best.json",
-                      json.dumps(best_configuration(outcome), indent=2, sort_keys=True))
+        write_atomic(directory / "best.json",
+                     json.dumps(best_configuration(outcome), indent=2, sort_keys=True).encode())
     write_trials_csv(outcome, directory / "trials.csv")
     if plots:
         data["plots"], data["plots_skipped"] = write_plots(outcome, directory)
-    _write_atomic(directory / "summary.json", json.dumps(data, indent=2, sort_keys=True, default=str))
+    write_atomic(directory / "summary.json", json.dumps(data, indent=2, sort_keys=True, default=str).encode())
     return data

@@ -7,11 +7,11 @@ Exit status: 0 when a configuration completed, 1 when every trial failed, 2 user
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 from mneme.replay.engine import open_database, select_instance
+from mneme.replay.files import writable_directory
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -170,12 +170,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     )
     tuners = [Tuner(root, group, spaces, options) for group in groups]  # validate all first
     if report_dir is not None:  # before the search, not after it
-        try:
-            report_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise TuneError(f"cannot write the report to {report_dir}: {error.strerror}") from None
-        if not os.access(report_dir, os.W_OK | os.X_OK):
-            raise TuneError(f"cannot write the report to {report_dir}: not writable")
+        writable_directory(report_dir, "write the report to", TuneError)
     completed_any = False
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""

@@ -11,11 +11,11 @@ link count is 1 belongs to no array any more: ``collect`` removes it (``mneme cl
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from ..files import write_atomic
 from . import layout
 from .errors import CorruptDataError
 
@@ -61,14 +61,7 @@ def add(store: Path, name: str, blob: bytes, target: Path) -> bool:
     entry = _entry(store, name)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(blob)
-            os.replace(temporary, entry)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomic(entry, blob)
         os.link(entry, target)
         return True
     except OSError:
@@ -96,7 +89,8 @@ def collect(root: Path) -> tuple[int, int]:
                 continue
             if not entry.is_file() or entry.is_symlink():
                 continue
-            if info.st_nlink == 1 or entry.name.startswith(".tmp-"):
+            # unlinked entries, and temporaries of writers that died (entries never start with ".")
+            if info.st_nlink == 1 or entry.name.startswith("."):
                 entry.unlink(missing_ok=True)
                 removed += 1
                 freed += info.st_size

@@ -23,14 +23,13 @@ The profile of an instance is kept in the database's private folder
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..files import write_atomic
 from .verify import Mismatch, Tolerance
 
 EXACT = "exact"
@@ -239,10 +238,7 @@ def store_profile(instance, profile: DeterminismProfile) -> bool:
     path = profile_path(instance)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as out:
-            json.dump(profile.to_dict(), out, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(profile.to_dict(), indent=1, sort_keys=True).encode())
         return True
     except OSError:
         return False

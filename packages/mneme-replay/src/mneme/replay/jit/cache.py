@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..files import write_atomic
 
 if TYPE_CHECKING:
     from .compiler import CompileResult
@@ -116,16 +117,5 @@ class CompileCache:
         meta_path.parent.mkdir(parents=True, exist_ok=True)
         meta = result.to_cache_entry()
         meta["binary_sha256"] = hashlib.sha256(result.binary).hexdigest()
-        _atomic_write(binary_path, result.binary)
-        _atomic_write(meta_path, json.dumps(meta, sort_keys=True).encode())
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        write_atomic(binary_path, result.binary, mode=None)
+        write_atomic(meta_path, json.dumps(meta, sort_keys=True).encode(), mode=None)
