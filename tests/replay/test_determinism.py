@@ -47,6 +47,10 @@ def test_compaction_is_order_class_of_its_record_width():
     broken[3] = broken[4]
     found = nd.order_mismatch("out", 0x1000, as_bytes(broken), as_bytes(records), 8)
     assert found is not None and found.count >= 1 and found.address == 0x1000
+    # what a session keeps across trials: the recorded side sorted once
+    kept = nd.sorted_elements(as_bytes(records), 8)
+    assert nd.order_mismatch("out", 0x1000, as_bytes(broken), kept, 8, presorted=True) == found
+    assert nd.order_mismatch("out", 0, as_bytes(again), kept, 8, presorted=True) is None
 
 
 def test_reordered_float_sums_are_float_class_with_a_tolerance_from_the_spread():

@@ -199,15 +199,21 @@ def _float_spread(recorded: np.ndarray, samples: list[np.ndarray], dtype: np.dty
 # ------------------------------------------------------------------ verification by class
 
 
+def sorted_elements(data: np.ndarray, width: int) -> np.ndarray:
+    """``data``'s ``width``-byte elements in sorted order (one side of a multiset check)."""
+    return _rows(np.ascontiguousarray(data).view(np.uint8).reshape(-1), width)
+
+
 def order_mismatch(name: str, address: int, actual: np.ndarray, recorded: np.ndarray,
-                   width: int) -> Mismatch | None:
-    """A multiset comparison of ``width``-byte elements (order class)."""
-    a = _rows(np.ascontiguousarray(actual).view(np.uint8).reshape(-1), width)
-    b = _rows(np.ascontiguousarray(recorded).view(np.uint8).reshape(-1), width)
+                   width: int, *, presorted: bool = False) -> Mismatch | None:
+    """A multiset comparison of ``width``-byte elements (order class). ``presorted``:
+    ``recorded`` is already ``sorted_elements(recorded, width)`` (kept across trials)."""
+    a = sorted_elements(actual, width)
+    b = recorded if presorted else sorted_elements(recorded, width)
     if np.array_equal(a, b):
         return None
     differ = np.flatnonzero(a != b)
-    return Mismatch(name, address, int(recorded.size), f"{width}-byte multiset", int(differ.size),
+    return Mismatch(name, address, int(b.size) * width, f"{width}-byte multiset", int(differ.size),
                     int(differ[0]) * width if differ.size else 0)
 
 
