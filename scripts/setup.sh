@@ -51,7 +51,8 @@ echo "setup: python $("$MNEME_PYTHON" -c 'import platform; print(platform.python
 if hatch env find >/dev/null 2>&1 && [ -d "$(hatch env find)" ]; then
   if ! hatch run python -c "import mneme.runtime._native, mneme.replay.jit._llvm" >/dev/null 2>&1 \
      || ! ls "$root"/packages/mneme-instrument/src/mneme/instrument/lib/*.so >/dev/null 2>&1 \
-     || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_recorder.so" ]; then
+     || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_recorder.so" ] \
+     || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_apply.so" ]; then
     echo "setup: the development environment lacks the native builds; recreating it"
     hatch env prune
   fi

@@ -1,0 +1,458 @@
+// libmneme_apply.so: preloaded into an unmodified application by `mneme run --apply`.
+//
+// Launches of the kernels a plan names run the tuned code (a cubin `mneme run` compiled
+// from a best.json) with the tuned launch configuration; every other launch, and every
+// launch the tuned code is not valid for, runs as the application wrote it. The plan
+// (MNEME_APPLY_PLAN, a line format written by mneme.tune.apply_plan) says per kernel:
+//
+//   kernel NAME              the mangled device name the application launches
+//   cubin PATH / function F  the tuned code and its entry point
+//   recorded G3 B3 SHMEM     the launch it was tuned on
+//   tuned G3 B3 SHMEM        the launch it was tuned to
+//   grid cover|keep|fixed    how other grids follow a changed block (as the launch space)
+//   shared_per_thread N      dynamic shared memory scales with the block (0: fixed)
+//   bound N                  launch bound compiled in (0: none): larger blocks keep the original
+//   dims exact|any           dimensions specialised into the code: only the recorded launch
+//   arg I HEX                scalar argument I specialised: only launches with that value
+//   global NAME SIZE         a device global the kernel uses: the application's copy is
+//                            copied into the tuned module before and back after the launch
+//   end
+//
+// With MNEME_APPLY_TIMING=1 each launch of a planned kernel is timed with events on its
+// stream (the fidelity column of `mneme run`); MNEME_APPLY_MODE=measure times the
+// original kernels without swapping. Results go to MNEME_APPLY_REPORT at exit.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose.hpp"
+
+namespace {
+
+using mneme::recorder::driver_function;
+using mneme::recorder::real;
+
+[[noreturn]] void fatal(const std::string& message) {
+  std::fprintf(stderr, "mneme run: %s\n", message.c_str());
+  std::fflush(stderr);
+  _exit(70);
+}
+
+struct Dims {
+  unsigned v[3] = {1, 1, 1};
+  bool operator==(const Dims& o) const { return v[0] == o.v[0] && v[1] == o.v[1] && v[2] == o.v[2]; }
+  unsigned long long threads() const { return 1ull * v[0] * v[1] * v[2]; }
+};
+
+struct Plan {
+  std::string kernel, cubin, function, grid_rule = "cover";
+  Dims recorded_grid, recorded_block, tuned_grid, tuned_block;
+  unsigned long long recorded_shared = 0, tuned_shared = 0, shared_per_thread = 0, bound = 0;
+  bool dims_exact = false;
+  std::vector<std::pair<unsigned, std::string>> args;        // index, raw bytes
+  std::vector<std::pair<std::string, size_t>> globals;       // name, size
+  // loaded lazily, on the first launch it applies to
+  CUmodule module = nullptr;
+  CUfunction tuned = nullptr;
+  std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
+  // what happened, for the report
+  unsigned long long launches = 0, swapped = 0, same_config = 0;
+  double time_s = 0, same_config_time_s = 0;
+  unsigned long long timed = 0, same_config_timed = 0;
+};
+
+std::string unhex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+// A launch with events around it, harvested once the events complete.
+struct Timing {
+  Plan* plan;
+  bool same_config;
+  CUevent start, stop;
+};
+
+struct Driver {
+  decltype(&cuModuleLoadData) load = driver_function<decltype(&cuModuleLoadData)>("cuModuleLoadData");
+  decltype(&cuModuleGetFunction) get_function = driver_function<decltype(&cuModuleGetFunction)>("cuModuleGetFunction");
+  decltype(&cuModuleGetGlobal_v2) get_global = driver_function<decltype(&cuModuleGetGlobal_v2)>("cuModuleGetGlobal_v2");
+  decltype(&cuFuncSetAttribute) set_attribute = driver_function<decltype(&cuFuncSetAttribute)>("cuFuncSetAttribute");
+  decltype(&cuLaunchKernel) launch = driver_function<decltype(&cuLaunchKernel)>("cuLaunchKernel");
+  decltype(&cuMemcpyDtoDAsync_v2) copy = driver_function<decltype(&cuMemcpyDtoDAsync_v2)>("cuMemcpyDtoDAsync_v2");
+  decltype(&cuEventCreate) event_create = driver_function<decltype(&cuEventCreate)>("cuEventCreate");
+  decltype(&cuEventRecord) event_record = driver_function<decltype(&cuEventRecord)>("cuEventRecord");
+  decltype(&cuEventQuery) event_query = driver_function<decltype(&cuEventQuery)>("cuEventQuery");
+  decltype(&cuEventSynchronize) event_sync = driver_function<decltype(&cuEventSynchronize)>("cuEventSynchronize");
+  decltype(&cuEventElapsedTime_v2) elapsed = driver_function<decltype(&cuEventElapsedTime_v2)>("cuEventElapsedTime_v2");
+  decltype(&cuEventDestroy_v2) event_destroy = driver_function<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2");
+  decltype(&cuStreamIsCapturing) is_capturing = driver_function<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing");
+  decltype(&cuFuncGetName) func_name = driver_function<decltype(&cuFuncGetName)>("cuFuncGetName");
+};
+
+void at_exit();
+
+class Swapper {
+ public:
+  static Swapper& get() {
+    static Swapper* instance = new Swapper();  // never destroyed: atexit order is unknowable
+    return *instance;
+  }
+  bool active() const { return active_; }
+  std::mutex mutex;
+
+  void register_function(const void* host, const char* name) { names_[host] = name; }
+  void register_var(const void* host, const char* name) { vars_[name] = host; }
+  void register_kernel_handle(cudaKernel_t kernel, const void* host) { handles_[kernel] = host; }
+  const void* host_of(cudaKernel_t kernel) const {
+    auto it = handles_.find(kernel);
+    return it == handles_.end() ? nullptr : it->second;
+  }
+  Plan* plan_for_host(const void* host) {
+    auto it = names_.find(host);
+    return it == names_.end() ? nullptr : plan_named(it->second);
+  }
+  Plan* plan_named(const std::string& name) {
+    auto it = plans_.find(name);
+    return it == plans_.end() ? nullptr : &it->second;
+  }
+  Plan* plan_for_function(CUfunction f) {
+    const char* name = nullptr;
+    if (!driver_.func_name || driver_.func_name(&name, f) != CUDA_SUCCESS || !name) return nullptr;
+    return plan_named(name);
+  }
+
+  // Runs one launch of a planned kernel: the tuned code when the plan applies to it, else
+  // `original`. Returns the launch's status as a CUresult/cudaError_t number.
+  int launch(Plan& plan, Dims grid, Dims block, size_t shared, CUstream stream, void** args,
+             const std::function<int()>& original) {
+    ++plan.launches;
+    bool same = grid == plan.recorded_grid && block == plan.recorded_block && shared == plan.recorded_shared;
+    if (same) ++plan.same_config;
+    Dims new_grid = grid, new_block = block;
+    size_t new_shared = shared;
+    bool swap = !measure_only_ && applies(plan, grid, block, shared, args, new_grid, new_block, new_shared);
+    bool timed = timing_ && !capturing(stream);
+    CUevent start = nullptr, stop = nullptr;
+    if (timed) {
+      harvest(false);
+      start = event();
+      stop = event();
+      driver_.event_record(start, stream);
+    }
+    int status;
+    if (swap && load(plan)) {
+      ++plan.swapped;
+      for (auto& [app, mine] : plan.global_pairs) driver_.copy(mine, app, global_sizes_[mine], stream);
+      status = driver_.launch(plan.tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0], new_block.v[1],
+                              new_block.v[2], unsigned(new_shared), stream, args, nullptr);
+      for (auto& [app, mine] : plan.global_pairs) driver_.copy(app, mine, global_sizes_[mine], stream);
+    } else {
+      status = original();
+    }
+    if (timed) {
+      driver_.event_record(stop, stream);
+      pending_.push_back({&plan, same, start, stop});
+    }
+    return status;
+  }
+
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (finished_) return;
+    finished_ = true;
+    harvest(true);
+    std::string path = env("MNEME_APPLY_REPORT");
+    if (path.empty()) return;
+    std::ofstream out(path);
+    out << "mneme-apply-report 1\n";
+    for (auto& [name, p] : plans_) {
+      out << "kernel " << name << " launches " << p.launches << " swapped " << p.swapped << " same_config "
+          << p.same_config << " timed " << p.timed << " time_s " << p.time_s << " same_config_timed "
+          << p.same_config_timed << " same_config_time_s " << p.same_config_time_s << "\n";
+    }
+  }
+
+ private:
+  Swapper() {
+    std::string path = env("MNEME_APPLY_PLAN");
+    if (path.empty()) return;
+    read_plan(path);
+    active_ = true;
+    timing_ = env("MNEME_APPLY_TIMING") == "1";
+    measure_only_ = env("MNEME_APPLY_MODE") == "measure";
+    std::atexit(at_exit);
+  }
+
+  static std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  }
+
+  void read_plan(const std::string& path) {
+    std::ifstream in(path);
+    std::string line, word;
+    if (!in || !std::getline(in, line) || line != "mneme-apply-plan 1")
+      fatal(path + " is not a plan written by this version of mneme run");
+    Plan plan;
+    auto dims = [](std::istringstream& s, Dims& d) { s >> d.v[0] >> d.v[1] >> d.v[2]; };
+    while (std::getline(in, line)) {
+      std::istringstream s(line);
+      s >> word;
+      if (word == "kernel") s >> plan.kernel;
+      else if (word == "cubin") std::getline(s >> std::ws, plan.cubin);
+      else if (word == "function") s >> plan.function;
+      else if (word == "recorded") { dims(s, plan.recorded_grid); dims(s, plan.recorded_block); s >> plan.recorded_shared; }
+      else if (word == "tuned") { dims(s, plan.tuned_grid); dims(s, plan.tuned_block); s >> plan.tuned_shared; }
+      else if (word == "grid") s >> plan.grid_rule;
+      else if (word == "shared_per_thread") s >> plan.shared_per_thread;
+      else if (word == "bound") s >> plan.bound;
+      else if (word == "dims") { std::string v; s >> v; plan.dims_exact = v == "exact"; }
+      else if (word == "arg") { unsigned i; std::string hex; s >> i >> hex; plan.args.push_back({i, unhex(hex)}); }
+      else if (word == "global") { std::string n; size_t size; s >> n >> size; plan.globals.push_back({n, size}); }
+      else if (word == "end") { plans_[plan.kernel] = plan; plan = Plan(); }
+      else if (!word.empty()) fatal(path + ": unknown plan line '" + line + "'");
+      if (s.fail()) fatal(path + ": malformed plan line '" + line + "'");
+    }
+  }
+
+  // Whether the tuned code is valid for this launch, and the launch it then gets.
+  bool applies(const Plan& p, Dims grid, Dims block, size_t shared, void** args, Dims& new_grid, Dims& new_block,
+               size_t& new_shared) const {
+    if (p.dims_exact && !(grid == p.recorded_grid && block == p.recorded_block)) return false;
+    for (const auto& [index, bytes] : p.args)
+      if (!args || std::memcmp(args[index], bytes.data(), bytes.size()) != 0) return false;
+    if (!(block == p.recorded_block)) {  // another launch shape: tuned code, its own launch
+      return p.bound == 0 || block.threads() <= p.bound;
+    }
+    new_block = p.tuned_block;
+    if (p.grid_rule == "keep") new_grid = grid;
+    else if (p.grid_rule == "fixed" && grid == p.recorded_grid) new_grid = p.tuned_grid;
+    else
+      for (int a = 0; a < 3; ++a)  // cover the same threads per axis
+        new_grid.v[a] = unsigned(std::max(1ull, (1ull * grid.v[a] * block.v[a] + new_block.v[a] - 1) / new_block.v[a]));
+    if (p.shared_per_thread && shared == p.shared_per_thread * block.threads())
+      new_shared = p.shared_per_thread * new_block.threads();
+    else if (shared == p.recorded_shared)
+      new_shared = p.tuned_shared;
+    return true;
+  }
+
+  bool load(Plan& p) {
+    if (p.tuned) return true;
+    if (p.module) return false;  // failed before: said so once
+    // The runtime creates its context lazily: make sure it is current before the driver loads.
+    static auto runtime_free = real<cudaError_t (*)(void*)>("cudaFree");
+    runtime_free(nullptr);
+    std::ifstream in(p.cubin, std::ios::binary);
+    std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CUresult r = image.empty() ? CUDA_ERROR_FILE_NOT_FOUND : driver_.load(&p.module, image.data());
+    if (r == CUDA_SUCCESS) r = driver_.get_function(&p.tuned, p.module, p.function.c_str());
+    for (auto& [name, size] : p.globals) {
+      if (r != CUDA_SUCCESS) break;
+      auto var = vars_.find(name);
+      void* app = nullptr;
+      static auto symbol_address = real<cudaError_t (*)(void**, const void*)>("cudaGetSymbolAddress");
+      CUdeviceptr mine = 0;
+      size_t mine_size = 0;
+      if (var == vars_.end() || symbol_address(&app, var->second) != cudaSuccess) {
+        std::fprintf(stderr, "mneme run: %s: the application's global %s is not registered with the CUDA "
+                             "runtime; this kernel runs unchanged\n", p.kernel.c_str(), name.c_str());
+        r = CUDA_ERROR_NOT_FOUND;
+      } else if ((r = driver_.get_global(&mine, &mine_size, p.module, name.c_str())) == CUDA_SUCCESS) {
+        p.global_pairs.push_back({CUdeviceptr(app), mine});
+        global_sizes_[mine] = std::min(size, mine_size);
+      }
+    }
+    unsigned long long most_shared = std::max(p.tuned_shared, p.shared_per_thread * p.tuned_block.threads());
+    if (r == CUDA_SUCCESS && most_shared > 48 * 1024)
+      r = driver_.set_attribute(p.tuned, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(most_shared));
+    if (r != CUDA_SUCCESS) {
+      const char* why = "?";
+      if (auto name = driver_function<decltype(&cuGetErrorName)>("cuGetErrorName")) name(r, &why);
+      std::fprintf(stderr, "mneme run: the tuned code of %s did not load (%s); it runs unchanged\n",
+                   p.kernel.c_str(), why);
+      if (!p.module) p.module = reinterpret_cast<CUmodule>(1);  // remembered as failed
+      p.tuned = nullptr;
+      return false;
+    }
+    std::fprintf(stderr, "mneme run: %s runs its tuned code\n", p.kernel.c_str());
+    return true;
+  }
+
+  bool capturing(CUstream stream) const {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return driver_.is_capturing && driver_.is_capturing(stream, &status) == CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+
+  CUevent event() {
+    CUevent e = nullptr;
+    if (!spare_.empty()) {
+      e = spare_.back();
+      spare_.pop_back();
+    } else {
+      driver_.event_create(&e, CU_EVENT_DEFAULT);
+    }
+    return e;
+  }
+
+  // Adds the finished launches' times (all of them when `wait`); keeps the queue short.
+  void harvest(bool wait) {
+    while (!pending_.empty()) {
+      Timing& t = pending_.front();
+      if (wait) driver_.event_sync(t.stop);
+      else if (driver_.event_query(t.stop) != CUDA_SUCCESS) break;
+      float ms = 0;
+      if (driver_.elapsed(&ms, t.start, t.stop) == CUDA_SUCCESS) {
+        t.plan->time_s += ms * 1e-3;
+        ++t.plan->timed;
+        if (t.same_config) {
+          t.plan->same_config_time_s += ms * 1e-3;
+          ++t.plan->same_config_timed;
+        }
+      }
+      spare_.push_back(t.start);
+      spare_.push_back(t.stop);
+      pending_.pop_front();
+    }
+  }
+
+  bool active_ = false, timing_ = false, measure_only_ = false, finished_ = false;
+  Driver driver_;
+  std::map<std::string, Plan> plans_;
+  std::unordered_map<const void*, std::string> names_;
+  std::unordered_map<std::string, const void*> vars_;
+  std::unordered_map<cudaKernel_t, const void*> handles_;
+  std::unordered_map<CUdeviceptr, size_t> global_sizes_;
+  std::deque<Timing> pending_;
+  std::vector<CUevent> spare_;
+};
+
+void at_exit() { Swapper::get().finish(); }
+
+Dims dims(dim3 d) { return Dims{{d.x, d.y, d.z}}; }
+
+// A runtime-API launch of `host` (the kernel's host stub), per-thread default stream or not.
+int runtime_launch(const void* host, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t stream,
+                   bool per_thread, const std::function<int()>& original) {
+  auto& s = Swapper::get();
+  if (!s.active() || !host) return original();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Plan* plan = s.plan_for_host(host);
+  if (!plan) return original();
+  CUstream driver_stream = (!stream && per_thread) ? CU_STREAM_PER_THREAD : reinterpret_cast<CUstream>(stream);
+  return s.launch(*plan, dims(grid), dims(block), shared, driver_stream, args, original);
+}
+
+}  // namespace
+
+extern "C" {
+
+void __cudaRegisterFunction(void** handle, const char* hostFun, char* deviceFun, const char* deviceName,
+                            int thread_limit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize) {
+  using Fn = void (*)(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*);
+  static auto next = real<Fn>("__cudaRegisterFunction");
+  if (Swapper::get().active()) Swapper::get().register_function(hostFun, deviceName);
+  next(handle, hostFun, deviceFun, deviceName, thread_limit, tid, bid, bDim, gDim, wSize);
+}
+
+void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const char* deviceName, int ext,
+                       size_t size, int constant, int global) {
+  using Fn = void (*)(void**, char*, char*, const char*, int, size_t, int, int);
+  static auto next = real<Fn>("__cudaRegisterVar");
+  if (Swapper::get().active()) Swapper::get().register_var(hostVar, deviceName);
+  next(handle, hostVar, deviceAddress, deviceName, ext, size, constant, global);
+}
+
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t stream) {
+  REAL(cudaLaunchKernel);
+  return cudaError_t(runtime_launch(func, grid, block, args, shmem, stream, false, [&] {
+    return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream));
+  }));
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                  cudaStream_t stream) {
+  REAL(cudaLaunchKernel_ptsz);
+  return cudaError_t(runtime_launch(func, grid, block, args, shmem, stream, true, [&] {
+    return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream));
+  }));
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  REAL(cudaLaunchKernelExC);
+  // Launch attributes (clusters, cooperative, priorities) have no tuned equivalent here.
+  if (config->numAttrs) return real_cudaLaunchKernelExC(config, func, args);
+  return cudaError_t(runtime_launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                                    config->stream, false,
+                                    [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
+}
+
+// nvcc 13's launch stubs: a kernel handle per stub, then __cudaLaunchKernel with it.
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  using Fn = cudaError_t (*)(cudaKernel_t*, const void*);
+  static auto next = real<Fn>("__cudaGetKernel");
+  cudaError_t status = next(kernel, host_function);
+  auto& s = Swapper::get();
+  if (status == cudaSuccess && kernel && s.active()) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.register_kernel_handle(*kernel, host_function);
+  }
+  return status;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                               cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+  static auto next = real<Fn>("__cudaLaunchKernel");
+  auto& s = Swapper::get();
+  return cudaError_t(runtime_launch(s.active() ? s.host_of(kernel) : nullptr, grid, block, args, shmem, stream,
+                                    false, [&] { return int(next(kernel, grid, block, args, shmem, stream)); }));
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                                    cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+  static auto next = real<Fn>("__cudaLaunchKernel_ptsz");
+  auto& s = Swapper::get();
+  return cudaError_t(runtime_launch(s.active() ? s.host_of(kernel) : nullptr, grid, block, args, shmem, stream,
+                                    true, [&] { return int(next(kernel, grid, block, args, shmem, stream)); }));
+}
+
+// Driver-API launches, by the function's name.
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shmem, CUstream stream, void** params, void** extra) {
+  REAL(cuLaunchKernel);
+  auto original = [&] { return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); };
+  auto& s = Swapper::get();
+  if (!s.active() || !params) return CUresult(original());
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Plan* plan = s.plan_for_function(f);
+  if (!plan) return CUresult(original());
+  return CUresult(s.launch(*plan, Dims{{gx, gy, gz}}, Dims{{bx, by, bz}}, shmem, stream, params, original));
+}
+
+// Reset destroys the events: the times so far are taken first.
+cudaError_t cudaDeviceReset() {
+  REAL(cudaDeviceReset);
+  if (Swapper::get().active()) Swapper::get().finish();
+  return real_cudaDeviceReset();
+}
+
+}  // extern "C"

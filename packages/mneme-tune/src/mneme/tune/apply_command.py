@@ -1,0 +1,262 @@
+"""`mneme run --apply`: the unmodified application with its tuned kernels swapped in.
+
+The tuned configurations (best.json files) are compiled for this GPU into a plan
+(apply_plan.py) that ``libmneme_apply.so``, preloaded, follows at every launch. The
+application then runs ``--repeat`` times plain and ``--repeat`` times with the swap,
+alternating (drift hits both), and its output is compared between the two. One more run
+of each with event timing around the planned kernels gives their time inside the
+application, set beside their replayed time: the fidelity column (replay is only
+useful if it predicts the real run).
+
+Exit status: the application's when it fails; 1 when the output differs from the plain
+run; 2 user error; else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .apply_plan import (
+    ApplyError,
+    KernelReport,
+    TunedKernel,
+    configs_in,
+    load_tuned,
+    read_report,
+    write_plan,
+)
+
+OUTPUT_DIFFERS_EXIT = 1
+SWAPPER = "libmneme_apply.so"
+
+
+def swapper_library() -> Path:
+    import mneme.runtime
+
+    path = Path(mneme.runtime.__file__).with_name(SWAPPER)
+    if not path.is_file():
+        raise ApplyError(f"the launch swapper library is missing ({path}): reinstall mneme-runtime")
+    return path
+
+
+@dataclass
+class Run:
+    seconds: float
+    output: str
+    report: dict[str, KernelReport] = field(default_factory=dict)
+
+
+def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None) -> Run:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        how = (f"died of signal {-done.returncode}" if done.returncode < 0
+               else f"exited with status {done.returncode}")
+        raise ApplicationFailed(
+            f"{command[0]} {how}{' under the swap' if env and 'MNEME_APPLY_PLAN' in env else ''}"
+            + (f": {' | '.join(tail)}" if tail else ""), done.returncode)
+    return Run(took, done.stdout.decode(errors="replace"), read_report(report) if report else {})
+
+
+class ApplicationFailed(ApplyError):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def compared_lines(output: str, pattern: re.Pattern | None) -> list[str]:
+    lines = output.splitlines()
+    return [line for line in lines if pattern.search(line)] if pattern else lines
+
+
+def first_difference(a: list[str], b: list[str]) -> str:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return f"line {index + 1}: plain {x!r}, tuned {y!r}"
+    return f"the plain run printed {len(a)} lines, the tuned run {len(b)}"
+
+
+def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, float | None]:
+    """Median replayed time (ms) of the recorded and of the tuned configuration, on the
+    instance it was tuned on (None without a GPU or when the replay fails)."""
+    from mneme.replay.engine import ReplaySession
+    from mneme.replay.engine.config import ReplaySettings
+    from mneme.replay.engine.select import open_database
+
+    db, _ = open_database(kernel.database)
+    instance = db.instance(kernel.instance_id)
+    out: list[float | None] = []
+    with ReplaySession(instance) as session:
+        if not session.gpu:
+            return None, None
+        for settings in (ReplaySettings(), kernel.settings):
+            replay = settings.replay.with_(iterations=iterations, verify=False)
+            result = session.run(settings.compile, replay)
+            out.append(statistics.median(result.exec_time) if result.exec_time else None)
+    return out[0], out[1]
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if not a or not b else f"{a / b:.2f}x"
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--apply", "apply_path", required=True, type=click.Path(path_type=Path),
+              help="A best.json written by mneme tune --report, or a folder of them.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="Runs of the application plain and with the tuned kernels, alternating.")
+@click.option("--check-output/--no-check-output", default=True, show_default=True,
+              help="Compare the application's standard output with the plain run's.")
+@click.option("--output-filter", default=None,
+              help="Compare only the output lines matching this regex (e.g. the checksums).")
+@click.option("--replay-iterations", type=click.IntRange(1, 10000), default=20, show_default=True,
+              help="Timed replays of each tuned instance for the fidelity column.")
+@click.option("--dry-run", is_flag=True,
+              help="Compile the tuned kernels and print the plan; run nothing (no GPU needed).")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
+              help="Also write the measurements as JSON.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | None,
+        replay_iterations: int, dry_run: bool, json_path: Path | None, command: tuple[str, ...]):
+    """Run COMMAND plain and with the kernels tuned in --apply swapped in; compare its
+    output and time, and each tuned kernel's time inside it with its replayed time."""
+    console = Console(stderr=True)
+    pattern = None
+    if output_filter is not None:
+        try:
+            pattern = re.compile(output_filter)
+        except re.error as exc:
+            raise ApplyError(f"--output-filter {output_filter!r} is not a regular expression: {exc}") from None
+    executable = shutil.which(command[0]) or command[0]
+    if not Path(executable).is_file():
+        raise ApplyError(f"{command[0]}: no such executable")
+    argv = [executable, *command[1:]]
+    library = swapper_library()
+    configs = configs_in(apply_path)
+    from mneme.runtime import driver_available
+
+    if not dry_run and not driver_available():
+        raise ApplyError("mneme run needs a GPU (use --dry-run to compile the plan without one)")
+
+    kernels: list[TunedKernel] = []
+    with console.status("compiling the tuned kernels"):
+        for path in configs:
+            kernels.append(load_tuned(path))
+    with tempfile.TemporaryDirectory(prefix="mneme-run-") as tmp:
+        directory = Path(tmp)
+        plan = write_plan(kernels, directory)
+        listing = Table(title=f"tuned kernels to swap in ({len(kernels)})")
+        for column in ("kernel", "tuned on", "configuration", "tuning verdict"):
+            listing.add_column(column)
+        for k in kernels:
+            (_, tb, ts), bound = k.tuned, f", bound {k.bound}" if k.bound else ""
+            listing.add_row(k.demangled_name[:60], k.instance_id[:25],
+                            f"block {tb}, shared {ts}, grid {k.grid_rule}{bound}", k.verdict[:70])
+        console.print(listing)
+        if dry_run:
+            click.echo(plan.read_text(), nl=False)
+            return
+
+        def swapped_env(**extra: str) -> dict[str, str]:
+            env = dict(os.environ)
+            env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
+            env["MNEME_APPLY_PLAN"] = str(plan)
+            env.update(extra)
+            return env
+
+        plain_runs: list[Run] = []
+        tuned_runs: list[Run] = []
+        try:
+            with console.status("running the application") as status:
+                for index in range(repeat):
+                    status.update(f"running the application: plain and tuned, {index + 1}/{repeat}")
+                    plain_runs.append(run_once(argv, None))
+                    tuned_runs.append(run_once(argv, swapped_env()))
+                status.update("timing the tuned kernels inside the application")
+                report = directory / "report.txt"
+                measured = run_once(argv, swapped_env(MNEME_APPLY_TIMING="1", MNEME_APPLY_MODE="measure",
+                                                      MNEME_APPLY_REPORT=str(report)), report)
+                timed = run_once(argv, swapped_env(MNEME_APPLY_TIMING="1", MNEME_APPLY_REPORT=str(report)),
+                                 report)
+                replayed = {}
+                for k in kernels:
+                    status.update(f"replaying {k.demangled_name[:40]}")
+                    replayed[k.name] = replay_times(k, replay_iterations)
+        except ApplicationFailed as failure:
+            click.echo(f"mneme run: {failure}", err=True)
+            raise SystemExit(failure.code if failure.code > 0 else 128 - failure.code) from None
+
+    outputs_equal, difference = True, ""
+    if check_output:
+        reference = compared_lines(plain_runs[0].output, pattern)
+        for candidate in [*plain_runs[1:], *tuned_runs, timed]:
+            lines = compared_lines(candidate.output, pattern)
+            if lines != reference:
+                outputs_equal, difference = False, first_difference(reference, lines)
+                break
+
+    table = Table(title="tuned kernels inside the application and in replay (ms per launch)")
+    for column in ("kernel", "launches", "swapped", "in app: original", "in app: tuned", "speedup",
+                   "replay: recorded", "replay: tuned", "speedup", "fidelity"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    rows = []
+    for k in kernels:
+        original = measured.report.get(k.name, KernelReport())
+        tuned = timed.report.get(k.name, KernelReport())
+        replay_recorded, replay_tuned = replayed[k.name]
+        # fidelity: replayed time of the recorded launch over its time in the application
+        same = original.same_config_mean_ms
+        fidelity = replay_recorded / same if replay_recorded and same else None
+        rows.append({"kernel": k.demangled_name, "name": k.name, "instance": k.instance_id,
+                     "launches": tuned.launches, "swapped": tuned.swapped,
+                     "in_app_original_ms": original.mean_ms, "in_app_tuned_ms": tuned.mean_ms,
+                     "in_app_same_config_ms": same,
+                     "replay_recorded_ms": replay_recorded, "replay_tuned_ms": replay_tuned,
+                     "fidelity": fidelity})
+        table.add_row(k.demangled_name[:50], str(tuned.launches), str(tuned.swapped),
+                      _ms(original.mean_ms), _ms(tuned.mean_ms), _ratio(original.mean_ms, tuned.mean_ms),
+                      _ms(replay_recorded), _ms(replay_tuned), _ratio(replay_recorded, replay_tuned),
+                      "-" if fidelity is None else f"{fidelity:.2f}")
+    console.print(table)
+
+    plain_s = [r.seconds for r in plain_runs]
+    tuned_s = [r.seconds for r in tuned_runs]
+    plain_median, tuned_median = statistics.median(plain_s), statistics.median(tuned_s)
+    noise = (max(plain_s) - min(plain_s)) / plain_median if plain_median else 0.0
+    speedup = plain_median / tuned_median if tuned_median else None
+    significant = speedup is not None and abs(speedup - 1) > noise
+    verdict = ("faster" if speedup and speedup > 1 else "slower") if significant else "no difference beyond noise"
+    console.print(
+        f"application: {plain_median:.3f} s plain, {tuned_median:.3f} s tuned (median of {repeat}), "
+        f"{speedup:.3f}x, noise ±{100 * noise:.1f} %: {verdict}")
+    if check_output:
+        what = "matching lines" if pattern else "output"
+        console.print(f"output: {what} equal to the plain run's" if outputs_equal
+                      else f"output: DIFFERS from the plain run ({difference})")
+    if json_path is not None:
+        json_path.write_text(json.dumps({
+            "command": argv, "repeat": repeat, "plain_s": plain_s, "tuned_s": tuned_s,
+            "speedup": speedup, "noise": noise, "significant": significant,
+            "output_checked": check_output, "output_equal": outputs_equal, "difference": difference,
+            "kernels": rows}, indent=2))
+    if not outputs_equal:
+        raise SystemExit(OUTPUT_DIFFERS_EXIT)

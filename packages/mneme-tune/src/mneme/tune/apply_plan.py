@@ -1,0 +1,208 @@
+"""What ``mneme run --apply`` swaps into an application.
+
+Each ``best.json`` (``mneme tune --report``) names the database, kernel and instance it
+was tuned on. Its configuration is compiled for the GPU here, and turned into a launch
+rule that ``libmneme_apply.so`` follows for every launch of that kernel:
+
+- code-only changes (pipeline, ptxas options, register cap, unrolling) hold for every
+  launch, so every launch runs the tuned code with its own launch configuration;
+- a tuned block replaces the recorded block only in launches that used the recorded
+  block; the grid then follows as the launch space derived it (``cover``: the same
+  threads per axis; ``keep``; ``fixed``: the tuned grid for the recorded grid only), and
+  per-thread dynamic shared memory scales with the block;
+- a compiled-in launch bound excludes larger blocks, specialised dimensions exclude any
+  other launch shape, and specialised scalar arguments exclude launches with other values:
+  those launches run the application's own code.
+
+The plan is a line format (docs/tune.md) so the preloaded library needs no JSON parser.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mneme.replay.engine import ReplaySession, open_database, select_instance
+from mneme.replay.engine.config import ReplaySettings
+from mneme.replay.engine.session import derive_compile_config
+from mneme.replay.identity import check_kernel, database_of, read_identity, record_id_of
+from mneme.replay.replay_command import read_settings
+
+from .errors import TuneError
+
+PLAN_HEADER = "mneme-apply-plan 1"
+
+
+class ApplyError(TuneError):
+    """A configuration to apply cannot be used (no identity, unknown kernel, no code)."""
+
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass
+class TunedKernel:
+    """One tuned kernel, ready to be swapped in."""
+
+    source: Path
+    database: str
+    name: str
+    demangled_name: str
+    instance_id: str
+    settings: ReplaySettings
+    binary: bytes
+    function: str
+    recorded: tuple[Dim3, Dim3, int]
+    tuned: tuple[Dim3, Dim3, int]
+    grid_rule: str
+    shared_per_thread: int
+    bound: int
+    dims_exact: bool
+    specialized_args: dict[int, bytes] = field(default_factory=dict)
+    globals: list[tuple[str, int]] = field(default_factory=list)
+    verdict: str = ""
+
+    def plan_lines(self, cubin: Path) -> list[str]:
+        def dims(d) -> str:
+            return " ".join(str(int(v)) for v in d)
+
+        (rg, rb, rs), (tg, tb, ts) = self.recorded, self.tuned
+        lines = [f"kernel {self.name}", f"cubin {cubin}", f"function {self.function}",
+                 f"recorded {dims(rg)} {dims(rb)} {rs}", f"tuned {dims(tg)} {dims(tb)} {ts}",
+                 f"grid {self.grid_rule}", f"shared_per_thread {self.shared_per_thread}",
+                 f"bound {self.bound}", f"dims {'exact' if self.dims_exact else 'any'}"]
+        lines += [f"arg {i} {raw.hex()}" for i, raw in sorted(self.specialized_args.items())]
+        lines += [f"global {name} {size}" for name, size in self.globals]
+        return lines + ["end"]
+
+
+def configs_in(path: Path) -> list[Path]:
+    """``best.json`` files: the one given, or every one under a folder (a report folder,
+    or a folder of them)."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        found = sorted(path.rglob("best.json"))
+        if found:
+            return found
+        raise ApplyError(f"{path} holds no best.json (write one with mneme tune --report DIR)")
+    raise ApplyError(f"{path} does not exist (give a best.json or a folder of tuning reports)")
+
+
+def _threads(d) -> int:
+    return math.prod(int(v) for v in d)
+
+
+def grid_rule(recorded_grid: Dim3, recorded_block: Dim3, block: Dim3, grid: Dim3) -> str:
+    """How the tuned grid relates to the recorded launch (LaunchSpace's grid modes)."""
+    cover = tuple(max(1, math.ceil(g * b / nb))
+                  for g, b, nb in zip(recorded_grid, recorded_block, block, strict=True))
+    if tuple(grid) == tuple(recorded_grid):
+        return "keep"
+    if tuple(grid) == cover:
+        return "cover"
+    return "fixed"
+
+
+def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
+    """Compile the configuration of ``path`` (a best.json) for ``arch`` (default: this
+    machine's GPU, else the recorded architecture)."""
+    settings, _ = read_settings(path)
+    identity = read_identity(path)
+    if identity is None:
+        raise ApplyError(
+            f"{path} does not say which kernel it was tuned for (no identity section): "
+            "write it with mneme tune --report from this version")
+    database = database_of(identity, path)
+    db, _ = open_database(database)
+    instance = select_instance(db, None, record_id_of(identity, db, path))
+    check_kernel(identity, instance, path)
+    kernel = instance.kernel
+    replay = settings.replay
+    rec_grid, rec_block = tuple(instance.grid), tuple(instance.block)
+    rec_shared = int(instance.shared_mem)
+    grid = tuple(replay.grid or rec_grid)
+    block = tuple(replay.block or rec_block)
+    shared = rec_shared if replay.shared_mem is None else int(replay.shared_mem)
+    per_thread = 0
+    if (rec_shared and shared != rec_shared and rec_shared % _threads(rec_block) == 0
+            and shared == rec_shared // _threads(rec_block) * _threads(block)):
+        per_thread = rec_shared // _threads(rec_block)
+    with ReplaySession(instance, gpu=None) as session:
+        compile_only = not session.gpu
+        target, _ = session.target_arch(replay.with_(arch=arch) if arch else replay, compile_only)
+        config = derive_compile_config(settings.compile, kernel, instance, replay, grid, block,
+                                       target, session.args)
+        compiled, _ = session.compile(config)
+    return TunedKernel(
+        source=path, database=str(database), name=kernel.name, demangled_name=kernel.demangled_name,
+        instance_id=instance.id, settings=settings, binary=compiled.binary,
+        function=compiled.kernel, recorded=(rec_grid, rec_block, rec_shared),
+        tuned=(grid, block, shared), grid_rule=grid_rule(rec_grid, rec_block, block, grid),
+        shared_per_thread=per_thread, bound=int(config.max_threads or 0),
+        dims_exact=bool(config.block_dim or config.grid_dim),
+        specialized_args={int(i): bytes(v) for i, v in config.specialize_args.items()},
+        globals=[(g.name, int(g.size)) for g in kernel.globals],
+        verdict=str(identity.get("verdict") or ""))
+
+
+def write_plan(kernels: list[TunedKernel], directory: Path) -> Path:
+    """The plan file and one cubin per kernel in ``directory``; a kernel tuned twice is
+    refused (which of the two would be applied is not the user's intent)."""
+    seen: dict[str, Path] = {}
+    for k in kernels:
+        if k.name in seen:
+            raise ApplyError(f"{k.demangled_name} is tuned by both {seen[k.name]} and {k.source}: "
+                             "apply one of them")
+        seen[k.name] = k.source
+    lines = [PLAN_HEADER]
+    for index, k in enumerate(kernels):
+        cubin = directory / f"kernel{index}.cubin"
+        cubin.write_bytes(k.binary)
+        lines += k.plan_lines(cubin.resolve())
+    plan = directory / "plan.txt"
+    plan.write_text("\n".join(lines) + "\n")
+    return plan
+
+
+@dataclass
+class KernelReport:
+    """What one run with the swapper preloaded saw of one kernel."""
+
+    launches: int = 0
+    swapped: int = 0
+    same_config: int = 0
+    timed: int = 0
+    time_s: float = 0.0
+    same_config_timed: int = 0
+    same_config_time_s: float = 0.0
+
+    @property
+    def mean_ms(self) -> float | None:
+        return 1e3 * self.time_s / self.timed if self.timed else None
+
+    @property
+    def same_config_mean_ms(self) -> float | None:
+        return 1e3 * self.same_config_time_s / self.same_config_timed if self.same_config_timed else None
+
+
+def read_report(path: Path) -> dict[str, KernelReport]:
+    """The swapper's report (kernel name → counts and times); empty when the application
+    ended without reaching exit handlers."""
+    out: dict[str, KernelReport] = {}
+    if not path.is_file():
+        return out
+    lines = path.read_text().splitlines()
+    for line in lines[1:]:
+        words = line.split()
+        if len(words) < 2 or words[0] != "kernel":
+            continue
+        values = dict(zip(words[2::2], words[3::2], strict=False))
+        out[words[1]] = KernelReport(
+            launches=int(values.get("launches", 0)), swapped=int(values.get("swapped", 0)),
+            same_config=int(values.get("same_config", 0)), timed=int(values.get("timed", 0)),
+            time_s=float(values.get("time_s", 0)),
+            same_config_timed=int(values.get("same_config_timed", 0)),
+            same_config_time_s=float(values.get("same_config_time_s", 0)))
+    return out
