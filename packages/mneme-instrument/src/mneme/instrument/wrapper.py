@@ -404,7 +404,7 @@ def compile_and_link(compiler: list[str], inv: Invocation, llvm: toolchain.Llvm)
 STATIC_CUDART_WARNING = (
     "warning: linking the static CUDA runtime (cudart_static): `mneme record` intercepts "
     "libcudart.so and cannot record this executable; link -lcudart instead "
-    "(CMake: CUDA_RUNTIME_LIBRARY Shared, which add_mneme() sets)"
+    "(CMake: -DCMAKE_CUDA_RUNTIME_LIBRARY=Shared, or add_mneme(), which sets it)"
 )
 
 
