@@ -168,7 +168,7 @@ def compare_assemblers(ptx: dict[str, str], repeats: int) -> list[dict]:
                 "median_ms": 1e3 * float(np.median(samples)),
                 "registers": metrics.registers,
                 "stack_frame_bytes": metrics.stack_frame_bytes,
-                "cubin_bytes": len(results[assembler].cubin),
+                "binary_size": len(results[assembler].cubin),
             }
         rows.append(row)
     return rows
@@ -180,12 +180,12 @@ def print_assembler_table(rows: list[dict]) -> None:
           f"ptxas = {names['ptxas']}")
     width = max(len(r["kernel"]) for r in rows)
     print(f"  {'kernel':<{width}}  {'nvJitLink':>10} {'ptxas':>10} {'speedup':>8}  "
-          f"{'regs nvJitLink/ptxas':>20}  {'stack nvJitLink/ptxas':>21}")
+          f"{'registers nvJitLink/ptxas':>25}  {'stack nvJitLink/ptxas':>21}")
     for r in rows:
         a, b = r["nvjitlink"], r["ptxas"]
         print(f"  {r['kernel']:<{width}}  {a['median_ms']:8.2f}ms {b['median_ms']:8.2f}ms "
               f"{b['median_ms'] / a['median_ms']:7.2f}x  "
-              f"{a['registers']:>9} / {b['registers']:<8}  "
+              f"{a['registers']:>14} / {b['registers']:<8}  "
               f"{a['stack_frame_bytes']:>10} / {b['stack_frame_bytes']:<8}")
     total_a = sum(r["nvjitlink"]["median_ms"] for r in rows)
     total_b = sum(r["ptxas"]["median_ms"] for r in rows)

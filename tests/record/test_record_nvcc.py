@@ -114,13 +114,13 @@ def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
     # compile-only analysis from the PTX (ptxas options apply), and from the cubin as is
     with ReplaySession(inst, gpu=False) as session:
         result = session.run(CompileConfig(max_registers=32), ReplayConfig(compile_only=True))
-        assert result.compile_only and result.reg_usage and result.obj_size
+        assert result.compile_only and result.registers and result.binary_size
         with pytest.raises(ConfigError, match="LLVM IR"):
             session.run(CompileConfig(pipeline="default<O1>"), ReplayConfig(compile_only=True))
     with ReplaySession(inst, gpu=False, code="cubin") as session:
         result = session.run(CompileConfig(arch="sm_90"), ReplayConfig(compile_only=True))
         image = next(e for e in kernel.code_images() if e.kind == "cubin")
-        assert result.obj_size == len(image.data)
+        assert result.binary_size == len(image.data)
         with pytest.raises(ConfigError, match="launch overrides only"):
             session.run(CompileConfig(arch="sm_90", max_registers=32), ReplayConfig(compile_only=True))
 
@@ -187,7 +187,7 @@ def test_tuning_an_nvcc_kernel_over_ptxas_options(tmp_path, fatbin):
 
     db_path = fatbin_database(tmp_path / "nvcc.rdb", fatbin)
     inst = next(Database.open(db_path).instances())
-    options = TuneOptions(trials=12, devices=None, objectives=["regs"],
+    options = TuneOptions(trials=12, devices=None, objectives=["registers"],
                           storage=f"sqlite:///{tmp_path / 't.db'}", seed=1)
     outcome = Tuner(db_path, [inst.id], "bounds", options).run()
     complete = [t for t in outcome.trials if t.state == "complete"]

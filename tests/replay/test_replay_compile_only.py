@@ -22,10 +22,10 @@ def test_every_golden_instance_compiles(golden_db):
     assert len(instances) == 3
     for instance in instances:
         result = replay(instance, CompileConfig.for_level("O3"), COMPILE_ONLY)
-        assert result.compile_only and result.verified is None and result.exec_time == []
+        assert result.compile_only and result.verified is None and result.times == []
         assert result.arch == "sm_90"  # the recorded GPU's
-        assert result.reg_usage > 0 and result.obj_size > 0 and result.compile_time > 0
-        assert result.metrics["binary_size"] == result.obj_size
+        assert result.registers > 0 and result.binary_size > 0 and result.compile_time > 0
+        assert result.metrics["binary_size"] == result.binary_size
         assert result.launch["grid"] == list(instance.grid)
         assert "compile-only" in result.summary()
 
@@ -78,7 +78,7 @@ def test_session_caches_compiles(replay_db, tmp_path):
         first = session.run(CompileConfig.for_level("O2"))
         again = session.run(CompileConfig.for_level("O2"))
         assert not first.compile_cached and again.compile_cached and again.compile_time == 0.0
-        assert again.reg_usage == first.reg_usage
+        assert again.registers == first.registers
     with ReplaySession(instance, cache=CompileCache(tmp_path / "cache"), gpu=False) as session:
         assert session.run(CompileConfig.for_level("O2")).compile_cached
 

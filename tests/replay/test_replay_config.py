@@ -74,10 +74,10 @@ def test_settings_accept_results_and_bare_compile_configs():
         kernel="k",
         instance="a/b",
         configuration=settings,
-        exec_time=[0.1, 0.2],
+        times=[0.3, 0.1, 0.2],
         verified=False,
         mismatches=[Mismatch("r", 1, 2, "bytes", 1, 0)],
-        reg_usage=10,
+        registers=10,
     )
     again = ReplayResult.from_json(result.to_json())
     assert again == result
@@ -85,6 +85,11 @@ def test_settings_accept_results_and_bare_compile_configs():
     bare = ReplaySettings.from_dict(CompileConfig(pipeline="default<Os>").to_dict())
     assert bare.compile.pipeline == "default<Os>" and bare.replay == ReplayConfig()
     assert "verified   NO: 1 region(s) differ" in result.summary()
+    # time: the median of the timed iterations (ms), what the time objective minimizes
+    assert result.time == 0.2 and result.min_time == 0.1
+    assert "median 0.2000 ms" in result.summary()
+    assert {"times", "registers", "spills", "binary_size", "compile_time"} <= set(result.to_dict())
+    assert ReplayResult("k", "a/b", settings).time is None
 
 
 def test_launch_checks():

@@ -54,8 +54,8 @@ def test_golden_instances_replay_verified(golden_db, device):
     for instance in golden_db.instances():
         result = replay(instance, O3, ReplayConfig(iterations=3), device=device)
         assert result.verified, result.summary()
-        assert len(result.exec_time) == 3 and all(t > 0 for t in result.exec_time)
-        assert result.reg_usage > 0 and result.device == device.name
+        assert len(result.times) == 3 and all(t > 0 for t in result.times)
+        assert result.registers > 0 and result.device == device.name
 
 
 @pytest.mark.parametrize("kernel", [SAXPY, ADD_BIAS, REVERSE, SMOOTH])
@@ -74,7 +74,7 @@ def test_globals_are_reset_every_iteration(replay_db, device):
         instance_of(replay_db, ADD_BIAS), O3, ReplayConfig(iterations=10), device=device
     )
     assert result.verified, result.summary()
-    assert len(result.exec_time) == 10
+    assert len(result.times) == 10
 
 
 def test_wrong_argument_specialization_is_caught(replay_db, device):
@@ -130,8 +130,8 @@ def test_l2_flush_and_timing(replay_db, device):
         ReplayConfig(iterations=5, warmup=2, flush_l2=True),
         device=device,
     )
-    assert result.verified and len(result.exec_time) == 5
-    assert all(0 < t < 1000 for t in result.exec_time)
+    assert result.verified and len(result.times) == 5
+    assert all(0 < t < 1000 for t in result.times)
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +250,7 @@ def test_command_on_the_gpu(replay_db, device, tmp_path):
     )
     assert ok.exit_code == 0, ok.output
     result = ReplayResult.from_json(ok.output)
-    assert result.verified and len(result.exec_time) == 3 and not result.compile_only
+    assert result.verified and len(result.times) == 3 and not result.compile_only
     # a saved configuration with a wrong specialization fails verification: exit 1
     settings = result.configuration.to_dict()
     settings["compile"]["specialize_args"] = {"3": struct.pack("<i", 5).hex()}

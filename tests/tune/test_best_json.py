@@ -18,7 +18,7 @@ def report(tmp_path_factory):
                     f"sqlite:///{folder / 't.sqlite3'}", "--report", folder / "report")
     assert run.returncode == 0, run.stderr
     # Registers cannot change for saxpy: the search honestly finds nothing.
-    assert "no improvement of regs over the recorded configuration" in run.stdout
+    assert "no improvement of registers over the recorded configuration" in run.stdout
     return folder / "report"
 
 
@@ -43,7 +43,7 @@ def test_best_json_names_database_kernel_instance_and_code(report):
                                   "demangled_name": "saxpy(float, float const*, float*, int)"}
     assert identity["instance"] == SAXPY and identity["instances"] == [SAXPY]
     assert identity["code"]["kind"] == "llvm-bitcode"
-    assert identity["significant"] is False and identity["study"].endswith(":pipeline:regs")
+    assert identity["significant"] is False and identity["study"].endswith(":pipeline:registers")
     summary = json.loads((report / "summary.json").read_text())
     assert summary["identity"]["instance"] == SAXPY
     assert summary["confirmation"]["significant"] is False

@@ -26,7 +26,7 @@ def test_submit_map_and_as_completed():
         levels = ["O0", "O1", "O2", "O3"]
         results = list(pool.map([settings(level) for level in levels]))
         assert [r.configuration.compile.pipeline for r in results] == [f"default<{x}>" for x in levels]
-        assert all(r.compile_only and r.reg_usage > 0 and r.obj_size > 0 for r in results)
+        assert all(r.compile_only and r.registers > 0 and r.binary_size > 0 for r in results)
         other = pool.submit(settings(), instance=ROW_SUM)
         futures = [pool.submit(settings(block=(64, 1, 1))), other]
         done = list(as_completed(futures, timeout=120))
@@ -42,7 +42,7 @@ def test_an_invalid_configuration_fails_only_its_task():
         with pytest.raises(TrialFailed) as failure:
             bad.result()
         assert failure.value.kind == "invalid" and "exceeds CUDA's limit" in failure.value.message
-        assert good.result().reg_usage > 0
+        assert good.result().registers > 0
         assert pool.restarts == 0
 
 
@@ -51,11 +51,11 @@ def test_a_worker_that_dies_costs_one_task_and_is_restarted():
         before = pool.submit(settings())
         poison = pool.submit(settings(registers=POISON_REGISTERS))
         after = [pool.submit(settings(level)) for level in ("O1", "O2")]
-        assert before.result().reg_usage > 0
+        assert before.result().registers > 0
         with pytest.raises(TrialFailed) as failure:
             poison.result()
         assert failure.value.kind == "crashed" and "SIGABRT" in failure.value.message
-        assert all(f.result().reg_usage > 0 for f in after)
+        assert all(f.result().registers > 0 for f in after)
         assert pool.restarts == 1 and pool.failures["crashed"] == 1
 
 
@@ -67,7 +67,7 @@ def test_the_watchdog_kills_a_hung_worker():
         with pytest.raises(TrialFailed) as failure:
             hung.result(timeout=60)
         assert failure.value.kind == "timeout" and "no answer within 3 s" in failure.value.message
-        assert after.result(timeout=60).reg_usage > 0
+        assert after.result(timeout=60).registers > 0
         assert pool.restarts == 1
 
 
@@ -96,13 +96,13 @@ def test_a_refused_launch_costs_no_worker_a_fault_does():
                 future.result(timeout=120)
             assert failure.value.kind == "invalid"
             assert "the launch was refused" in failure.value.message
-        assert after.result(timeout=120).reg_usage > 0
+        assert after.result(timeout=120).registers > 0
         assert pool.restarts == 0 and pool.failures["invalid"] == 3
         faulted = pool.submit(settings(registers=POISON_REGISTERS))
         with pytest.raises(TrialFailed) as failure:
             faulted.result(timeout=120)
         assert failure.value.kind == "crashed" and "unusable" in failure.value.message
-        assert pool.submit(settings("O2")).result(timeout=120).reg_usage > 0
+        assert pool.submit(settings("O2")).result(timeout=120).registers > 0
         assert pool.restarts == 1 and pool.device_info[0]["pid"] != pid
 
 

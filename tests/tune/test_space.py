@@ -103,7 +103,7 @@ def test_every_pipeline_of_the_space_compiles_a_real_kernel():
         for point in b.grid():
             compile = b.apply(point, ReplaySettings()).compile
             result = session.run(compile, ReplayConfig(compile_only=True))
-            assert result.reg_usage > 0, compile.pipeline
+            assert result.registers > 0, compile.pipeline
 
 
 def test_specialize_without_scalars_has_dims_only():
@@ -228,7 +228,7 @@ def test_transform_pipelines_parse_and_compile():
         point = {**bound.baseline(), "unroll": unroll, "vectorize": vectorize}
         settings = bound.apply(point, ReplaySettings())
         result = session.run(settings.compile, ReplayConfig(compile_only=True))
-        assert result.reg_usage > 0 and result.obj_size > 0
+        assert result.registers > 0 and result.binary_size > 0
         assert result.configuration.compile.pipeline == settings.compile.pipeline
 
 

@@ -39,7 +39,7 @@ def test_200_trials_of_an_example_kernel(examples, tmp_path):
     complete = [t for t in outcome.trials if t.state == "complete"]
     assert complete and all(t.verified is True for t in complete)
     baseline = outcome.baseline
-    assert baseline["verified"] is True and baseline["metrics"]["time_ms"] > 0
+    assert baseline["verified"] is True and baseline["metrics"]["time"] > 0
     best = outcome.best[0]
     assert best.verified is True
     # The recorded configuration is trial 0, so the best is at least as fast as it measured.
@@ -54,7 +54,7 @@ def test_200_trials_of_an_example_kernel(examples, tmp_path):
     line = verdict(outcome)
     assert line.startswith("significant speedup" if c["significant"] else "no significant speedup")
     print(f"\n{line}")
-    print(f"\n{instance}: baseline {baseline['metrics']['time_ms']:.4f} ms, best "
+    print(f"\n{instance}: baseline {baseline['metrics']['time']:.4f} ms, best "
           f"{best.values[0]:.4f} ms ({best.speedup:.2f}x) {best.params}; "
           f"{outcome.trials_per_second:.1f} trials/s, {outcome.failed} failed")
 

@@ -13,7 +13,7 @@ See docs/tune.md.
 
 from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor, as_completed
-from .objective import OBJECTIVES
+from .objective import METRICS, OBJECTIVES
 from .space import (
     BUILTIN_SPACES,
     PRESETS,
@@ -45,6 +45,7 @@ def write_report(outcome, directory, plots: bool = True):
 
 __all__ = [
     "BUILTIN_SPACES",
+    "METRICS",
     "OBJECTIVES",
     "PRESETS",
     "BoundSpace",

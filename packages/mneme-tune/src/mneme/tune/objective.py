@@ -1,54 +1,79 @@
-"""What a trial minimizes: execution time on the GPU, or static metrics of the code."""
+"""The metrics of a trial and the objectives among them: one name, unit and meaning each,
+the same as the ReplayResult fields they come from (docs/replay.md, "Metrics")."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from mneme.replay.engine import ReplayResult
 
 from .errors import TuneError
 
 
-def _time(results: Sequence[ReplayResult]) -> float:
-    # Median of the timed iterations: robust to one slow iteration; summed over the
+@dataclass(frozen=True)
+class Metric:
+    """A metric of the results of one trial (one result per instance tuned)."""
+
+    name: str
+    unit: str
+    value: Callable[[Sequence[ReplayResult]], float]
+    #: measured only on a GPU (compile-only results have no value)
+    gpu: bool = False
+    #: may be minimized (--objective)
+    objective: bool = True
+
+
+#: every metric a trial records (trial attribute ``metrics``, summary.json, trials.csv)
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    # The median of the timed iterations: robust to one slow iteration; summed over the
     # instances of a per-kernel study.
-    return sum(statistics.median(r.exec_time) for r in results)
+    Metric("time", "ms", lambda rs: sum(r.time for r in rs), gpu=True),
+    Metric("registers", "registers", lambda rs: max(r.registers for r in rs)),
+    Metric("spills", "bytes", lambda rs: sum(r.spills for r in rs)),
+    Metric("binary_size", "bytes", lambda rs: sum(r.binary_size for r in rs)),
+    Metric("compile_time", "s", lambda rs: sum(r.compile_time for r in rs), objective=False),
+)}
 
+#: name → Metric of what a trial can minimize
+OBJECTIVES: dict[str, Metric] = {n: m for n, m in METRICS.items() if m.objective}
 
-#: name → (unit, value of the results of one trial, needs a GPU); every objective minimizes
-OBJECTIVES: dict[str, tuple[str, Callable[[Sequence[ReplayResult]], float], bool]] = {
-    "time": ("ms", _time, True),
-    "regs": ("registers", lambda rs: max(r.reg_usage for r in rs), False),
-    "spills": ("bytes", lambda rs: sum(r.spills for r in rs), False),
-    "size": ("bytes", lambda rs: sum(r.obj_size for r in rs), False),
-}
+#: spellings --objective also takes (earlier versions' names)
+ALIASES = {"regs": "registers", "size": "binary_size"}
 
 
 def parse_objectives(text: str | Sequence[str] | None, gpu: bool) -> list[str]:
-    """``"time,regs"`` → ["time", "regs"]; the default is time with a GPU, regs without."""
+    """``"time,registers"`` → ["time", "registers"]; the default is time with a GPU,
+    registers without."""
     if text is None or text == "":
-        return ["time"] if gpu else ["regs"]
+        return ["time"] if gpu else ["registers"]
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     if not names:
-        raise TuneError("--objective names no objective; use time, regs, spills or size")
+        raise TuneError(f"--objective names no objective; use {', '.join(OBJECTIVES)}")
+    names = [ALIASES.get(n, n) for n in names]
+    static = ", ".join(n for n, m in OBJECTIVES.items() if not m.gpu)
     for name in names:
         if name not in OBJECTIVES:
             raise TuneError(
                 f"unknown objective {name!r}; use one or more of {', '.join(OBJECTIVES)}"
             )
-        if OBJECTIVES[name][2] and not gpu:
-            raise TuneError(
-                f"objective {name} needs a GPU; compile-only tuning can use regs, spills or size"
-            )
+        if OBJECTIVES[name].gpu and not gpu:
+            raise TuneError(f"objective {name} needs a GPU; compile-only tuning can use {static}")
     if len(set(names)) != len(names):
         raise TuneError("--objective names an objective twice")
     return names
 
 
 def evaluate(names: Sequence[str], results: Sequence[ReplayResult]) -> list[float]:
-    return [float(OBJECTIVES[n][1](results)) for n in names]
+    return [float(OBJECTIVES[n].value(results)) for n in names]
+
+
+def metrics(results: Sequence[ReplayResult]) -> dict[str, Any]:
+    """Every metric of a trial's results (those of a GPU only when it ran on one)."""
+    timed = all(r.times for r in results)
+    return {n: m.value(results) for n, m in METRICS.items() if timed or not m.gpu}
 
 
 def unit(name: str) -> str:
-    return OBJECTIVES[name][0]
+    return METRICS[name].unit

@@ -119,9 +119,9 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
                    "file (journal:PATH, *.log). Default: ./mneme-tune.sqlite3.")
 @click.option("--study", "study_name", metavar="NAME", help="Study name (default: from the instance, "
               "space and objectives); processes sharing storage and name cooperate.")
-@click.option("--objective", "objectives", metavar="time|time,regs",
-              help="Objectives to minimize: time, regs, spills, size (default: time; "
-                   "compile-only: regs).")
+@click.option("--objective", "objectives", metavar="time|time,registers",
+              help="Objectives to minimize: time, registers, spills, binary_size (default: "
+                   "time; compile-only: registers).")
 @click.option("--sampler", type=click.Choice(SAMPLERS),
               help="Default: tpe (nsga2 for several objectives).")
 @click.option("--seed", type=int, help="Sampler seed.")
@@ -142,7 +142,7 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Watchdog: seconds before a trial's worker is killed.")
 @click.option("--compile-only", is_flag=True,
-              help="Tune static objectives (registers, spills, size) without a GPU.")
+              help="Tune static objectives (registers, spills, binary_size) without a GPU.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write best.json, summary.json, trials.csv and plots here.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,

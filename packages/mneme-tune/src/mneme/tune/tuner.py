@@ -28,7 +28,7 @@ from typing import Any
 
 import optuna
 from mneme.replay.db import Database
-from mneme.replay.engine import ReplayConfig, ReplayResult, ReplaySettings
+from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
@@ -181,18 +181,6 @@ def _owner_alive(owner: str) -> bool:
     return True
 
 
-def _metrics(results: Sequence[ReplayResult]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "regs": max(r.reg_usage for r in results),
-        "spills": sum(r.spills for r in results),
-        "size": sum(r.obj_size for r in results),
-        "compile_s": sum(r.compile_time for r in results),
-    }
-    if all(r.exec_time for r in results):
-        out["time_ms"] = objectives_mod.OBJECTIVES["time"][1](results)
-    return out
-
-
 class Tuner:
     """Tunes the configuration of one instance, or of a kernel across several instances
     (one configuration, objectives summed over them)."""
@@ -317,7 +305,7 @@ class Tuner:
         except TrialFailed as failure:
             baseline.update(failure=failure.kind, reason=failure.message)
         else:
-            baseline.update(metrics=_metrics(results),
+            baseline.update(metrics=objectives_mod.metrics(results),
                             values=objectives_mod.evaluate(self.objectives, results),
                             verified=None if self.options.compile_only else True,
                             device=results[0].device or "cpu")
@@ -338,7 +326,7 @@ class Tuner:
             results = [f.result() for f in futures]
         except TrialFailed as failure:
             return f"{failure.kind}: {failure.message}"
-        return objectives_mod.OBJECTIVES["time"][1](results)
+        return objectives_mod.METRICS["time"].value(results)
 
     def confirm(self, executor, study, outcome: TuneOutcome) -> dict[str, Any]:
         """The best configuration against the recorded one, with its noise.
@@ -360,7 +348,7 @@ class Tuner:
                       "noise": 0.0, "significant": best_value < base_value}
             study.set_user_attr(CONFIRMATION_ATTR, result)
             return result
-        base_times = list(baseline.get("times_ms", [baseline["metrics"]["time_ms"]]))
+        base_times = list(baseline.get("times", [baseline["metrics"]["time"]]))
         # The search's own measurement of the best was picked for being the lowest: only
         # the new ones count (it stays when no repeat is asked for).
         best_times = [] if self.options.confirm_runs > 0 else [best_value]
@@ -375,8 +363,8 @@ class Tuner:
                 else:
                     times.append(value)
         median = statistics.median(base_times)
-        baseline = {**baseline, "times_ms": base_times,
-                    "metrics": {**baseline["metrics"], "time_ms": median}}
+        baseline = {**baseline, "times": base_times,
+                    "metrics": {**baseline["metrics"], "time": median}}
         baseline["values"] = [median if n == "time" else v
                               for n, v in zip(self.objectives, baseline["values"], strict=True)]
         study.set_user_attr(BASELINE_ATTR, baseline)
@@ -601,7 +589,7 @@ class Tuner:
                             inflight[f] = number
                         continue
                     attrs["fidelity"] = f"screened: {o.screen} iteration(s), not promising"
-                attrs.update(metrics=_metrics(results),
+                attrs.update(metrics=objectives_mod.metrics(results),
                              verified=None if o.compile_only else True)
                 seen[json.dumps(point, sort_keys=True)] = (number, values, attrs)
                 tell(trial, values, attrs)

@@ -8,7 +8,7 @@ recompile its kernel under any configuration, run it, verify it on the device, m
     instance = Database.open("app.rdb").instance("saxpy")
     with ReplaySession(instance) as session:
         result = session.run(CompileConfig.for_level("O3"), ReplayConfig(iterations=10))
-    result.exec_time, result.verified, result.reg_usage, result.to_json()
+    result.time, result.verified, result.registers, result.to_json()
 
 See docs/replay.md.
 """

@@ -15,22 +15,24 @@ from .verify import Mismatch
 class ReplayResult:
     """One observation.
 
-    ``exec_time`` holds every timed iteration in milliseconds (empty in compile-only
-    mode); ``verified`` is True/False, or None when verification did not run.
-    ``spills`` is spill-store + spill-load bytes; ``obj_size`` the cubin/code object size;
-    ``compile_time`` seconds spent compiling for this observation (0 when the compile
-    came from the cache, see ``compile_cached``).
+    The metrics have one name, unit and meaning here, in tuning objectives and in reports
+    (docs/replay.md, "Metrics"): ``times`` holds every timed iteration in milliseconds
+    (empty in compile-only mode) and ``time`` is their median; ``registers`` per thread;
+    ``spills`` spill-store + spill-load bytes; ``binary_size`` the bytes of the compiled
+    binary (cubin/code object); ``compile_time`` seconds spent compiling for this
+    observation (0 when the compile came from the cache, see ``compile_cached``).
+    ``verified`` is True/False, or None when verification did not run.
     """
 
     kernel: str
     instance: str
     configuration: ReplaySettings
-    exec_time: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
     verified: bool | None = None
     mismatches: list[Mismatch] = field(default_factory=list)
-    reg_usage: int = 0
+    registers: int = 0
     spills: int = 0
-    obj_size: int = 0
+    binary_size: int = 0
     compile_time: float = 0.0
     compile_cached: bool = False
     compile_only: bool = False
@@ -48,12 +50,17 @@ class ReplayResult:
     determinism: dict[str, str] = field(default_factory=dict)
 
     @property
+    def time(self) -> float | None:
+        """Median of the timed iterations (ms): what the ``time`` objective minimizes."""
+        return statistics.median(self.times) if self.times else None
+
+    @property
     def mean_time(self) -> float | None:
-        return statistics.fmean(self.exec_time) if self.exec_time else None
+        return statistics.fmean(self.times) if self.times else None
 
     @property
     def min_time(self) -> float | None:
-        return min(self.exec_time) if self.exec_time else None
+        return min(self.times) if self.times else None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -92,15 +99,15 @@ class ReplayResult:
             )
         cached = " (cached)" if self.compile_cached else ""
         lines.append(
-            f"compile    {self.compile_time * 1e3:.1f} ms{cached}; {self.reg_usage} registers, "
-            f"{self.spills} spill bytes, {self.obj_size} B binary"
+            f"compile    {self.compile_time * 1e3:.1f} ms{cached}; {self.registers} registers, "
+            f"{self.spills} spill bytes, {self.binary_size} B binary"
         )
         if self.compile_only:
             lines.append("mode       compile-only (no launch)")
-        if self.exec_time:
+        if self.times:
             lines.append(
-                f"time       mean {self.mean_time:.4f} ms, min {self.min_time:.4f} ms "
-                f"over {len(self.exec_time)} iterations"
+                f"time       median {self.time:.4f} ms, mean {self.mean_time:.4f} ms, "
+                f"min {self.min_time:.4f} ms over {len(self.times)} iterations"
             )
         if self.determinism:
             counts: dict[str, int] = {}

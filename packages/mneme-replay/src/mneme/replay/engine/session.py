@@ -306,9 +306,9 @@ class ReplaySession:
             kernel=self.kernel.demangled_name or self.kernel.name,
             instance=self.instance.id,
             configuration=ReplaySettings(config, replay),
-            reg_usage=metrics.get("registers", 0),
+            registers=metrics.get("registers", 0),
             spills=metrics.get("spill_store_bytes", 0) + metrics.get("spill_load_bytes", 0),
-            obj_size=len(compiled.binary),
+            binary_size=len(compiled.binary),
             compile_time=0.0 if compiled.from_cache else compile_seconds,
             compile_cached=compiled.from_cache,
             compile_only=compile_only,
@@ -394,7 +394,7 @@ class ReplaySession:
         for symbol in missing:
             result.notes.append(f"global {symbol} is not in the compiled module (not reset)")
         attributes = function.attributes
-        result.reg_usage = int(attributes.num_registers) or result.reg_usage
+        result.registers = int(attributes.num_registers) or result.registers
         threads = _product(block)
         if threads > int(attributes.max_threads_per_block):
             raise LaunchConfigError(
@@ -441,7 +441,7 @@ class ReplaySession:
                 "replay in a fresh process)"
             ) from None
         result.timings["run"] = time.perf_counter() - start
-        result.exec_time = [
+        result.times = [
             self._events[2 * i].elapsed_ms(self._events[2 * i + 1])
             for i in range(replay.iterations)
         ]
