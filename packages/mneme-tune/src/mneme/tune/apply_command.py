@@ -107,7 +107,7 @@ def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, fl
         for settings in (ReplaySettings(), kernel.settings):
             replay = settings.replay.with_(iterations=iterations, verify=False)
             result = session.run(settings.compile, replay)
-            out.append(statistics.median(result.exec_time) if result.exec_time else None)
+            out.append(result.time)
     return out[0], out[1]
 
 
