@@ -3,8 +3,11 @@ registered from, replayed from its PTX (through ptxas) or its cubin.
 
 CPU: what `mneme record` accepts or refuses before anything runs, and a database whose
 kernels hold a real nvcc fatbinary (reader, check, compile-only analysis of the PTX).
-GPU: nvcc builds of corpus programs record, every instance replays and verifies from PTX
-and from cubin, and the instances equal those of the same program built with mneme-clang++.
+GPU: nvcc builds of corpus programs record without changing what they compute, every
+instance replays and verifies from PTX and from cubin, and the instances equal those of the
+same program built with mneme-clang++. thrust/cub's kernels are recorded like the
+program's own; modules loaded from memory or files through the driver or the runtime are
+recorded with their code and their device globals.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ NVCC_BUILT = ["atomics", "many_launches", "graph_capture", "stream_compaction", 
               "device_globals", "shared_memory"]
 #: whose memory before a launch depends on the order atomics ran in earlier launches
 ORDER_DEPENDENT = {"stream_compaction"}
+#: the nvcc-only corpus programs (tests/corpus/cuda/nvcc)
+NVCC_ONLY = ["atomic_relaxed", "inline_ptx", "rdc_two_tu", "nvrtc_module", "thrust_cub",
+             "library_load"]
 
 
 def nvcc() -> str:
@@ -57,6 +63,11 @@ def nvcc_build(name: str, out: Path, cudart: str = "shared") -> Path:
 def run_record(db: Path, exe: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), "--", str(exe)],
                           capture_output=True, text=True, timeout=600)
+
+
+def own_results(stdout: str) -> list[str]:
+    """What a program computed, in a form that does not depend on scheduling or addresses."""
+    return [line for line in stdout.splitlines() if line.startswith(("corpus-output", "MNEME-RESULT"))]
 
 
 # ------------------------------------------------------------------ CPU
@@ -128,19 +139,36 @@ def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
 # ------------------------------------------------------------------ GPU
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", NVCC_BUILT + ["atomic_relaxed", "inline_ptx", "rdc_two_tu",
-                                                "nvrtc_module"])
-def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """name -> (database, plain run, recorded run) of the program's nvcc build, once per module."""
     from mneme.runtime import driver_available
 
     if not driver_available():
         pytest.skip("no usable CUDA driver")
-    exe = nvcc_build(name, tmp_path)
-    plain = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
-    result = run_record(tmp_path / "nvcc.rdb", exe)
+    cache: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in cache:
+            out = tmp_path_factory.mktemp(name)
+            exe = nvcc_build(name, out)
+            plain = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+            cache[name] = (out / "nvcc.rdb", plain, run_record(out / "nvcc.rdb", exe))
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NVCC_BUILT + NVCC_ONLY)
+def test_nvcc_build_records_and_replays_from_ptx_and_cubin(recorded, tmp_path, name):
+    db_path, plain, result = recorded(name)
     assert result.returncode == plain.returncode == 0, result.stderr
-    instances = list(Database.open(tmp_path / "nvcc.rdb").instances())
+    # the program computes the same under record
+    assert own_results(result.stdout) == own_results(plain.stdout), result.stderr
+    if name in NVCC_ONLY:  # no graphs: every launch is seen
+        assert "runs unrecorded" not in result.stderr, result.stderr
+    instances = list(Database.open(db_path).instances())
     assert instances, result.stderr
     failures = []
     for inst in instances:
@@ -152,7 +180,8 @@ def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
             with ReplaySession(inst, code=code) as session:
                 r = session.run(CompileConfig(), ReplayConfig(iterations=2))
                 if r.verified is not True:
-                    failures.append(f"{inst.id} {code}: {[m.describe() for m in r.mismatches[:2]]}")
+                    failures.append(f"{inst.kernel.demangled_name[:120]} {inst.id} {code}: "
+                                    f"{[m.describe() for m in r.mismatches[:2]]}")
     assert failures == []
     if name == "nvrtc_module":  # the kernels compiled at run time are recorded too
         codes = {i.kernel.demangled_name: i.kernel.code for i in instances}
@@ -178,6 +207,50 @@ def test_nvcc_build_records_and_replays_from_ptx_and_cubin(tmp_path, name):
             assert np.array_equal(inst.prologue(r.name), other.prologue(r.name)), (inst.id, r.name)
         compared += 1
     assert compared, "no instance of the nvcc build matched one of the clang build"
+
+
+@pytest.mark.gpu
+def test_thrust_and_cub_kernels_are_recorded(recorded):
+    """thrust_cub: the library's kernels (launched through triple-chevron stubs and
+    cudaLaunchKernelEx after CUB's dispatch queries) are recorded beside the program's own,
+    with their fatbinary; the replay of every one is checked above."""
+    db_path, _, result = recorded("thrust_cub")
+    assert result.returncode == 0, result.stderr
+    kernels = {i.kernel.demangled_name: i.kernel for i in Database.open(db_path).instances()}
+    assert {"make_keys(unsigned int*, int*, int, unsigned int)",
+            "check_sorted(unsigned int const*, int const*, int, unsigned long long*)"} <= set(kernels)
+    library = {name: k for name, k in kernels.items() if name.startswith("void cub::")}
+    for algorithm in ("::DeviceRadixSort", "::DeviceReduce", "::DeviceScanKernel<",
+                      "::DeviceSelectSweepKernel<", "::for_each::static_kernel<"):
+        assert any(algorithm in name for name in library), (algorithm, sorted(kernels))
+    assert all(k.code == "cuda-fatbin" and k.code_kinds == ["cubin", "ptx"] for k in library.values())
+    assert max(len(k.name) for k in library.values()) > 200
+
+
+@pytest.mark.gpu
+def test_modules_loaded_every_way_are_recorded_with_their_globals(recorded):
+    """library_load: one kernel name in two codes (PTX through cuModuleLoadData and
+    cudaLibraryLoadData; a cubin file through cuModuleLoad, cuLibraryLoadFromFile and
+    cudaLibraryLoadFromFile), launched through cuLaunchKernel (CUfunction and CUkernel),
+    cudaLaunchKernel and cudaLaunchKernelExC. Each instance holds its own module's globals:
+    the table the program set through the global lookups, and the counter only the
+    kernels touch (found in the image)."""
+    db_path, _, result = recorded("library_load")
+    assert result.returncode == 0, result.stderr
+    lookups = [i for i in Database.open(db_path).instances() if i.kernel.demangled_name == "lookup"]
+    assert len(lookups) == 6, [i.id for i in lookups]  # module A twice, B, C, D, E
+    assert sorted(i.kernel.code for i in lookups) == ["cubin"] * 3 + ["ptx"] * 3
+    assert len({i.kernel.static_hash for i in lookups}) == 2  # per code, not per name
+
+    def global_value(inst, symbol):
+        region = next(r for r in inst.regions if r.kind == "global" and r.symbol == symbol)
+        return bytes(np.asarray(inst.prologue(region.name)).view(np.uint8))
+
+    tables = {global_value(i, "table") for i in lookups}
+    assert len(tables) == 5  # each module's own
+    counters = sorted(int.from_bytes(global_value(i, "launches"), "little")
+                      for i in lookups if i.kernel.code == "ptx")
+    assert counters == [0, 0, 1]  # A's second launch starts after A's first
 
 
 def test_tuning_an_nvcc_kernel_over_ptxas_options(tmp_path, fatbin):

@@ -206,15 +206,32 @@ class Recorder {
   // The fatbinary an nvcc-built module registers: kernels missing from the manifest are
   // recorded with it as their code (PTX and/or cubin inside; docs/record.md).
   void register_fatbin(void** handle, std::string_view bytes) { fatbins_[handle] = bytes; }
-  // Code images the application loads itself (cuModuleLoadData*, cuLibraryLoadData, NVRTC
-  // output): copied, since the caller may free its buffer once the module is loaded.
-  void module_loaded(void* module, const void* image) {
-    auto code = image_of(image);
-    if (code) modules_[module] = std::move(code);
+  // Code images the application loads itself (cuModuleLoad*, cuLibraryLoad*,
+  // cudaLibraryLoad*; NVRTC output): copied, since the caller may free its buffer once
+  // the module is loaded. Handles are the driver's CUmodule / CUlibrary or the runtime's
+  // cudaLibrary_t; `api` says which functions find their globals.
+  enum class ModuleApi { module, library, runtime_library };
+  void module_loaded(void* module, const void* image, ModuleApi api) { module_image(module, image_of(image), api); }
+  void module_file_loaded(void* module, const char* path, ModuleApi api) { module_image(module, image_of_file(path), api); }
+  // A kernel handle taken from such a module (CUfunction, CUkernel, cudaKernel_t): launches
+  // of it are recorded with the module's code. `is_kernel`: a CUkernel / cudaKernel_t,
+  // whose CUfunction in the current context cuKernelGetFunction gives.
+  void kernel_of_module(const void* handle, void* module, const char* name, bool is_kernel) {
+    if (modules_.count(module) && name) handles_[handle] = {module, name, is_kernel};
   }
-  void function_of_module(void* function, void* module) {
+  void function_of_kernel(const void* function, const void* kernel) {
+    auto it = handles_.find(kernel);
+    if (it != handles_.end()) handles_[function] = {it->second.module, it->second.name, false};
+  }
+  // Unloaded: the driver may hand out its handles again, for other code.
+  void module_unloaded(void* module) {
+    modules_.erase(module);
+    std::erase_if(handles_, [module](const auto& h) { return h.second.module == module; });
+  }
+  // A global the application looked up in such a module: snapshotted with its kernels.
+  void global_of_module(void* module, const char* name) {
     auto it = modules_.find(module);
-    if (it != modules_.end()) function_code_[function] = it->second;
+    if (it != modules_.end() && name) it->second.globals.insert(name);
   }
   void register_var(const void* host, const char* name, uint64_t size) { globals_.push_back({name, host, size}); }
 
@@ -273,7 +290,8 @@ class Recorder {
   // node in dependency order with each kernel recorded like a plain launch.
   int launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller, const std::function<int()>& do_launch);
 
-  // nvcc 13 stubs launch through a cudaKernel_t they get once from the host function.
+  // nvcc 13 stubs launch through a cudaKernel_t they get once from the host function
+  // (__cudaGetKernel); applications may do the same with cudaGetKernel.
   void register_kernel_handle(cudaKernel_t kernel, const void* host_function) { kernel_hosts_[kernel] = host_function; }
   const void* host_of(cudaKernel_t kernel) const {
     auto it = kernel_hosts_.find(kernel);
@@ -288,22 +306,50 @@ class Recorder {
   // when the kernel is selected; otherwise just launches.
   int launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
              uint64_t stream, const std::function<int()>& do_launch, CUfunction function = nullptr,
-             const void* host_function = nullptr);
+             const void* host_function = nullptr, void* module = nullptr);
+  // A runtime launch (cudaLaunchKernel, cudaLaunchKernelExC): `func` is a registered host
+  // stub, or a cudaKernel_t cast to a pointer (cudaGetKernel's, cudaLibraryGetKernel's).
+  int launch_runtime(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+                     const std::function<int()>& do_launch);
+  // A driver launch (cuLaunchKernel) of `f`: a CUfunction, or a CUkernel cast to one.
+  int launch_driver(CUfunction f, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+                    const std::function<int()>& do_launch);
 
  private:
+  struct KernelHandle {
+    void* module;
+    std::string name;
+    bool is_kernel;
+  };
+  // The CUfunction of a handle in the current context (a CUkernel's through cuKernelGetFunction).
+  static CUfunction function_of(const void* handle, const KernelHandle& h);
+  // The entry of a launched kernel: the manifest's, else one discovered from the code it
+  // came from (a registered fatbinary, or a module the application loaded itself; then
+  // `module` is set to it). nullptr when it cannot be recorded.
+  KernelEntry* entry(const std::string& name, CUfunction function, const void* host_function, void*& module);
   // A kernel of a registered fatbinary that the manifest does not know (an nvcc-built
   // translation unit or library): its entry, with the fatbinary as code and the parameter
   // layout from cuFuncGetParamInfo; nullptr when it cannot be recorded.
   KernelEntry* discover(const std::string& device_name, CUfunction function, const void* host_function);
+  // A kernel of a module the application loaded itself, keyed by its name and the image's
+  // content: modules with different code may hold kernels of one name (NVRTC variants).
+  struct LoadedModule;
+  KernelEntry* loaded_kernel(const std::string& name, const LoadedModule& module, CUfunction function);
+  // Fills in an entry from the kernel's code and cuFuncGetParamInfo; false (and no static
+  // hash: never recorded) without a parameter layout.
+  static bool describe(KernelEntry& k, const std::string& name, CUfunction function, const std::string& kind,
+                       std::string_view code);
   // A launch of a recorded kernel: its entry, launch record and dynamic hash.
   struct Pending {
     KernelEntry* kernel = nullptr;
     rt::InstanceInfo inst;
     std::string dyn;
+    void* module = nullptr;  // the application-loaded module the kernel came from
   };
   // False when the launch is not of a kernel selected for recording.
   bool pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
-               Pending& out, CUfunction function = nullptr, const void* host_function = nullptr);
+               Pending& out, CUfunction function = nullptr, const void* host_function = nullptr,
+               void* module = nullptr);
   // Whether the launch would be captured as a new instance now (changes nothing).
   bool would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
                     CUfunction function);
@@ -464,10 +510,11 @@ class Recorder {
     return true;
   }
 
-  // What a snapshot copies: every live allocation and device global, or (`args` given:
+  // What a snapshot copies: every live allocation and device global (with the globals of
+  // `module`, the application-loaded module the kernel came from), or (`args` given:
   // --capture reachable) the globals and the allocations reachable from them and `args`.
   void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                   const std::string* args = nullptr);
+                   const std::string* args = nullptr, void* module = nullptr);
   std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
   bool capture_reachable_ = false;
 
@@ -485,12 +532,26 @@ class Recorder {
   std::unordered_map<void**, std::string_view> fatbins_;
   std::unordered_map<cudaKernel_t, const void*> kernel_hosts_;
   struct CodeImage {
+    CodeImage(std::string k, std::string b);
     std::string kind;  // "cuda-fatbin", "cubin" or "ptx" (docs/format.md, kernel "code")
     std::string bytes;
+    uint64_t digest;   // FNV-1a 64 of kind and bytes
   };
-  std::unordered_map<void*, std::shared_ptr<const CodeImage>> modules_;        // CUmodule/CUlibrary
-  std::unordered_map<void*, std::shared_ptr<const CodeImage>> function_code_;  // CUfunction/CUkernel
+  struct LoadedModule {
+    std::shared_ptr<const CodeImage> code;
+    ModuleApi api;
+    // declared in the image (PTX, cubin) or looked up by the application
+    std::set<std::string> globals;
+  };
+  std::unordered_map<void*, LoadedModule> modules_;               // CUmodule/CUlibrary/cudaLibrary_t
+  std::unordered_map<const void*, KernelHandle> handles_;         // CUfunction/CUkernel/cudaKernel_t
+  std::map<std::pair<uint64_t, std::string>, KernelEntry> loaded_kernels_;  // (image digest, name)
+  void module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api);
   static std::shared_ptr<const CodeImage> image_of(const void* image);
+  static std::shared_ptr<const CodeImage> image_of_file(const char* path);
+  static std::shared_ptr<const CodeImage> image_of_bytes(std::string bytes);
+  static std::set<std::string> declared_globals(const CodeImage& image);
+  static bool global_address(void* module, ModuleApi api, const std::string& name, uint64_t& address, uint64_t& size);
   std::unordered_map<std::string, std::string_view> fatbin_of_;
   bool discover_ = true;
   std::vector<GlobalEntry> globals_;
@@ -515,7 +576,7 @@ void at_exit() { Recorder::get().finish(); }
 
 // Every live allocation and every registered device global: what a snapshot copies.
 void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                           const std::string* args) {
+                           const std::string* args, void* module) {
   REAL(cudaGetSymbolAddress);
   regions.clear();
   sources.clear();
@@ -526,6 +587,23 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
     regions.push_back({"global", reinterpret_cast<uint64_t>(address), g.size, g.name});
     sources.push_back(reinterpret_cast<uint64_t>(address));
     globals.emplace_back(reinterpret_cast<uint64_t>(address), g.size);
+  }
+  // Only the kernel's own module: replay binds globals by name in the module it loads,
+  // and other modules may hold globals of the same name.
+  auto loaded = module ? modules_.find(module) : modules_.end();
+  if (loaded != modules_.end()) {
+    std::vector<std::string> absent;  // declared, but not in the loaded code: not asked again
+    for (const auto& name : loaded->second.globals) {
+      uint64_t address = 0, size = 0;
+      if (!global_address(module, loaded->second.api, name, address, size) || !address) {
+        absent.push_back(name);
+        continue;
+      }
+      regions.push_back({"global", address, size, name});
+      sources.push_back(address);
+      globals.emplace_back(address, size);
+    }
+    for (const auto& name : absent) loaded->second.globals.erase(name);
   }
   std::set<uint64_t> wanted;  // allocation start addresses
   bool everything = !args;
@@ -598,6 +676,22 @@ bool Recorder::capturing(uint64_t stream) const {
          status != cudaStreamCaptureStatusNone;
 }
 
+Recorder::CodeImage::CodeImage(std::string k, std::string b) : kind(std::move(k)), bytes(std::move(b)) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (std::string_view part : {std::string_view(kind.c_str(), kind.size() + 1), std::string_view(bytes)})
+    for (unsigned char c : part) { h ^= c; h *= 0x100000001b3ull; }
+  digest = h;
+}
+
+void Recorder::module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api) {
+  if (!code) {
+    modules_.erase(module);  // a handle the driver reuses must not keep an earlier module's code
+    return;
+  }
+  LoadedModule m{code, api, declared_globals(*code)};
+  modules_[module] = std::move(m);
+}
+
 // What an image passed to cuModuleLoadData & co. is, and how long: fatbinary (or its
 // wrapper), cubin (ELF: up to the end of its section headers) or NUL-terminated PTX.
 std::shared_ptr<const Recorder::CodeImage> Recorder::image_of(const void* image) {
@@ -632,39 +726,195 @@ std::shared_ptr<const Recorder::CodeImage> Recorder::image_of(const void* image)
   return std::make_shared<CodeImage>(CodeImage{"ptx", std::string(reinterpret_cast<const char*>(p), length)});
 }
 
+// A file passed to cuModuleLoad, cuLibraryLoadFromFile or cudaLibraryLoadFromFile: the
+// same kinds, read whole (a file holds no fatbinary wrapper, whose pointer would be
+// meaningless here).
+std::shared_ptr<const Recorder::CodeImage> Recorder::image_of_file(const char* path) {
+  if (!path) return nullptr;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nullptr;
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return image_of_bytes(bytes.str());
+}
+
+std::shared_ptr<const Recorder::CodeImage> Recorder::image_of_bytes(std::string bytes) {
+  if (bytes.size() < 16) return nullptr;
+  uint32_t magic = 0;
+  std::memcpy(&magic, bytes.data(), 4);
+  if (magic == 0xBA55ED50u) {
+    uint16_t header = 0;
+    uint64_t size = 0;
+    std::memcpy(&header, bytes.data() + 6, 2);
+    std::memcpy(&size, bytes.data() + 8, 8);
+    if (header >= 16 && header + size <= bytes.size()) bytes.resize(header + size);
+    return std::make_shared<CodeImage>(CodeImage{"cuda-fatbin", std::move(bytes)});
+  }
+  if (bytes.compare(0, 4, "\x7f" "ELF") == 0) return std::make_shared<CodeImage>(CodeImage{"cubin", std::move(bytes)});
+  bytes.resize(strnlen(bytes.c_str(), bytes.size()));
+  return std::make_shared<CodeImage>(CodeImage{"ptx", std::move(bytes)});
+}
+
+// The device globals an image declares, so that a kernel's globals are snapshotted even
+// when the application never asks for them (a counter only kernels touch): PTX
+// `.global`/`.const` variables at module scope, or a cubin's object symbols in its global
+// and constant sections. Fatbinaries are not looked into: only the globals the
+// application looks up count for them.
+std::set<std::string> Recorder::declared_globals(const CodeImage& image) {
+  std::set<std::string> names;
+  const std::string& b = image.bytes;
+  if (image.kind == "ptx") {
+    std::istringstream in(b);
+    std::string line;
+    int depth = 0;  // inside a function body or a multi-line initializer
+    while (std::getline(in, line)) {
+      int at_start = depth;
+      for (char c : line) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+      if (at_start != 0) continue;
+      std::string head = line.substr(0, line.find_first_of("=;"));
+      std::istringstream words(head);
+      std::vector<std::string> w;
+      for (std::string word; words >> word;) w.push_back(word);
+      size_t space = w.size() > 1 && (w[0] == ".visible" || w[0] == ".weak" || w[0] == ".common") ? 1 : 0;
+      if (w.size() < space + 3 || (w[space] != ".global" && w[space] != ".const")) continue;
+      std::string name = w.back().substr(0, w.back().find('['));
+      if (name.empty() || name[0] == '.') continue;
+      if (line.find(".texref") != std::string::npos || line.find(".samplerref") != std::string::npos ||
+          line.find(".surfref") != std::string::npos)
+        continue;
+      names.insert(name);
+    }
+  } else if (image.kind == "cubin" && b.size() >= sizeof(Elf64_Ehdr)) {
+    Elf64_Ehdr h;
+    std::memcpy(&h, b.data(), sizeof h);
+    auto section = [&](size_t i, Elf64_Shdr& out) {
+      uint64_t at = h.e_shoff + i * uint64_t(h.e_shentsize);
+      if (h.e_shentsize < sizeof(Elf64_Shdr) || i >= h.e_shnum || at + sizeof out > b.size()) return false;
+      std::memcpy(&out, b.data() + at, sizeof out);
+      return true;
+    };
+    auto string_at = [&](const Elf64_Shdr& table, uint64_t offset) -> std::string {
+      if (table.sh_offset + offset >= b.size() || offset >= table.sh_size) return {};
+      return std::string(b.c_str() + table.sh_offset + offset, strnlen(b.c_str() + table.sh_offset + offset,
+                                                                        table.sh_size - offset));
+    };
+    Elf64_Shdr names_table{}, symtab{}, strtab{};
+    if (!section(h.e_shstrndx, names_table)) return names;
+    for (size_t i = 0; i < h.e_shnum; ++i)
+      if (section(i, symtab) && symtab.sh_type == SHT_SYMTAB) break;
+    if (symtab.sh_type != SHT_SYMTAB || !section(symtab.sh_link, strtab) || symtab.sh_offset + symtab.sh_size > b.size())
+      return names;
+    for (uint64_t at = symtab.sh_offset; at + sizeof(Elf64_Sym) <= symtab.sh_offset + symtab.sh_size;
+         at += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, b.data() + at, sizeof sym);
+      Elf64_Shdr where{};
+      if (ELF64_ST_TYPE(sym.st_info) != STT_OBJECT || sym.st_size == 0 || !section(sym.st_shndx, where)) continue;
+      std::string in_section = string_at(names_table, where.sh_name);
+      if (in_section.rfind(".nv.global", 0) != 0 && in_section.rfind(".nv.constant", 0) != 0) continue;
+      std::string name = string_at(strtab, sym.st_name);
+      if (!name.empty()) names.insert(name);
+    }
+  }
+  return names;
+}
+
+// Where a module's global is in the current context, through the driver (or runtime)
+// functions of the API that loaded the module, called directly: not through the
+// interposed ones, which would note the lookup.
+bool Recorder::global_address(void* module, ModuleApi api, const std::string& name, uint64_t& address,
+                              uint64_t& size) {
+  using ModuleGlobal = CUresult (*)(CUdeviceptr*, size_t*, CUmodule, const char*);
+  using LibraryGlobal = CUresult (*)(CUdeviceptr*, size_t*, CUlibrary, const char*);
+  static auto module_global = mneme::recorder::driver_function<ModuleGlobal>("cuModuleGetGlobal_v2");
+  static auto library_global = mneme::recorder::driver_function<LibraryGlobal>("cuLibraryGetGlobal");
+  CUdeviceptr pointer = 0;
+  size_t bytes = 0;
+  bool found = false;
+  if (api == ModuleApi::module && module_global)
+    found = module_global(&pointer, &bytes, static_cast<CUmodule>(module), name.c_str()) == CUDA_SUCCESS;
+  else if (api == ModuleApi::library && library_global)
+    found = library_global(&pointer, &bytes, static_cast<CUlibrary>(module), name.c_str()) == CUDA_SUCCESS;
+  else if (api == ModuleApi::runtime_library) {
+    using RuntimeGlobal = cudaError_t (*)(void**, size_t*, cudaLibrary_t, const char*);
+    static auto runtime_global = real<RuntimeGlobal>("cudaLibraryGetGlobal");
+    REAL(cudaPeekAtLastError);
+    REAL(cudaGetLastError);
+    cudaError_t before = real_cudaPeekAtLastError();
+    void* p = nullptr;
+    found = runtime_global(&p, &bytes, static_cast<cudaLibrary_t>(module), name.c_str()) == cudaSuccess;
+    pointer = reinterpret_cast<CUdeviceptr>(p);
+    if (!found && before == cudaSuccess) real_cudaGetLastError();  // the application's error state as it was
+  }
+  address = pointer;
+  size = bytes;
+  return found && bytes > 0;
+}
+
+CUfunction Recorder::function_of(const void* handle, const KernelHandle& h) {
+  if (!h.is_kernel) return reinterpret_cast<CUfunction>(const_cast<void*>(handle));
+  using KernelFunction = CUresult (*)(CUfunction*, CUkernel);
+  static auto kernel_function = mneme::recorder::driver_function<KernelFunction>("cuKernelGetFunction");
+  CUfunction f = nullptr;
+  if (!kernel_function ||
+      kernel_function(&f, reinterpret_cast<CUkernel>(const_cast<void*>(handle))) != CUDA_SUCCESS)
+    return nullptr;
+  return f;
+}
+
+KernelEntry* Recorder::entry(const std::string& name, CUfunction function, const void* host_function,
+                             void*& module) {
+  if (!module && function) {
+    auto h = handles_.find(function);
+    if (h != handles_.end()) module = h->second.module;
+  }
+  if (!module && function && !host_function && !kernels_.count(name)) {
+    // A function of an application-loaded module that was not taken from it through the
+    // calls the recorder follows (cuModuleEnumerateFunctions, a handle from another library).
+    using FuncModule = CUresult (*)(CUmodule*, CUfunction);
+    static auto module_of = mneme::recorder::driver_function<FuncModule>("cuFuncGetModule");
+    CUmodule m = nullptr;
+    if (module_of && module_of(&m, function) == CUDA_SUCCESS && modules_.count(m)) {
+      handles_[function] = {m, name, false};
+      module = m;
+    }
+  }
+  if (module) {
+    auto loaded = modules_.find(module);
+    if (loaded != modules_.end()) return loaded_kernel(name, loaded->second, function);
+    module = nullptr;
+  }
+  auto it = kernels_.find(name);
+  return it != kernels_.end() ? &it->second : discover(name, function, host_function);
+}
+
 KernelEntry* Recorder::discover(const std::string& name, CUfunction function, const void* host_function) {
   KernelEntry& k = kernels_[name];  // an entry without a static hash is never recorded
   if (!discover_) return nullptr;
+  auto fatbin = fatbin_of_.find(name);
+  if (fatbin == fatbin_of_.end()) return nullptr;
   if (!function && host_function) {
     REAL(cudaGetFuncBySymbol);
     cudaFunction_t f = nullptr;
     if (real_cudaGetFuncBySymbol(&f, host_function) == cudaSuccess) function = reinterpret_cast<CUfunction>(f);
   }
-  // The code: the registered fatbinary that defines the kernel, else the image of the
-  // module the function came from (loaded by the application itself).
-  std::string_view code;
-  std::string kind = "cuda-fatbin";
-  auto fatbin = fatbin_of_.find(name);
-  if (fatbin != fatbin_of_.end()) {
-    code = fatbin->second;
-  } else if (function) {
-    auto known = function_code_.find(function);
-    if (known == function_code_.end()) {
-      using FuncModule = CUresult (*)(CUmodule*, CUfunction);
-      static auto module_of = mneme::recorder::driver_function<FuncModule>("cuFuncGetModule");
-      CUmodule module = nullptr;
-      if (module_of && module_of(&module, function) == CUDA_SUCCESS) function_of_module(function, module);
-      known = function_code_.find(function);
-    }
-    if (known == function_code_.end()) return nullptr;
-    code = known->second->bytes;
-    kind = known->second->kind;
-  } else {
-    return nullptr;
-  }
+  return describe(k, name, function, "cuda-fatbin", fatbin->second) ? &k : nullptr;
+}
+
+KernelEntry* Recorder::loaded_kernel(const std::string& name, const LoadedModule& module, CUfunction function) {
+  auto key = std::make_pair(module.code->digest, name);
+  auto it = loaded_kernels_.find(key);
+  if (it != loaded_kernels_.end()) return &it->second;
+  KernelEntry& k = loaded_kernels_[key];  // an entry without a static hash is never recorded
+  if (!discover_) return nullptr;
+  return describe(k, name, function, module.code->kind, module.code->bytes) ? &k : nullptr;
+}
+
+bool Recorder::describe(KernelEntry& k, const std::string& name, CUfunction function, const std::string& kind,
+                        std::string_view code) {
   using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
   static auto param_info = mneme::recorder::driver_function<ParamInfo>("cuFuncGetParamInfo");
-  if (!function || !param_info) return nullptr;
+  if (!function || !param_info) return false;
   for (size_t index = 0;; ++index) {
     size_t offset = 0, size = 0;
     if (param_info(function, index, &offset, &size) != CUDA_SUCCESS) break;
@@ -680,7 +930,7 @@ KernelEntry* Recorder::discover(const std::string& name, CUfunction function, co
   std::free(demangled);
   k.info.code = kind;
   k.info.ir.assign(code.data(), code.size());
-  // FNV-1a 64 of the code kind, the name and the fatbinary: one kernel of one binary.
+  // FNV-1a 64 of the code kind, the name and the code: one kernel of one binary.
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](std::string_view bytes) {
     for (unsigned char c : bytes) { h ^= c; h *= 0x100000001b3ull; }
@@ -691,14 +941,14 @@ KernelEntry* Recorder::discover(const std::string& name, CUfunction function, co
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   k.info.static_hash = hex;
-  return &k;
+  return true;
 }
 
 bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-                       uint64_t stream, Pending& out, CUfunction function, const void* host_function) {
+                       uint64_t stream, Pending& out, CUfunction function, const void* host_function,
+                       void* module) {
   if (!device_name) return false;
-  auto it = kernels_.find(*device_name);
-  KernelEntry* kernel = it != kernels_.end() ? &it->second : discover(*device_name, function, host_function);
+  KernelEntry* kernel = entry(*device_name, function, host_function, module);
   if (!kernel) return false;
   if (kernel->info.static_hash.empty() || !selected(*kernel)) return false;
   std::string buffer(kernel->args_size, '\0');
@@ -713,6 +963,7 @@ bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, vo
   inst.stream = stream;
   inst.args = buffer;
   out.kernel = kernel;
+  out.module = module;
   out.dyn = rt::dynamic_hash(kernel->info.static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
   return true;
 }
@@ -731,13 +982,14 @@ bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 bloc
 
 int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
                      uint64_t stream, const std::function<int()>& do_launch, CUfunction function,
-                     const void* host_function) {
+                     const void* host_function, void* module) {
   REAL(cudaDeviceSynchronize);
   // A launch into a capturing stream only adds a graph node: it is recorded when the
   // graph runs. Any synchronisation now would invalidate the capture.
   if (capturing(stream) || foreign_device()) return do_launch();
   Pending launch;
-  if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function)) return do_launch();
+  if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function, module))
+    return do_launch();
   KernelEntry* kernel = launch.kernel;
   rt::InstanceInfo& inst = launch.inst;
   auto& w = writer();
@@ -773,7 +1025,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
-  regions_now(regions, sources, capture_reachable_ ? &inst.args : nullptr);
+  regions_now(regions, sources, capture_reachable_ ? &inst.args : nullptr, launch.module);
   inst.capture = capture_reachable_ ? "reachable" : "all";
   std::shared_ptr<rt::SnapshotPipeline::Instance> snap;
   try {
@@ -805,6 +1057,32 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   kernel->recorded++;
   pipeline.note_launch(seconds(t1, t2) + seconds(t3, t4), seconds(t2, t3), seconds(t0, t1));
   return status;
+}
+
+int Recorder::launch_runtime(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+                             const std::function<int()>& do_launch) {
+  if (const std::string* name = name_of(func)) return launch(name, grid, block, args, shmem, stream, do_launch, nullptr, func);
+  if (const void* host = host_of(static_cast<cudaKernel_t>(const_cast<void*>(func))))
+    return launch(name_of(host), grid, block, args, shmem, stream, do_launch, nullptr, host);
+  auto h = handles_.find(func);
+  if (h == handles_.end()) return launch(nullptr, grid, block, args, shmem, stream, do_launch);
+  return launch(&h->second.name, grid, block, args, shmem, stream, do_launch, function_of(func, h->second), nullptr,
+                h->second.module);
+}
+
+int Recorder::launch_driver(CUfunction f, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+                            const std::function<int()>& do_launch) {
+  auto h = handles_.find(f);
+  if (h != handles_.end())
+    return launch(&h->second.name, grid, block, args, shmem, stream, do_launch, function_of(f, h->second), nullptr,
+                  h->second.module);
+  // Any other function: its name from cuFuncGetName (CUDA 12.3+).
+  using GetName = CUresult (*)(const char**, CUfunction);
+  static auto get_name = mneme::recorder::driver_function<GetName>("cuFuncGetName");
+  const char* name = nullptr;
+  if (!get_name || get_name(&name, f) != CUDA_SUCCESS || !name) return do_launch();
+  std::string device_name = name;
+  return launch(&device_name, grid, block, args, shmem, stream, do_launch, f);
 }
 
 // Lets this thread map memory while a stream captures in global mode (where the driver
@@ -1054,9 +1332,8 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernel(func, grid, block, args, shmem, stream);
   std::lock_guard<std::mutex> lock(r.mutex);
-  return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
-                              [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); },
-                              nullptr, func));
+  return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
+                                      [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); }));
 }
 
 // Built with --default-stream per-thread, <<<>>> lands here.
@@ -1066,9 +1343,9 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream);
   std::lock_guard<std::mutex> lock(r.mutex);
-  return cudaError_t(r.launch(r.name_of(func), grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
-                              [&] { return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream)); },
-                              nullptr, func));
+  return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream), [&] {
+    return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream));
+  }));
 }
 
 // What nvcc 13's launch stubs call (crt/host_runtime.h): the kernel handle once per stub,
@@ -1077,6 +1354,18 @@ cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
   using Fn = cudaError_t (*)(cudaKernel_t*, const void*);
   static auto next = real<Fn>("__cudaGetKernel");
   cudaError_t status = next(kernel, host_function);
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && kernel && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.register_kernel_handle(*kernel, host_function);
+  }
+  return status;
+}
+
+// The public form: a cudaKernel_t for a registered kernel, launched as (void*)kernel.
+cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  REAL(cudaGetKernel);
+  cudaError_t status = real_cudaGetKernel(kernel, host_function);
   auto& r = Recorder::get();
   if (status == cudaSuccess && kernel && r.active()) {
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -1117,41 +1406,85 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernelExC(config, func, args);
   std::lock_guard<std::mutex> lock(r.mutex);
-  return cudaError_t(r.launch(r.name_of(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
-                              reinterpret_cast<uint64_t>(config->stream),
-                              [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }, nullptr, func));
+  return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                                      reinterpret_cast<uint64_t>(config->stream),
+                                      [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
 }
 
-// Driver-API launches: the kernel's name comes from cuFuncGetName (CUDA 12.3+).
+// Built with --default-stream per-thread, cudaLaunchKernelEx lands here.
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  REAL(cudaLaunchKernelExC_ptsz);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernelExC_ptsz(config, func, args);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                                      reinterpret_cast<uint64_t>(config->stream),
+                                      [&] { return int(real_cudaLaunchKernelExC_ptsz(config, func, args)); }));
+}
+
+// Driver-API launches of functions and of CUkernels cast to CUfunction.
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, CUstream stream, void** params, void** extra) {
   REAL(cuLaunchKernel);
   auto& r = Recorder::get();
   auto launch = [&] { return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); };
   if (!r.active() || !params) return CUresult(launch());
-  using GetName = CUresult (*)(const char**, CUfunction);
-  static auto get_name = reinterpret_cast<GetName>(dlsym(RTLD_DEFAULT, "cuFuncGetName"));
-  const char* name = nullptr;
-  if (!get_name || get_name(&name, f) != CUDA_SUCCESS || !name) return CUresult(launch());
-  std::string device_name = name;
   std::lock_guard<std::mutex> lock(r.mutex);
-  return CUresult(r.launch(&device_name, dim3(gx, gy, gz), dim3(bx, by, bz), params, shmem,
-                           reinterpret_cast<uint64_t>(stream), launch, f));
+  return CUresult(r.launch_driver(f, dim3(gx, gy, gz), dim3(bx, by, bz), params, shmem,
+                                  reinterpret_cast<uint64_t>(stream), launch));
 }
 
-// ---- modules the application loads itself (NVRTC output, cubins, fatbinaries)
+// ---- modules the application loads itself (NVRTC output, cubins, fatbinaries), through
+// the driver (CUmodule, CUlibrary) or the runtime (cudaLibrary_t)
 
-static void note_module(void* module, const void* image) {
+using ModuleApi = Recorder::ModuleApi;
+
+static void note_module(void* module, const void* image, ModuleApi api) {
   auto& r = Recorder::get();
   if (!r.active() || !module) return;
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.module_loaded(module, image);
+  r.module_loaded(module, image, api);
+}
+
+static void note_module_file(void* module, const char* path, ModuleApi api) {
+  auto& r = Recorder::get();
+  if (!r.active() || !module) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.module_file_loaded(module, path, api);
+}
+
+static void note_kernel(const void* handle, void* module, const char* name, bool is_kernel) {
+  auto& r = Recorder::get();
+  if (!r.active() || !handle) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.kernel_of_module(handle, module, name, is_kernel);
+}
+
+static void note_unload(void* module) {
+  auto& r = Recorder::get();
+  if (!r.active()) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.module_unloaded(module);
+}
+
+static void note_global(void* module, const char* name) {
+  auto& r = Recorder::get();
+  if (!r.active()) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.global_of_module(module, name);
+}
+
+CUresult cuModuleLoad(CUmodule* module, const char* path) {
+  REAL(cuModuleLoad);
+  CUresult status = real_cuModuleLoad(module, path);
+  if (status == CUDA_SUCCESS) note_module_file(*module, path, ModuleApi::module);
+  return status;
 }
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   REAL(cuModuleLoadData);
   CUresult status = real_cuModuleLoadData(module, image);
-  if (status == CUDA_SUCCESS) note_module(*module, image);
+  if (status == CUDA_SUCCESS) note_module(*module, image, ModuleApi::module);
   return status;
 }
 
@@ -1159,25 +1492,35 @@ CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int co
                             void** values) {
   REAL(cuModuleLoadDataEx);
   CUresult status = real_cuModuleLoadDataEx(module, image, count, options, values);
-  if (status == CUDA_SUCCESS) note_module(*module, image);
+  if (status == CUDA_SUCCESS) note_module(*module, image, ModuleApi::module);
   return status;
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule* module, const void* image) {
   REAL(cuModuleLoadFatBinary);
   CUresult status = real_cuModuleLoadFatBinary(module, image);
-  if (status == CUDA_SUCCESS) note_module(*module, image);
+  if (status == CUDA_SUCCESS) note_module(*module, image, ModuleApi::module);
   return status;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  REAL(cuModuleUnload);
+  note_unload(module);
+  return real_cuModuleUnload(module);
 }
 
 CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
   REAL(cuModuleGetFunction);
   CUresult status = real_cuModuleGetFunction(function, module, name);
-  auto& r = Recorder::get();
-  if (status == CUDA_SUCCESS && r.active()) {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.function_of_module(*function, module);
-  }
+  if (status == CUDA_SUCCESS) note_kernel(*function, module, name, false);
+  return status;
+}
+
+// cuModuleGetGlobal is a macro for the _v2 function (64-bit CUdeviceptr).
+CUresult cuModuleGetGlobal_v2(CUdeviceptr* address, size_t* bytes, CUmodule module, const char* name) {
+  REAL(cuModuleGetGlobal_v2);
+  CUresult status = real_cuModuleGetGlobal_v2(address, bytes, module, name);
+  if (status == CUDA_SUCCESS) note_global(module, name);
   return status;
 }
 
@@ -1185,18 +1528,88 @@ CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* j
                            unsigned int jit_count, CUlibraryOption* options, void** values, unsigned int count) {
   REAL(cuLibraryLoadData);
   CUresult status = real_cuLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
-  if (status == CUDA_SUCCESS) note_module(*library, code);
+  if (status == CUDA_SUCCESS) note_module(*library, code, ModuleApi::library);
   return status;
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, CUjit_option* jit_options, void** jit_values,
+                               unsigned int jit_count, CUlibraryOption* options, void** values, unsigned int count) {
+  REAL(cuLibraryLoadFromFile);
+  CUresult status = real_cuLibraryLoadFromFile(library, path, jit_options, jit_values, jit_count, options, values, count);
+  if (status == CUDA_SUCCESS) note_module_file(*library, path, ModuleApi::library);
+  return status;
+}
+
+CUresult cuLibraryUnload(CUlibrary library) {
+  REAL(cuLibraryUnload);
+  note_unload(library);
+  return real_cuLibraryUnload(library);
 }
 
 CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
   REAL(cuLibraryGetKernel);
   CUresult status = real_cuLibraryGetKernel(kernel, library, name);
+  if (status == CUDA_SUCCESS) note_kernel(*kernel, library, name, true);  // launched cast to a CUfunction
+  return status;
+}
+
+CUresult cuLibraryGetGlobal(CUdeviceptr* address, size_t* bytes, CUlibrary library, const char* name) {
+  REAL(cuLibraryGetGlobal);
+  CUresult status = real_cuLibraryGetGlobal(address, bytes, library, name);
+  if (status == CUDA_SUCCESS) note_global(library, name);
+  return status;
+}
+
+// The function of a library's kernel in the current context, launched like any other.
+CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
+  REAL(cuKernelGetFunction);
+  CUresult status = real_cuKernelGetFunction(function, kernel);
   auto& r = Recorder::get();
-  if (status == CUDA_SUCCESS && r.active()) {  // a CUkernel may be launched as a CUfunction
+  if (status == CUDA_SUCCESS && r.active()) {
     std::lock_guard<std::mutex> lock(r.mutex);
-    r.function_of_module(*kernel, library);
+    r.function_of_kernel(*function, kernel);
   }
+  return status;
+}
+
+// The runtime's libraries (CUDA 12+): libcudart reaches the driver through entry points
+// it looks up itself, so the driver functions above never see these loads.
+cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJitOption* jit_options,
+                                void** jit_values, unsigned int jit_count, cudaLibraryOption* options, void** values,
+                                unsigned int count) {
+  REAL(cudaLibraryLoadData);
+  cudaError_t status = real_cudaLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
+  if (status == cudaSuccess) note_module(*library, code, ModuleApi::runtime_library);
+  return status;
+}
+
+cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t* library, const char* path, cudaJitOption* jit_options,
+                                    void** jit_values, unsigned int jit_count, cudaLibraryOption* options,
+                                    void** values, unsigned int count) {
+  REAL(cudaLibraryLoadFromFile);
+  cudaError_t status =
+      real_cudaLibraryLoadFromFile(library, path, jit_options, jit_values, jit_count, options, values, count);
+  if (status == cudaSuccess) note_module_file(*library, path, ModuleApi::runtime_library);
+  return status;
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t library) {
+  REAL(cudaLibraryUnload);
+  note_unload(library);
+  return real_cudaLibraryUnload(library);
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t* kernel, cudaLibrary_t library, const char* name) {
+  REAL(cudaLibraryGetKernel);
+  cudaError_t status = real_cudaLibraryGetKernel(kernel, library, name);
+  if (status == cudaSuccess) note_kernel(*kernel, library, name, true);  // launched as (void*)kernel
+  return status;
+}
+
+cudaError_t cudaLibraryGetGlobal(void** address, size_t* bytes, cudaLibrary_t library, const char* name) {
+  REAL(cudaLibraryGetGlobal);
+  cudaError_t status = real_cudaLibraryGetGlobal(address, bytes, library, name);
+  if (status == cudaSuccess) note_global(library, name);
   return status;
 }
 

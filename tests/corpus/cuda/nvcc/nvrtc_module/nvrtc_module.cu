@@ -2,35 +2,10 @@
 // cuModuleLoadData and launched with cuLaunchKernel, next to an ordinary <<<>>> kernel.
 // Build: needs nvrtc.h and libnvrtc (the toolkit, or the nvidia-cuda-nvrtc wheel via
 // NVRTC_ROOT); links -lnvrtc -lcuda.
-#include <cuda.h>
-#include <nvrtc.h>
-
 #include <string>
 
+#include "../driver_check.h"
 #include "corpus_check.h"
-
-#define NVRTC_CHECK(call)                                                                  \
-  do {                                                                                     \
-    nvrtcResult r_ = (call);                                                               \
-    if (r_ != NVRTC_SUCCESS) {                                                             \
-      std::fprintf(stderr, "corpus: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,     \
-                   nvrtcGetErrorString(r_));                                               \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-#define CU_CHECK(call)                                                                     \
-  do {                                                                                     \
-    CUresult r_ = (call);                                                                  \
-    if (r_ != CUDA_SUCCESS) {                                                              \
-      const char *name_ = "?", *text_ = "?";                                               \
-      cuGetErrorName(r_, &name_);                                                          \
-      cuGetErrorString(r_, &text_);                                                        \
-      std::fprintf(stderr, "corpus: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                   name_, text_);                                                          \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 static const char *kSource = R"(
 template <typename T>
