@@ -98,3 +98,30 @@ def test_instance_selection(replay_db, golden_db):
         InstanceNotFoundError, match="recorded: .*5acf7c2e2f6ed113/1b783248d1ae4a7d"
     ):
         select_instance(golden_db, None, "ffff")
+
+
+def test_errors_carry_the_failure_kind_their_raiser_set(golden_db):
+    """Kinds a tuner records for a failed trial (docs/tune.md, "Why a trial fails")."""
+    from mneme.replay.engine import KernelFailedError, ReplayConfigError, RestoreError
+    from mneme.replay.engine.errors import is_sticky
+    from mneme.runtime import DriverError
+
+    instance = next(golden_db.instances())
+    with ReplaySession(instance, gpu=False) as session:
+        with pytest.raises(LaunchConfigError) as launch:
+            session.run(CompileConfig(), ReplayConfig(block=(2048, 1, 1), compile_only=True))
+        assert launch.value.kind == "launch-refused"
+        with pytest.raises(UnknownPassError) as compile_error:
+            session.run(CompileConfig(pipeline="default<O3>,no-such-pass"), COMPILE_ONLY)
+        assert compile_error.value.kind == "compile"
+        # A sticky driver error poisons the context whatever the step meant it to be
+        # (decided without asking the device).
+        sticky = DriverError("cuLaunchKernel failed", 700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+        failure = session._driver_failure("the launch was refused", sticky, "launch-refused",
+                                          KernelFailedError)
+        assert isinstance(failure, KernelFailedError) and failure.kind == "context-poisoned"
+        assert "unusable" in str(failure)
+    assert not is_sticky(DriverError("cuFuncSetAttribute failed", 1, "CUDA_ERROR_INVALID_VALUE"))
+    assert ReplayConfigError("bad").kind == "invalid" and RestoreError("gone").kind == "restore"
+    assert KernelFailedError("fault").kind == "context-poisoned"
+    assert KernelFailedError("refused", kind="launch-refused").kind == "launch-refused"

@@ -41,7 +41,7 @@ def test_an_invalid_configuration_fails_only_its_task():
         good = pool.submit(settings())
         with pytest.raises(TrialFailed) as failure:
             bad.result()
-        assert failure.value.kind == "invalid" and "exceeds CUDA's limit" in failure.value.message
+        assert failure.value.kind == "launch-refused" and "exceeds CUDA's limit" in failure.value.message
         assert good.result().registers > 0
         assert pool.restarts == 0
 
@@ -81,7 +81,7 @@ def test_compiles_ahead_into_the_cache_the_workers_read():
                                          ReplayConfig(compile_only=True)))
         with pytest.raises(TrialFailed) as failure:
             bad.result(timeout=120)
-        assert failure.value.kind == "invalid" and "no-such-pass" in failure.value.message
+        assert failure.value.kind == "compile" and "no-such-pass" in failure.value.message
 
 
 def test_a_refused_launch_costs_no_worker_a_fault_does():
@@ -94,39 +94,29 @@ def test_a_refused_launch_costs_no_worker_a_fault_does():
         for future in refused:
             with pytest.raises(TrialFailed) as failure:
                 future.result(timeout=120)
-            assert failure.value.kind == "invalid"
+            assert failure.value.kind == "launch-refused"
             assert "the launch was refused" in failure.value.message
         assert after.result(timeout=120).registers > 0
-        assert pool.restarts == 0 and pool.failures["invalid"] == 3
+        assert pool.restarts == 0 and pool.failures["launch-refused"] == 3
         faulted = pool.submit(settings(registers=POISON_REGISTERS))
         with pytest.raises(TrialFailed) as failure:
             faulted.result(timeout=120)
-        assert failure.value.kind == "crashed" and "unusable" in failure.value.message
+        assert failure.value.kind == "context-poisoned" and "unusable" in failure.value.message
         assert pool.submit(settings("O2")).result(timeout=120).registers > 0
         assert pool.restarts == 1 and pool.device_info[0]["pid"] != pid
 
 
-def test_classify_by_what_the_driver_said():
-    from mneme.replay.engine import KernelFailedError, LaunchConfigError
-    from mneme.replay.jit import JitError
-    from mneme.runtime import DriverError
-    from mneme.tune.worker import classify
+def test_the_worker_reports_the_kind_the_raiser_set():
+    """The failure kind travels with the error (also pickled, from the compile pool):
+    nothing is reconstructed from exception types."""
+    import pickle
 
-    def raised(make):
-        try:
-            make()
-        except Exception as error:  # noqa: BLE001
-            return error
+    from mneme.replay.engine import KernelFailedError
+    from mneme.replay.jit import UnknownPassError
+    from mneme.tune.worker import failure_kind
 
-    import tune_support
-
-    assert classify(raised(tune_support._refused_launch)) == ("invalid", False)
-    assert classify(raised(tune_support._faulted_kernel)) == ("crashed", True)
-    resources = DriverError("cuFuncSetAttribute failed", 1, "CUDA_ERROR_INVALID_VALUE")
-    assert classify(resources) == ("invalid", False)
-    sticky = DriverError("cuMemcpy failed", 700, "CUDA_ERROR_ILLEGAL_ADDRESS")
-    assert classify(sticky) == ("crashed", True)
-    assert classify(KernelFailedError("something odd")) == ("crashed", True)
-    assert classify(LaunchConfigError("block too big")) == ("invalid", False)
-    assert classify(JitError("unknown pass")) == ("invalid", False)
-    assert classify(ValueError("bug")) == ("error", False)
+    refused = KernelFailedError("the launch was refused: ...", kind="launch-refused")
+    assert failure_kind(pickle.loads(pickle.dumps(refused))) == "launch-refused"
+    assert failure_kind(pickle.loads(pickle.dumps(UnknownPassError("no-such-pass")))) == "compile"
+    assert failure_kind(KernelFailedError("the kernel failed")) == "context-poisoned"
+    assert failure_kind(ValueError("a bug")) == "error"

@@ -266,7 +266,7 @@ def test_failing_points_keep_the_rate(tmp_path):
         failed = [t for t in outcome.trials if t.state == "failed"]
         if refused:
             assert 10 <= len(failed) <= 30
-            assert all(t.failure == "invalid" and "refused" in t.reason for t in failed)
+            assert all(t.failure == "launch-refused" and "refused" in t.reason for t in failed)
         else:
             assert not failed
         rates[refused] = outcome.trials_per_second

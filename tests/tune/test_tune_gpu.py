@@ -89,7 +89,7 @@ def test_invalid_launch_configurations_fail_and_the_run_goes_on(gpu, tmp_path):
     by_block = {t.params["block_x"]: t for t in outcome.trials}
     assert set(by_block) == {64, 128, 2048, 4096}
     for block in (2048, 4096):
-        assert by_block[block].state == "failed" and by_block[block].failure == "invalid"
+        assert by_block[block].state == "failed" and by_block[block].failure == "launch-refused"
         assert "exceeds" in by_block[block].reason
     for block in (64, 128):
         assert by_block[block].state == "complete" and by_block[block].verified is True
@@ -113,7 +113,7 @@ def test_a_faulting_candidate_costs_one_worker(gpu, tmp_path):
     assert len(outcome.trials) == 4
     for trial in outcome.trials:
         if trial.params["fault"]:
-            assert trial.state == "failed" and trial.failure == "crashed", trial
+            assert trial.state == "failed" and trial.failure == "context-poisoned", trial
         else:
             # Replayed by a worker started after a crash: memory restored, verified.
             assert trial.state == "complete" and trial.verified is True, trial
@@ -185,12 +185,13 @@ def test_failing_points_cost_no_restart_and_keep_the_rate(gpu, tmp_path):
                               storage=f"journal:{tmp_path / f'{failing}.log'}", reuse_repeats=False)
         spaces = [*resolve_spaces("launch,pipeline"), _variants(failing)]
         outcome = Tuner(GOLDEN, [SAXPY], spaces, options).run()
-        assert outcome.restarts == 0, [t.reason for t in outcome.trials if t.failure == "crashed"]
+        assert outcome.restarts == 0, [t.reason for t in outcome.trials
+                                       if t.failure in ("crashed", "context-poisoned")]
         failed = [t for t in outcome.trials if t.state == "failed"]
         if failing:
             # variant 3 is always refused; variant 1 fails unless the kernel strides its grid
             assert 20 <= len(failed) <= 90
-            assert {t.failure for t in failed} <= {"unverified", "invalid"}
+            assert {t.failure for t in failed} <= {"unverified", "launch-refused"}
         else:
             assert not failed, [t.reason for t in failed]
         rates[failing] = outcome.trials_per_second

@@ -79,28 +79,23 @@ REFUSED_REGISTERS = 254
 
 
 def _refused_launch():
-    """The exception the replay engine raises when cuLaunchKernel refuses a launch
-    (engine/session.py: a KernelFailedError raised while handling the DriverError)."""
+    """What the replay engine raises when cuLaunchKernel refuses a launch and the context
+    survives (engine/session.py: a KernelFailedError of kind launch-refused)."""
     from mneme.replay.engine import KernelFailedError
     from mneme.runtime import DriverError
 
-    try:
-        raise DriverError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (invalid argument)",
-                          1, "CUDA_ERROR_INVALID_VALUE")
-    except DriverError as error:
-        raise KernelFailedError(f"the launch was refused: {error}") from None
+    error = DriverError("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (invalid argument)",
+                        1, "CUDA_ERROR_INVALID_VALUE")
+    raise KernelFailedError(f"the launch was refused: {error}", kind="launch-refused")
 
 
 def _faulted_kernel():
+    """What the replay engine raises when the kernel faulted (kind context-poisoned)."""
     from mneme.replay.engine import KernelFailedError
-    from mneme.runtime import DriverError
 
-    try:
-        raise DriverError("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal "
-                          "memory access was encountered)", 700, "CUDA_ERROR_ILLEGAL_ADDRESS")
-    except DriverError as error:
-        raise KernelFailedError(f"the kernel failed on the device: {error} (the GPU context is "
-                                "unusable now; replay in a fresh process)") from None
+    raise KernelFailedError("the kernel failed on the device: cuStreamSynchronize failed: "
+                            "CUDA_ERROR_ILLEGAL_ADDRESS (the GPU context is unusable now; "
+                            "replay in a fresh process)")
 
 
 def refuse_on_poison(settings) -> None:

@@ -24,10 +24,12 @@ class DeviceSelectionError(TuneError):
 class TrialFailed(Exception):  # noqa: N818 - a trial outcome, not a programming error
     """A trial did not give a usable (verified) observation.
 
-    ``kind`` is a short machine-readable reason: ``invalid`` (the configuration cannot
-    be compiled or launched), ``crashed`` (the kernel faulted or the worker died),
-    ``timeout`` (the watchdog fired), ``unverified`` (the result differs from the
-    recording), ``error`` (anything else). ``message`` says what happened.
+    ``kind`` is a short machine-readable reason, set where the failure was raised: by the
+    replay (``compile``, ``invalid``, ``launch-refused``, ``context-poisoned``,
+    ``restore``: mneme.replay.engine.errors), by the executor (``unverified``: the result
+    differs from the recording; ``crashed``: the worker died; ``timeout``: the watchdog
+    fired), or ``error`` (anything else). ``message`` says what happened (docs/tune.md,
+    "Why a trial fails").
     """
 
     def __init__(self, kind: str, message: str, result=None):

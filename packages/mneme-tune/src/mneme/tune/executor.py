@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from mneme.replay.engine import ReplayResult, ReplaySettings
+from mneme.replay.engine.errors import CONTEXT_POISONED
 
 from .errors import DeviceSelectionError, TrialFailed, TuneError
-from .worker import precompile, worker_main
+from .worker import failure_kind, precompile, worker_main
 
 __all__ = ["ReplayExecutor", "as_completed"]
 
@@ -260,10 +261,7 @@ class ReplayExecutor:
             def compiled(done: Future) -> None:
                 error = done.exception()
                 if error is not None and not task.future.done():
-                    from .worker import classify
-
-                    kind, _ = classify(error)
-                    self._finish(task, error=TrialFailed(kind, str(error)))
+                    self._finish(task, error=TrialFailed(failure_kind(error), str(error)))
                 with self._lock:
                     remaining[0] -= 1
                     last = remaining[0] == 0
@@ -345,7 +343,7 @@ class ReplayExecutor:
                 self._finish(task, result)
             return
         self._finish(task, error=TrialFailed(kind, message[2]))
-        if kind == "crashed":  # the worker exits after a fault: start its successor now
+        if kind == CONTEXT_POISONED:  # the worker exits after a fault: start its successor now
             worker.task = None
             self._fail_and_restart(worker, "crashed", message[2])
 

@@ -37,6 +37,7 @@ from .errors import TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
 from .study import default_sampler, make_sampler, open_storage, open_study
+from .worker import failure_kind
 
 #: user attribute of each trial: what mneme knows about it (one write per trial)
 TRIAL_ATTR = "mneme"
@@ -568,9 +569,9 @@ class Tuner:
                 attrs: dict[str, Any] = {"settings": settings.to_dict()}
                 errors = [f.exception() for f in futures if f.exception() is not None]
                 if errors:
-                    error = errors[0]
-                    kind = error.kind if isinstance(error, TrialFailed) else "error"
-                    attrs.update(failure=kind, reason=getattr(error, "message", str(error)))
+                    error = errors[0]  # TrialFailed: the kind its raiser set
+                    attrs.update(failure=failure_kind(error),
+                                 reason=getattr(error, "message", str(error)))
                     if isinstance(error, TrialFailed) and error.result is not None:
                         attrs["verified"] = False
                     tell(trial, None, attrs, TrialState.FAIL)

@@ -6,11 +6,12 @@ The parent talks to a worker over a ``multiprocessing`` pipe:
     parent → worker   (task_id, instance_id, settings_json)  ...  None to stop
     worker → parent   ("ok", task_id, result_dict)  or  (kind, task_id, message)
 
-A kernel fault leaves the CUDA context unusable, so after ``crashed`` the worker exits
-and the parent starts a fresh one (whose first replay restores the memory again). Every
-other failure (a launch the driver refuses, a compile error, a result that does not
-verify) is answered and the worker goes on with the next task: failures are cheap.
-Kept free of Optuna so a worker starts fast.
+``kind`` is the failure kind the error's raiser set (mneme.replay.engine.errors). A kernel
+fault leaves the CUDA context unusable, so after ``context-poisoned`` the worker exits and
+the parent starts a fresh one (whose first replay restores the memory again). Every other
+failure (a launch the driver refuses, a compile error, a result that does not verify) is
+answered and the worker goes on with the next task: failures are cheap. Kept free of
+Optuna so a worker starts fast.
 """
 
 from __future__ import annotations
@@ -20,87 +21,16 @@ import traceback
 from collections import OrderedDict
 from typing import Any
 
+from mneme.replay.engine.errors import CONTEXT_POISONED, ERROR
+
 #: sessions (restored device images) a worker keeps; each holds an instance's memory
 SESSIONS_PER_WORKER = 4
 
 
-#: driver errors that leave the CUDA context unusable ("sticky"): the process must go.
-#: Everything else the driver says (a launch refused for its configuration or resources,
-#: a module it cannot load, memory it cannot give) fails the trial and the worker goes on.
-STICKY_DRIVER_ERRORS = frozenset({
-    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
-    "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_HARDWARE_STACK_ERROR",
-    "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_MISALIGNED_ADDRESS",
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_FAILED",
-    "CUDA_ERROR_ECC_UNCORRECTABLE", "CUDA_ERROR_NVLINK_UNCORRECTABLE",
-    "CUDA_ERROR_DEINITIALIZED", "CUDA_ERROR_UNKNOWN", "CUDA_ERROR_EXTERNAL_DEVICE",
-})
-#: what the replay engine says when a kernel faulted (engine/session.py)
-CONTEXT_LOST = "the GPU context is unusable"
-
-
-def _driver_error(error: BaseException):
-    """The driver error behind ``error`` (itself, or the one a KernelFailedError was
-    raised from), or None."""
-    from mneme.runtime import DriverError
-
-    seen = 0
-    while error is not None and seen < 4:
-        if isinstance(error, DriverError):
-            return error
-        error = error.__cause__ or error.__context__
-        seen += 1
-    return None
-
-
-def poisons_context(error: BaseException) -> bool:
-    """Whether ``error`` left the CUDA context unusable (a fault, a sticky error)."""
-    from mneme.replay.engine import KernelFailedError
-
-    if CONTEXT_LOST in str(error):
-        return True
-    driver = _driver_error(error)
-    if driver is not None:
-        return getattr(driver, "name", "") in STICKY_DRIVER_ERRORS or any(
-            name in str(driver) for name in STICKY_DRIVER_ERRORS)
-    # A KernelFailedError without the driver's word: assume the worst.
-    return isinstance(error, KernelFailedError) and "the launch was refused" not in str(error)
-
-
-def classify(error: BaseException) -> tuple[str, bool]:
-    """(failure kind, whether the worker must exit) for an exception of a replay.
-
-    Only what poisons the CUDA context costs the worker (``crashed``); a launch the driver
-    refuses (configuration, resources), a compile error or a bad value is ``invalid`` and
-    the worker replays the next trial in the same process."""
-    from mneme.replay.engine import (
-        KernelFailedError,
-        LaunchConfigError,
-        ReplayConfigError,
-    )
-    from mneme.replay.jit import JitError
-    from mneme.runtime import DriverError
-
-    if isinstance(error, KernelFailedError | DriverError):
-        if poisons_context(error):
-            return "crashed", True
-        return "invalid", False
-    if isinstance(error, LaunchConfigError | ReplayConfigError | JitError):
-        return "invalid", False
-    return "error", False
-
-
-def context_usable(device) -> str | None:
-    """None when the device's context still works, else why not (checked after a trial
-    that failed in the driver but did not look fatal)."""
-    if device is None:
-        return None
-    try:
-        device.synchronize()
-        device.memory_info()
-    except Exception as error:  # noqa: BLE001 - any failure here means a lost context
-        return f"{type(error).__name__}: {error}"
-    return None
+def failure_kind(error: BaseException) -> str:
+    """The failure kind its raiser gave ``error`` (replay engine and compile errors carry
+    one, mneme.replay.engine.errors); anything else is an ``error``."""
+    return getattr(error, "kind", None) or ERROR
 
 
 class SessionPool:
@@ -204,15 +134,10 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
                 before_run(settings)
             result = pool.get(instance_id).run(settings.compile, settings.replay)
         except Exception as error:  # noqa: BLE001 - every failure becomes a failed trial
-            kind, fatal = classify(error)
-            text = str(error) if kind != "error" else traceback.format_exception_only(error)[-1].strip()
-            if not fatal and _driver_error(error) is not None:
-                lost = context_usable(device)  # a driver error we took for harmless
-                if lost is not None:
-                    kind, fatal = "crashed", True
-                    text = f"{text} (the GPU context was unusable afterwards: {lost})"
+            kind = failure_kind(error)
+            text = str(error) if kind != ERROR else traceback.format_exception_only(error)[-1].strip()
             conn.send((kind, task_id, text))
-            if fatal:
+            if kind == CONTEXT_POISONED:  # the process must go; the parent starts another
                 break
             continue
         conn.send(("ok", task_id, result.to_dict()))

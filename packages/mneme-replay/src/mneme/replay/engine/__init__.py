@@ -15,6 +15,7 @@ See docs/replay.md.
 
 from .config import ReplayConfig, ReplaySettings
 from .errors import (
+    DeviceError,
     InstanceNotFoundError,
     KernelFailedError,
     LaunchConfigError,
@@ -45,6 +46,7 @@ from .verify import (
 )
 
 __all__ = [
+    "DeviceError",
     "DeviceImage",
     "DeviceVerifier",
     "InstanceNotFoundError",

@@ -22,7 +22,18 @@ import numpy as np
 from ..jit import CompileCache, CompileConfig, CompileResult, compile_kernel
 from . import determinism as nd
 from .config import ReplayConfig, ReplaySettings
-from .errors import KernelFailedError, LaunchConfigError, NoGpuError, ReplayConfigError
+from .errors import (
+    CONTEXT_POISONED,
+    ERROR,
+    LAUNCH_REFUSED,
+    RESTORE,
+    DeviceError,
+    KernelFailedError,
+    LaunchConfigError,
+    NoGpuError,
+    ReplayConfigError,
+    is_sticky,
+)
 from .restore import DeviceImage
 from .result import ReplayResult
 from .verify import DeviceVerifier, RegionCheck, Tolerance
@@ -319,11 +330,37 @@ class ReplaySession:
         )
         if compile_only:
             return result
-        if replay.verify and replay.determinism_runs:
-            # Before any candidate is verified: what the unchanged kernel reproduces.
-            self.determinism(replay)
-        self._replay(compiled, replay, grid, block, shared, result)
+        from mneme.runtime import DriverError
+
+        try:
+            if replay.verify and replay.determinism_runs:
+                # Before any candidate is verified: what the unchanged kernel reproduces.
+                self.determinism(replay)
+            self._replay(compiled, replay, grid, block, shared, result)
+        except DriverError as error:  # a driver call no step below names
+            raise self._driver_failure(f"device error: {error}", error, ERROR) from None
         return result
+
+    def _driver_failure(self, message: str, error, kind: str,
+                        cls: type[DeviceError] = DeviceError) -> DeviceError:
+        """A driver error as this replay's failure of ``kind``, or ``context-poisoned``
+        when it left the CUDA context unusable: a sticky error, or a context that no longer
+        answers a synchronize afterwards."""
+        lost = None if is_sticky(error) else self._context_lost()
+        if is_sticky(error) or lost is not None:
+            after = f"; checked afterwards: {lost}" if lost else ""
+            return cls(f"{message} (the GPU context is unusable now{after}; replay in a fresh "
+                       "process)", kind=CONTEXT_POISONED)
+        return cls(message, kind=kind)
+
+    def _context_lost(self) -> str | None:
+        """None when the device's context still works, else why not."""
+        try:
+            self.device.synchronize()
+            self.device.memory_info()
+        except Exception as error:  # noqa: BLE001 - any failure here means a lost context
+            return f"{type(error).__name__}: {error}"
+        return None
 
     # -- what the unchanged kernel reproduces ------------------------------------------------
 
@@ -385,15 +422,25 @@ class ReplaySession:
         result.device = device.name
         start = time.perf_counter()
         fresh = self._image is None
-        image = self.image()
+        try:
+            image = self.image()
+        except DriverError as error:
+            raise self._driver_failure(f"restoring the recorded memory failed: {error}", error,
+                                       RESTORE) from None
         if fresh:
             result.timings["restore"] = time.perf_counter() - start
-        loaded = self._load(compiled)
-        function = loaded.function
-        missing = image.bind_module(loaded.module)
+        try:
+            loaded = self._load(compiled)
+            function = loaded.function
+            missing = image.bind_module(loaded.module)
+            attributes = function.attributes
+            if shared > DEFAULT_SHARED_LIMIT:
+                function.set_max_dynamic_shared_memory(shared)
+        except DriverError as error:
+            raise self._driver_failure(f"the driver refused the compiled kernel: {error}", error,
+                                       LAUNCH_REFUSED, KernelFailedError) from None
         for symbol in missing:
             result.notes.append(f"global {symbol} is not in the compiled module (not reset)")
-        attributes = function.attributes
         result.registers = int(attributes.num_registers) or result.registers
         threads = _product(block)
         if threads > int(attributes.max_threads_per_block):
@@ -401,8 +448,6 @@ class ReplaySession:
                 f"block of {threads} threads exceeds what the compiled kernel allows "
                 f"({attributes.max_threads_per_block} threads: launch bounds or registers)"
             )
-        if shared > DEFAULT_SHARED_LIMIT:
-            function.set_max_dynamic_shared_memory(shared)
         needed = max((p.offset + p.size for p in function.params), default=0)
         if len(self.args) < needed:
             raise ReplayConfigError(
@@ -429,8 +474,8 @@ class ReplaySession:
             try:
                 function.launch(grid, block, args, shared, stream)
             except DriverError as error:
-                stream.synchronize()
-                raise KernelFailedError(f"the launch was refused: {error}") from None
+                raise self._driver_failure(f"the launch was refused: {error}", error,
+                                           LAUNCH_REFUSED, KernelFailedError) from None
             if timed >= 0:
                 self._events[2 * timed + 1].record(stream)
         try:

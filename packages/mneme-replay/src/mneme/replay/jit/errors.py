@@ -9,6 +9,8 @@ class JitError(Exception):
     """Base of every compile-side error of mneme.replay.jit."""
 
     mneme_user_error = True
+    #: the failure kind of a tuning trial that raised it (mneme.replay.engine.errors)
+    kind = "compile"
 
 
 class InvalidIRError(JitError):
