@@ -6,11 +6,18 @@
 #   configuration.
 # Without a GPU every step that needs none runs on the shipped recording
 # tests/data/examples.rdb, and the steps skipped are listed at the end with the reason.
+#
+# MNEME_ENV=<virtual environment>: run the job with mneme as installed there (the wheels,
+# tests/test_wheels.py) instead of setting up and using the development environment.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-source scripts/setup.sh
-hatch env create
-env_bin="$(hatch env find)/bin"
+if [ -n "${MNEME_ENV:-}" ]; then
+  env_bin="$MNEME_ENV/bin"
+else
+  source scripts/setup.sh
+  hatch env create
+  env_bin="$(hatch env find)/bin"
+fi
 export PATH="$env_bin:$PATH"   # mneme, mneme-clang++ and the environment's python
 run() { echo; echo "\$ $*"; "$@"; }
 skipped=()
