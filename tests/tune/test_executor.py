@@ -1,9 +1,12 @@
 """ReplayExecutor on the CPUs (compile-only): futures, failures, crash isolation, watchdog."""
 
+import shutil
+
 import pytest
+from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
-from mneme.tune import ReplayExecutor, TrialFailed, as_completed
+from mneme.tune import ReplayExecutor, TrialFailed, TuneError, as_completed
 from tune_support import (
     GOLDEN,
     POISON_REGISTERS,
@@ -33,6 +36,30 @@ def test_submit_map_and_as_completed():
         assert len(done) == 2
         assert other.result().kernel.startswith("row_sum")
         assert futures[0].result().launch["block"] == [64, 1, 1]
+
+
+def _without_metadata(database, instance) -> None:
+    """Remove the kernel's and the instance's metadata (zarr.json) from ``database``: a
+    process that looked the instance up again would find nothing."""
+    (instance.kernel.path / "zarr.json").unlink()
+    (instance.path / "zarr.json").unlink()
+    assert instance.kernel.static_hash not in Database.open(database).kernel_hashes()
+
+
+def test_workers_replay_the_instance_objects_they_are_sent(tmp_path):
+    """The instance is resolved once, in the parent: the workers and the compile pool get
+    the object (its database's path and records) and look nothing up again."""
+    copy = tmp_path / "golden.rdb"
+    shutil.copytree(GOLDEN, copy)
+    instance = Database.open(copy).instance(SAXPY)
+    with ReplayExecutor(devices=None, cpu_workers=2, compile_workers=1) as pool:
+        first = pool.submit(settings("O1"), instance)
+        _without_metadata(copy, instance)
+        results = [first.result(timeout=120),
+                   *pool.map([settings(level) for level in ("O2", "O3", "Os")], instance)]
+        assert all(r.instance == SAXPY and r.registers > 0 for r in results)
+        with pytest.raises(TuneError, match="no database"):
+            pool.submit(settings(), SAXPY)
 
 
 def test_an_invalid_configuration_fails_only_its_task():

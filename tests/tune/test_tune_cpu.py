@@ -78,6 +78,27 @@ def test_single_objective_best_is_minimal(tmp_path):
     assert outcome.baseline["metrics"]["registers"] > 0
 
 
+def test_the_tuner_takes_instance_objects_and_looks_nothing_up_again(tmp_path):
+    """As `mneme tune` passes them: resolved once; the tuner, the executor and every
+    worker use the objects (the metadata on disk is gone, the run still completes)."""
+    import shutil
+
+    from mneme.replay.db import Database
+
+    copy = tmp_path / "golden.rdb"
+    shutil.copytree(GOLDEN, copy)
+    db = Database.open(copy)
+    instance = db.instance(SAXPY)
+    options = TuneOptions(trials=4, devices=None, cpu_workers=2, sampler="grid",
+                          storage=f"sqlite:///{tmp_path / 's.db'}")
+    tuner = Tuner(db, [instance], "pipeline", options)
+    (instance.kernel.path / "zarr.json").unlink()
+    (instance.path / "zarr.json").unlink()
+    outcome = tuner.run()
+    assert [t.state for t in outcome.trials] == ["complete"] * 4
+    assert outcome.identity["instance"] == SAXPY and outcome.baseline["metrics"]["registers"] > 0
+
+
 def test_a_crashing_candidate_fails_its_trial_and_the_run_goes_on(tmp_path):
     options = TuneOptions(trials=30, devices=None, cpu_workers=2, sampler="random", seed=5,
                           storage=f"sqlite:///{tmp_path / 's.db'}", before_run=abort_on_poison)

@@ -1,9 +1,13 @@
 """ReplayExecutor: replays in worker processes, one per GPU, in the concurrent.futures style.
 
     with ReplayExecutor("app.rdb", devices=[0, 1]) as pool:
-        future = pool.submit(settings, instance="KERNEL/INSTANCE")
+        future = pool.submit(settings, instance="KERNEL/INSTANCE")   # or an Instance object
         for done in as_completed([future, ...]):
             done.result()          # a ReplayResult, or raises TrialFailed
+
+An instance given by id is looked up once, here; every worker gets the Instance object
+(its database's path and resolved records) with its first task for it, and never opens the
+database itself.
 
 Each worker process holds restored replay sessions (the instance's memory stays on its
 GPU between observations). With GPUs, compiling runs ahead on a pool of CPU processes
@@ -32,11 +36,12 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from mneme.replay.db import Database, Instance
 from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import CONTEXT_POISONED
 
 from .errors import DeviceSelectionError, TrialFailed, TuneError
-from .worker import failure_kind, precompile, worker_main
+from .worker import failure_kind, instance_key, precompile, resolved, worker_main
 
 __all__ = ["ReplayExecutor", "as_completed"]
 
@@ -47,7 +52,8 @@ START_TIMEOUT = 120.0
 @dataclass
 class _Task:
     id: int
-    instance: str
+    key: str  # worker.instance_key of the instance
+    instance: Instance
     settings_json: str
     future: Future
     started: float = 0.0
@@ -64,6 +70,8 @@ class _Worker:
     task: _Task | None = None
     started: float = 0.0
     restarts: int = 0
+    #: keys of the instances this worker process was sent
+    known: set[str] = field(default_factory=set)
 
 
 def _usable_cores() -> int:
@@ -96,22 +104,24 @@ def _compile_identity(instance: str, settings: ReplaySettings) -> tuple:
 
 
 class ReplayExecutor:
-    """Replays configurations of instances of one database on worker processes.
+    """Replays configurations of recorded instances on worker processes.
 
-    ``devices``: GPU ordinals (one worker each, ``workers_per_device`` if more pays),
+    ``database``: a path or an opened ``mneme.replay.db.Database``, needed only for
+    instances given by id. ``devices``: GPU ordinals (one worker each, ``workers_per_device`` if more pays),
     or None to compile only on ``cpu_workers`` processes. ``timeout``: seconds a task may
     run in a worker before the watchdog kills it. ``compile_workers``: CPU processes that
     compile ahead into the cache the workers read (default: several for GPU workers, none
     for CPU workers, which compile themselves). ``before_run``: a
     picklable callable run in the worker with the settings before each replay (tests use
-    it to make a worker die). ``instance``: the default instance of ``submit``.
+    it to make a worker die). ``instance``: the default instance of ``submit`` (an id or
+    an Instance object).
     """
 
     def __init__(
         self,
-        database: str | os.PathLike,
+        database: str | os.PathLike | Database | None = None,
         *,
-        instance: str | None = None,
+        instance: str | Instance | None = None,
         devices: Sequence[int] | None = None,
         workers_per_device: int = 1,
         cpu_workers: int | None = None,
@@ -120,8 +130,10 @@ class ReplayExecutor:
         cache_dir: str | os.PathLike | None = None,
         before_run: Callable[[ReplaySettings], None] | None = None,
     ):
-        self.database = str(Path(database).resolve())
-        self.instance = instance
+        self._db = database if isinstance(database, Database) else None
+        self._db_path = None if database is None or self._db is not None else Path(database)
+        self._specs: dict[str, Instance] = {}  # ids looked up here, once
+        self.instance = self._resolve(instance) if instance is not None else None
         self.timeout = float(timeout)
         self.devices = list(devices) if devices is not None else None
         self._tmp = None
@@ -165,8 +177,7 @@ class ReplayExecutor:
 
     def _spawn(self, worker: _Worker) -> None:
         parent, child = self._context.Pipe()
-        spec = {"database": self.database, "device": worker.device, "cache_dir": self.cache_dir,
-                **self._spec_extra}
+        spec = {"device": worker.device, "cache_dir": self.cache_dir, **self._spec_extra}
         process = self._context.Process(
             target=worker_main, args=(child, spec), name=f"mneme-worker-{worker.slot}", daemon=True
         )
@@ -174,6 +185,7 @@ class ReplayExecutor:
         child.close()
         worker.process, worker.conn, worker.ready, worker.task = process, parent, False, None
         worker.started = time.monotonic()
+        worker.known = set()
 
     def _start_all(self) -> None:
         for worker in self._workers:
@@ -235,24 +247,39 @@ class ReplayExecutor:
 
     # -- tasks -------------------------------------------------------------------------------
 
-    def submit(self, settings: ReplaySettings, instance: str | None = None) -> Future:
-        """Replay ``settings`` on ``instance`` (default: the executor's): a Future of a
-        ReplayResult that raises TrialFailed when the replay fails or does not verify."""
-        instance = instance or self.instance
-        if instance is None:
+    def _resolve(self, instance: str | Instance) -> Instance:
+        """The Instance object of an id (looked up once) or of itself, its records read."""
+        if not isinstance(instance, str):
+            return resolved(instance)
+        if instance not in self._specs:
+            if self._db is None:
+                if self._db_path is None:
+                    raise TuneError(f"instance {instance!r} given by id, but the executor has "
+                                    "no database: pass one, or an Instance object")
+                self._db = Database.open(self._db_path)
+            self._specs[instance] = resolved(self._db.instance(instance))
+        return self._specs[instance]
+
+    def submit(self, settings: ReplaySettings, instance: str | Instance | None = None) -> Future:
+        """Replay ``settings`` on ``instance`` (an id or an Instance object; default: the
+        executor's): a Future of a ReplayResult that raises TrialFailed when the replay
+        fails or does not verify."""
+        target = self._resolve(instance) if instance is not None else self.instance
+        if target is None:
             raise TuneError("submit needs an instance (KERNEL/INSTANCE)")
         if self._closing:
             raise RuntimeError("the executor is shut down")
-        task = _Task(next(self._ids), instance, settings.to_json(), Future())
+        key = instance_key(target)
+        task = _Task(next(self._ids), key, target, settings.to_json(), Future())
         task.future.set_running_or_notify_cancel()
         with self._lock:
             self._inflight.add(task.future)
         task.future.add_done_callback(self._inflight.discard)
-        identity = _compile_identity(instance, settings)
+        identity = _compile_identity(key, settings)
         if self._compile_pool is not None and identity not in self._compiled:
             compiles = [
                 self._compile_pool.submit(
-                    precompile, self.database, instance, task.settings_json, arch, self.cache_dir
+                    precompile, key, target, task.settings_json, arch, self.cache_dir
                 )
                 for arch in self.archs
             ]
@@ -276,7 +303,7 @@ class ReplayExecutor:
             self._queue(task)
         return task.future
 
-    def map(self, settings: Iterable[ReplaySettings], instance: str | None = None,
+    def map(self, settings: Iterable[ReplaySettings], instance: str | Instance | None = None,
             timeout: float | None = None) -> Iterator[ReplayResult]:
         """Results in the order of ``settings`` (raises the first failure, like Executor.map)."""
         futures = [self.submit(s, instance) for s in settings]
@@ -306,12 +333,15 @@ class ReplayExecutor:
                 if not self._pending:
                     return
                 task = self._pending.popleft()
+            # The instance itself only with the first task for it in this process.
+            handle = None if task.key in worker.known else task.instance
             try:
-                worker.conn.send((task.id, task.instance, task.settings_json))
+                worker.conn.send((task.id, task.key, handle, task.settings_json))
             except (OSError, BrokenPipeError):
                 worker.task = task
                 self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
                 continue
+            worker.known.add(task.key)
             task.started = time.monotonic()
             worker.task = task
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from mneme.replay.db import Database, Instance
 from mneme.replay.engine import open_database, select_instance
 from mneme.replay.files import writable_directory
 from rich.console import Console
@@ -49,25 +50,27 @@ def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
     return devices
 
 
-def instances_to_tune(database: str, record_id: str | None, per: str) -> tuple[Path, list[list[str]]]:
-    """The database's root and groups of instance ids, one study each."""
+def instances_to_tune(database: str, record_id: str | None,
+                      per: str) -> tuple[Database, list[list[Instance]]]:
+    """The database, opened once, and groups of its instances, one study each: the tuner
+    and its workers take these objects and look nothing up again."""
     db, kernel = open_database(database)
     if record_id or (kernel is not None and per == "instance" and
                      len(db.kernel(kernel).instance_hashes()) == 1):
         instance = select_instance(db, kernel, record_id)
         if per == "kernel":
-            return db.root, [[i.id for i in instance.kernel.instances()]]
-        return db.root, [[instance.id]]
+            return db, [instance.kernel.instances()]
+        return db, [[instance]]
     kernels = [db.kernel(kernel)] if kernel is not None else db.kernels()
     groups = []
     for k in kernels:
-        ids = [i.id for i in k.instances()]
-        if not ids:
+        instances = k.instances()
+        if not instances:
             continue
-        groups += [ids] if per == "kernel" else [[i] for i in ids]
+        groups += [instances] if per == "kernel" else [[i] for i in instances]
     if not groups:
         raise TuneError(f"{db.root} holds no recorded instance to tune")
-    return db.root, groups
+    return db, groups
 
 
 def _format_values(values, objectives) -> str:
@@ -159,7 +162,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         console.print("no GPU driver on this machine: tuning compile-only on static objectives")
     if spaces is None:
         spaces = "launch,pipeline" if device_list is not None else "pipeline,bounds"
-    root, groups = instances_to_tune(database, record_id, per)
+    db, groups = instances_to_tune(database, record_id, per)
     if study_name and len(groups) > 1:
         raise TuneError("--study names one study, but this tunes several instances: add -rid")
     options = TuneOptions(
@@ -168,7 +171,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, trial_timeout=trial_timeout,
         screen=screen, confirm_runs=confirm_runs,
     )
-    tuners = [Tuner(root, group, spaces, options) for group in groups]  # validate all first
+    tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
     if report_dir is not None:  # before the search, not after it
         writable_directory(report_dir, "write the report to", TuneError)
     completed_any = False

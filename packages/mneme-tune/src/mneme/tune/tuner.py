@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from mneme.replay.db import Database
+from mneme.replay.db import Database, Instance
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
@@ -184,16 +184,21 @@ def _owner_alive(owner: str) -> bool:
 
 class Tuner:
     """Tunes the configuration of one instance, or of a kernel across several instances
-    (one configuration, objectives summed over them)."""
+    (one configuration, objectives summed over them).
 
-    def __init__(self, database: str | os.PathLike, instances: Sequence[str],
+    ``database``: a path or an opened Database; ``instances``: Instance objects of it (as
+    ``mneme tune`` passes them, resolved once) or ids, looked up here once. The executor's
+    workers get the objects themselves and look nothing up again."""
+
+    def __init__(self, database: str | os.PathLike | Database,
+                 instances: Sequence[str | Instance],
                  spaces: str | Sequence[str | Space], options: TuneOptions | None = None):
         self.options = options or TuneOptions()
         if self.options.trials < 1:
             raise TuneError("--trials must be at least 1")
-        self.database = Path(database)
-        self.db = Database.open(self.database)
-        self.instances = [self.db.instance(i) for i in instances]
+        self.db = database if isinstance(database, Database) else Database.open(database)
+        self.database = Path(self.db.root)
+        self.instances = [self.db.instance(i) if isinstance(i, str) else i for i in instances]
         if not self.instances:
             raise TuneError("no instance to tune")
         self.instance_ids = [i.id for i in self.instances]
@@ -299,7 +304,7 @@ class Tuner:
         if BASELINE_ATTR in study.user_attrs:
             return study.user_attrs[BASELINE_ATTR]
         base = self.base_settings()
-        futures = [executor.submit(base, i) for i in self.instance_ids]
+        futures = [executor.submit(base, i) for i in self.instances]
         baseline: dict[str, Any] = {"settings": base.to_dict()}
         try:
             results = [f.result() for f in futures]
@@ -322,7 +327,7 @@ class Tuner:
 
     def _time_of(self, executor, settings: list[ReplaySettings]) -> float | str:
         """One more measurement of a configuration: its time (ms), or why it failed."""
-        futures = [executor.submit(s, i) for s, i in zip(settings, self.instance_ids, strict=True)]
+        futures = [executor.submit(s, i) for s, i in zip(settings, self.instances, strict=True)]
         try:
             results = [f.result() for f in futures]
         except TrialFailed as failure:
@@ -354,7 +359,7 @@ class Tuner:
         # the new ones count (it stays when no repeat is asked for).
         best_times = [] if self.options.confirm_runs > 0 else [best_value]
         settings = self._settings(best.params)
-        base = [self.base_settings()] * len(self.instance_ids)
+        base = [self.base_settings()] * len(self.instances)
         failure = None
         for _ in range(max(0, self.options.confirm_runs)):
             for times, config in ((base_times, base), (best_times, settings)):
@@ -429,7 +434,7 @@ class Tuner:
         o = self.options
         start = time.monotonic()
         executor = ReplayExecutor(
-            self.database, devices=o.devices, workers_per_device=o.workers_per_device,
+            self.db, devices=o.devices, workers_per_device=o.workers_per_device,
             cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
             timeout=o.trial_timeout, before_run=o.before_run,
         )
@@ -553,7 +558,7 @@ class Tuner:
                 if self._screening:
                     first = [ReplaySettings(x.compile, x.replay.with_(iterations=o.screen))
                              for x in settings]
-                futures = [executor.submit(s, i) for s, i in zip(first, self.instance_ids, strict=True)]
+                futures = [executor.submit(s, i) for s, i in zip(first, self.instances, strict=True)]
                 trials_of[trial.number] = [trial, point, settings, futures, self._screening]
                 for f in futures:
                     inflight[f] = trial.number
@@ -584,7 +589,7 @@ class Tuner:
                         again = [ReplaySettings(x.compile, x.replay.with_(verify=False))
                                  for x in all_settings]
                         futures = [executor.submit(x, i)
-                                   for x, i in zip(again, self.instance_ids, strict=True)]
+                                   for x, i in zip(again, self.instances, strict=True)]
                         trials_of[number] = [trial, point, all_settings, futures, False]
                         for f in futures:
                             inflight[f] = number

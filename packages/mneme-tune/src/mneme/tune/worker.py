@@ -3,8 +3,13 @@
 The parent talks to a worker over a ``multiprocessing`` pipe:
 
     worker → parent   ("hello", {...device...})  or  ("fatal", message)   once, at start
-    parent → worker   (task_id, instance_id, settings_json)  ...  None to stop
+    parent → worker   (task_id, key, instance or None, settings_json)  ...  None to stop
     worker → parent   ("ok", task_id, result_dict)  or  (kind, task_id, message)
+
+The parent resolves each instance once and sends it (a mneme.replay.db Instance: it pickles
+as its database's path and the kernel's and instance's records, already read and checked)
+with the first task for it; later tasks name it by ``key``. A worker never opens the
+database or looks an id up.
 
 ``kind`` is the failure kind the error's raiser set (mneme.replay.engine.errors). A kernel
 fault leaves the CUDA context unusable, so after ``context-poisoned`` the worker exits and
@@ -33,33 +38,43 @@ def failure_kind(error: BaseException) -> str:
     return getattr(error, "kind", None) or ERROR
 
 
-class SessionPool:
-    """Replay sessions of one database, opened on first use, least recently used closed."""
+def instance_key(instance) -> str:
+    """What names an instance between the parent and its workers (the same id may exist in
+    two databases)."""
+    return f"{instance.kernel.db.root}:{instance.id}"
 
-    def __init__(self, database: str, *, gpu: bool, device=None, cache_dir: str | None = None):
-        from mneme.replay.db import Database
+
+def resolved(instance):
+    """``instance`` with its kernel's and its own records read (and checked) now: they
+    travel with it when it is pickled, so no worker reads them again."""
+    _ = (instance.grid, instance.kernel.name)  # cached on the objects once read
+    return instance
+
+
+class SessionPool:
+    """Replay sessions of the instances a worker was sent, opened on first use, least
+    recently used closed."""
+
+    def __init__(self, *, gpu: bool, device=None, cache_dir: str | None = None):
         from mneme.replay.jit import CompileCache
 
-        self.db = Database.open(database)
         self.gpu = gpu
         self.device = device
         self.cache = CompileCache(cache_dir)
         self.sessions: OrderedDict[str, Any] = OrderedDict()
 
-    def get(self, instance_id: str):
+    def get(self, key: str, instance):
         from mneme.replay.engine import ReplaySession
 
-        if instance_id in self.sessions:
-            self.sessions.move_to_end(instance_id)
-            return self.sessions[instance_id]
+        if key in self.sessions:
+            self.sessions.move_to_end(key)
+            return self.sessions[key]
         while len(self.sessions) >= SESSIONS_PER_WORKER:
             _, old = self.sessions.popitem(last=False)
             old.close()
-        session = ReplaySession(
-            self.db.instance(instance_id), device=self.device, cache=self.cache, gpu=self.gpu,
-            make_room=self._make_room,
-        )
-        self.sessions[instance_id] = session
+        session = ReplaySession(instance, device=self.device, cache=self.cache, gpu=self.gpu,
+                                make_room=self._make_room)
+        self.sessions[key] = session
         return session
 
     def _make_room(self, wanting) -> bool:
@@ -96,7 +111,7 @@ def device_hello(device) -> dict[str, Any]:
 
 
 def worker_main(conn, spec: dict[str, Any]) -> None:
-    """Entry point of a worker process (``spec``: database, device, cache_dir, before_run)."""
+    """Entry point of a worker process (``spec``: device, cache_dir, before_run)."""
     device_ordinal = spec.get("device")
     device = None
     try:
@@ -110,14 +125,13 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             hello = device_hello(device)
         else:
             hello = {"name": "cpu", "arch": None, "pid": os.getpid()}
-        pool = SessionPool(
-            spec["database"], gpu=device is not None, device=device, cache_dir=spec.get("cache_dir")
-        )
+        pool = SessionPool(gpu=device is not None, device=device, cache_dir=spec.get("cache_dir"))
     except Exception as error:  # noqa: BLE001 - reported to the parent as one line
         conn.send(("fatal", f"{type(error).__name__}: {error}"))
         return
     conn.send(("hello", hello))
     before_run = spec.get("before_run")
+    instances: dict[str, Any] = {}  # key -> Instance, as the parent sent them
     from mneme.replay.engine import ReplaySettings
 
     while True:
@@ -127,12 +141,14 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             break
         if message is None:
             break
-        task_id, instance_id, settings_json = message
+        task_id, key, instance, settings_json = message
+        if instance is not None:
+            instances[key] = instance
         try:
             settings = ReplaySettings.from_json(settings_json)
             if before_run is not None:
                 before_run(settings)
-            result = pool.get(instance_id).run(settings.compile, settings.replay)
+            result = pool.get(key, instances[key]).run(settings.compile, settings.replay)
         except Exception as error:  # noqa: BLE001 - every failure becomes a failed trial
             kind = failure_kind(error)
             text = str(error) if kind != ERROR else traceback.format_exception_only(error)[-1].strip()
@@ -148,23 +164,19 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
 
 
 #: per-process sessions of the compile pool (compile-only, one per instance)
-_compile_sessions: dict[tuple[str, str], Any] = {}
+_compile_sessions: dict[str, Any] = {}
 
 
-def precompile(database: str, instance_id: str, settings_json: str, arch: str | None,
-               cache_dir: str) -> None:
+def precompile(key: str, instance, settings_json: str, arch: str | None, cache_dir: str) -> None:
     """Compile a configuration into the shared on-disk cache (runs in the CPU pool), so
     the GPU worker that replays it finds the cubin ready (``arch`` None: the recorded
     arch, as a compile-only worker uses). Raises what compiling raises."""
     import dataclasses
 
-    from mneme.replay.db import Database
     from mneme.replay.engine import ReplaySession, ReplaySettings
     from mneme.replay.jit import CompileCache
 
-    key = (database, instance_id)
     if key not in _compile_sessions:
-        instance = Database.open(database).instance(instance_id)
         _compile_sessions[key] = ReplaySession(instance, cache=CompileCache(cache_dir), gpu=False)
     settings = ReplaySettings.from_json(settings_json)
     replay = dataclasses.replace(settings.replay, compile_only=True, arch=arch)
