@@ -25,6 +25,7 @@ Prints
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -36,11 +37,11 @@ from pathlib import Path
 STATS = re.compile(r"^mneme record: stats (.*)$", re.M)
 
 
-def wall(command: list[str], repeat: int = 1) -> tuple[float, subprocess.CompletedProcess]:
+def wall(command: list[str], repeat: int = 1, env=None) -> tuple[float, subprocess.CompletedProcess]:
     best, result = float("inf"), None
     for _ in range(repeat):
         start = time.perf_counter()
-        result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         took = time.perf_counter() - start
         if result.returncode != 0:
             sys.exit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
@@ -97,12 +98,14 @@ def record_once(args, argv: list[str], host_memory: float | None) -> dict:
         record = [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db),
                   "-vass", str(max(16, 3 * args.mib // 1024 + 2)), "-mr", "1", "--stats", *extra,
                   "--", str(args.instrumented), *argv]
-        recorded, result = wall(record)
+        env = {**os.environ, "MNEME_RECORD_PRESTAGE": "0" if args.no_prestage else "1"}
+        recorded, result = wall(record, env=env)
         database = Database.open(db)
         instances = list(database.instances())
         return {"wall": recorded, "stats": parse_stats(result.stderr), "instances": len(instances),
                 "snapshot": sum(2 * sum(r.size for r in i.regions) for i in instances),
-                "stored": database.stored_bytes(), "line": STATS.search(result.stderr).group(0)}
+                "stored": database.stored_bytes(), "disk": database.disk_bytes(),
+                "line": STATS.search(result.stderr).group(0)}
 
 
 def main() -> None:
@@ -114,6 +117,9 @@ def main() -> None:
     parser.add_argument("--host-memory", type=float, action="append", default=None,
                         help="the recorder's staging cap in GiB (default: its own default); "
                              "repeat the option to record once per cap")
+    parser.add_argument("--no-prestage", action="store_true",
+                        help="record without growing the staging memory ahead of the first snapshot "
+                             "(MNEME_RECORD_PRESTAGE=0), to compare")
     args = parser.parse_args()
 
     argv = [str(args.mib), "--quiet"]
@@ -151,8 +157,16 @@ def main() -> None:
         print(f"  wall                  {recorded:8.2f} s   x{recorded / plain:.2f} of plain "
               f"(blocked in snapshots {stats['blocked_s']:.2f} s, kernels {stats['kernel_s']:.2f} s, "
               f"writing after the program's end {stats['drain_s']:.2f} s)")
-        print(f"  snapshot bytes        {snapshot / 2**30:.2f} GiB (recorder: {stats['snapshot_bytes'] / 2**30:.2f} GiB)"
-              f" -> {r['stored'] / 2**30:.2f} GiB on disk")
+        print(f"  snapshot bytes        {snapshot / 2**30:.2f} GiB raw (recorder: {stats['snapshot_bytes'] / 2**30:.2f} GiB)"
+              f" -> {r['stored'] / 2**30:.2f} GiB stored by the instances -> {r['disk'] / 2**30:.2f} GiB unique "
+              f"on disk ({int(stats.get('deduplicated_chunks', 0))} chunks found already stored)")
+        stages = ("crc_s", "delta_s", "hash_s", "encode_s", "decode_s", "write_s")
+        if all(k in stats for k in stages):
+            busy = sum(stats[k] for k in stages)
+            print("  background            " + ", ".join(
+                f"{k[:-2]} {stats[k]:.2f}" for k in stages) + f" thread-s ({busy:.2f} in all on "
+                f"{int(stats['threads'])} threads: {stats['snapshot_bytes'] / max(busy, 1e-9) / 1e9:.2f} GB/s "
+                "per busy thread)")
         print(f"  staging               peak {stats['peak_staged_bytes'] / 2**30:.2f} GiB, "
               f"{stats['pinned_bytes'] / 2**30:.2f} GiB pinned (the application waited {stats['alloc_s']:.2f} s "
               f"for it), back-pressure waits {stats['wait_s']:.2f} s")

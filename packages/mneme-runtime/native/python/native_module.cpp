@@ -550,6 +550,8 @@ NB_MODULE(_native, m) {
              w.pipeline().capture_epilogue(*c.instance, sources);
            })
       .def("abandon", [](SnapshotWriterObject& w, CaptureObject& c) { w.pipeline().abandon(*c.instance); })
+      .def("reserve", [](SnapshotWriterObject& w, uint64_t bytes) { w.pipeline().reserve(bytes); }, "bytes"_a,
+           "Grow the staging memory toward `bytes` (at most the cap) in the background; returns at once.")
       .def("flush", [](SnapshotWriterObject& w) { w.pipeline().flush(); }, ReleaseGil())
       .def("close", &SnapshotWriterObject::close, ReleaseGil(),
            "Flush and stop the background threads (also done when the object is destroyed).")
@@ -566,6 +568,8 @@ NB_MODULE(_native, m) {
         d["peak_staged_bytes"] = s.peak_staged_bytes; d["host_memory_bytes"] = s.host_memory_bytes;
         d["staging_bytes"] = s.staging_bytes; d["pinned_bytes"] = s.pinned_bytes;
         d["blocked_s"] = s.blocked_s; d["wait_s"] = s.wait_s; d["alloc_s"] = s.alloc_s;
+        d["crc_s"] = s.crc_s; d["delta_s"] = s.delta_s; d["hash_s"] = s.hash_s; d["encode_s"] = s.encode_s;
+        d["decode_s"] = s.decode_s; d["write_s"] = s.write_s; d["deduplicated_chunks"] = s.deduplicated_chunks;
         d["threads"] = s.threads;
         return d;
       })

@@ -239,9 +239,28 @@ class Recorder {
     if (!space_) init_device();
     return *space_;
   }
-  void track(uint64_t address, uint64_t size) { live_[address] = size; }
+  void track(uint64_t address, uint64_t size) {
+    live_[address] = size;
+    live_bytes_ += size;
+    prestage();
+  }
   bool owns(uint64_t address) const { return live_.count(address) != 0; }
-  void untrack(uint64_t address) { live_.erase(address); }
+  void untrack(uint64_t address) {
+    auto it = live_.find(address);
+    if (it == live_.end()) return;
+    live_bytes_ -= it->second;
+    live_.erase(it);
+  }
+  // A snapshot of everything live stages twice the live bytes (prologue and epilogue),
+  // and the next instance's arrives while the last one is still being compressed (the
+  // H100 benchmark peaks at 4x): the staging memory grows toward that, within the cap, in
+  // the background as the application allocates, so the first snapshots do not wait for
+  // page-locking (docs/record.md).
+  void prestage() {
+    if (!prestage_ || capture_reachable_ || capturing(0)) return;
+    writer();
+    pipeline_->reserve(4 * live_bytes_);
+  }
   // Managed allocations stay the driver's (the host reaches them through page faults);
   // they are snapshotted like heap regions, at their own addresses.
   void track_managed(uint64_t address, uint64_t size) { managed_[address] = size; }
@@ -370,6 +389,9 @@ class Recorder {
     epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
     discover_ = env("MNEME_RECORD_FATBIN", "1") != "0";
     capture_reachable_ = env("MNEME_RECORD_CAPTURE", "all") == "reachable";
+    prestage_ = env("MNEME_RECORD_PRESTAGE", "1") != "0";
+    // Negative levels are zstd's fast modes: less compression, more throughput.
+    zstd_level_ = std::atoi(env("MNEME_RECORD_ZSTD_LEVEL", std::to_string(MNEME_RECORDING_DEFAULT_ZSTD_LEVEL).c_str()).c_str());
     // Room for managed memory after the device range (0: the driver's managed memory).
     managed_size_ = std::strtoull(env("MNEME_RECORD_MANAGED_SIZE", "1099511627776").c_str(), nullptr, 0);
     std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
@@ -487,7 +509,8 @@ class Recorder {
       std::string arg;
       while (std::getline(cmd, arg, '\0')) info.command_line.push_back(arg);
       try {
-        writer_ = std::make_unique<rt::RecordingWriter>(db_, info, epilogue_);
+        writer_ = std::make_unique<rt::RecordingWriter>(db_, info, epilogue_, MNEME_RECORDING_DEFAULT_CHUNK_SIZE,
+                                                        zstd_level_);
         source_ = std::make_unique<CudaSource>(device_);
         pipeline_ = std::make_unique<rt::SnapshotPipeline>(*writer_, *source_, options_);
       } catch (const std::exception& e) {
@@ -557,6 +580,9 @@ class Recorder {
   std::vector<GlobalEntry> globals_;
   std::map<std::string, KernelEntry> kernels_;
   std::map<uint64_t, uint64_t> live_;
+  uint64_t live_bytes_ = 0;
+  bool prestage_ = true;
+  int zstd_level_ = MNEME_RECORDING_DEFAULT_ZSTD_LEVEL;
   std::map<uint64_t, uint64_t> managed_;
   std::set<uint64_t> capturing_;
   std::unordered_map<cudaGraphExec_t, std::unique_ptr<mneme::recorder::GraphMirror>> mirrors_;

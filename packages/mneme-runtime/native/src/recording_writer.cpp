@@ -299,7 +299,15 @@ ChunkCodec::~ChunkCodec() {
   ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
 }
 
+namespace {
+using StageClock = std::chrono::steady_clock;
+double since(StageClock::time_point start) {
+  return std::chrono::duration<double>(StageClock::now() - start).count();
+}
+}  // namespace
+
 const std::vector<uint8_t>& ChunkCodec::encode(const uint8_t* data, uint64_t n, uint64_t chunk) {
+  auto start = StageClock::now();
   if (n < chunk) {  // Zarr pads the last chunk of an array to the full chunk shape
     padded_.resize(chunk);
     std::memcpy(padded_.data(), data, n);
@@ -313,10 +321,12 @@ const std::vector<uint8_t>& ChunkCodec::encode(const uint8_t* data, uint64_t n, 
   uint32_t crc = crc32c(compressed_.data(), z);
   for (int b = 0; b < 4; ++b) compressed_[z + b] = static_cast<uint8_t>(crc >> (8 * b));
   compressed_.resize(z + 4);
+  times.encode_s += since(start);
   return compressed_;
 }
 
 void ChunkCodec::decode_file(const fs::path& file, uint8_t* out, uint64_t chunk) {
+  auto start = StageClock::now();
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error("cannot read " + file.string() + ": " + std::strerror(errno));
   file_.clear();
@@ -335,6 +345,7 @@ void ChunkCodec::decode_file(const fs::path& file, uint8_t* out, uint64_t chunk)
   if (crc32c(file_.data(), z) != stored) throw Error(file.string() + ": chunk checksum mismatch");
   size_t got = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, chunk, file_.data(), z);
   if (ZSTD_isError(got) || got != chunk) throw Error(file.string() + ": chunk does not decode");
+  times.decode_s += since(start);
 }
 
 uint64_t RecordingWriter::chunk_for(uint64_t size) const { return std::max<uint64_t>(1, std::min(chunk_size_, size)); }
@@ -412,21 +423,33 @@ uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const
                                       uint64_t chunk, ChunkCodec& codec) const {
   fs::path path = dir / "c" / std::to_string(index);
   // The content store: one copy per distinct (bytes, chunk length, level).
+  auto start = StageClock::now();
   std::string digest = chunk_digest(data, n);
+  codec.times.hash_s += since(start);
   char suffix[48];
   std::snprintf(suffix, sizeof suffix, "-%llx-%d", static_cast<unsigned long long>(chunk), level_);
   fs::path stored = root_ / ".mneme" / "chunks" / digest.substr(0, 2) / (digest + suffix);
   struct stat st {};
   if (::stat(stored.c_str(), &st) == 0) {
-    if (::link(stored.c_str(), path.c_str()) == 0) return 0;  // already in the database
-    if (errno == ENOENT) {
+    bool linked = ::link(stored.c_str(), path.c_str()) == 0;  // already in the database
+    if (!linked && errno == ENOENT) {
       std::error_code ec;
       fs::create_directories(dir / "c", ec);
-      if (::link(stored.c_str(), path.c_str()) == 0) return 0;
+      linked = ::link(stored.c_str(), path.c_str()) == 0;
+    }
+    if (linked) {
+      ++codec.times.deduplicated;
+      return 0;
     }
     // a file system without hard links, or the store entry just collected: write it
   }
   const auto& bytes = codec.encode(data, n, chunk);
+  start = StageClock::now();
+  struct WriteTimer {  // every way out of here counts as writing
+    ChunkCodec& codec;
+    StageClock::time_point start;
+    ~WriteTimer() { codec.times.write_s += since(start); }
+  } timer{codec, start};
   static std::atomic<uint64_t> serial{0};
   fs::path temporary = stored.parent_path() / (".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
   try {

@@ -74,8 +74,10 @@ std::shared_ptr<Fence> HostSource::fence() { return std::make_shared<DoneFence>(
 
 uint64_t default_host_memory() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  // Room for a few instances of a large working set before back-pressure (the measured
+  // limit of 8 GiB made the application wait for compression: docs/record.md).
   uint64_t quarter = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 4 : (8ull << 30);
-  return std::min<uint64_t>(8ull << 30, quarter);
+  return std::min<uint64_t>(32ull << 30, quarter);
 }
 
 uint64_t parse_size(const std::string& text) {
@@ -233,6 +235,22 @@ void SnapshotPipeline::grow_in_background() {
     add_slab(bytes);
   }
   pool_cv_.notify_all();
+}
+
+void SnapshotPipeline::reserve(uint64_t bytes) {
+  int growers;
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    uint64_t target = std::min(cap_, bytes) / block_ * block_;
+    if (alloc_failed_ || allocated_ >= target) return;  // enough, or no more to be had
+    grow_left_ += target - allocated_;
+    allocated_ = target;
+    if (growers_) return;  // the threads growing now take the rest too
+    growers = int(std::min<uint64_t>(kGrowers, (grow_left_ + kSlabBytes - 1) / kSlabBytes));
+    growers = std::max(1, std::min(growers, int(workers_.size())));
+    growers_ = growers;
+  }
+  for (int g = 0; g < growers; ++g) submit([this](Worker&) { grow_in_background(); }, true);
 }
 
 SnapshotPipeline::Block* SnapshotPipeline::acquire() {
@@ -474,13 +492,14 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
     fences.push_back(fence);
     instance.pending.fetch_add(1);
     submit([this, self, epilogue, block = current, fence, list = std::move(pieces)](Worker& worker) {
+      bool released = false;
       try {
         fence->wait();  // always: the block may not be reused while a copy still lands in it
-        if (!self->abandoned && !self->failed) process(*self, epilogue, block, list, worker);
+        if (!self->abandoned && !self->failed) process(*self, epilogue, block, list, worker, released);
       } catch (const std::exception& e) {
         fail(*self, e.what());
       }
-      release(block);
+      if (!released) release(block);
       task_done(self);
     });
     pieces = {};
@@ -521,14 +540,37 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
 // --- background work -------------------------------------------------------------
 
 void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, const std::vector<Piece>& pieces,
-                               Worker& w) {
+                               Worker& w, bool& released) {
   const std::string& format = writer_.epilogue_format();
+  std::vector<bool> changed_pieces;
+  ChunkCodec::Times before_times = w.codec.times;
+  double crc_s = 0, delta_s = 0;
+  struct Account {  // adds this block's stage times to the statistics, however it ends
+    SnapshotPipeline& pipeline;
+    Worker& w;
+    const ChunkCodec::Times& before;
+    double& crc_s;
+    double& delta_s;
+    ~Account() {
+      const auto& now = w.codec.times;
+      std::lock_guard<std::mutex> s(pipeline.stats_mutex_);
+      pipeline.stats_.crc_s += crc_s;
+      pipeline.stats_.delta_s += delta_s;
+      pipeline.stats_.hash_s += now.hash_s - before.hash_s;
+      pipeline.stats_.encode_s += now.encode_s - before.encode_s;
+      pipeline.stats_.decode_s += now.decode_s - before.decode_s;
+      pipeline.stats_.write_s += now.write_s - before.write_s;
+      pipeline.stats_.deduplicated_chunks += now.deduplicated - before.deduplicated;
+    }
+  } account{*this, w, before_times, crc_s, delta_s};
   for (const Piece& p : pieces) {
     const RegionSpec& region = inst.regions[p.region];
     uint64_t chunk = inst.chunk[p.region];
     const uint8_t* data = block->data + p.offset;
     std::string name = region_name(region.address);
+    auto crc_start = Clock::now();
     (epilogue ? inst.crc_after : inst.crc_before)[p.region][p.index] = crc32c(data, p.n);
+    crc_s += seconds_since(crc_start);
     if (!epilogue) {
       inst.stored += writer_.write_chunk(inst.node / "prologue" / name, p.index, data, p.n, chunk, w.codec);
       if (!inst.retain) {
@@ -558,8 +600,20 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
       before = w.prologue.get();
     }
     uint64_t diff = 0, bytes = 0;
-    if (xor_into(w.diff.get(), data, before, p.n))  // all-zero delta chunks are not stored
-      diff = writer_.write_chunk(epi, p.index, w.diff.get(), p.n, chunk, w.codec);
+    auto delta_start = Clock::now();
+    uint8_t* delta = w.diff.get() + p.offset;  // where the piece sits in its block
+    bool changed = xor_into(delta, data, before, p.n);
+    delta_s += seconds_since(delta_start);
+    if (format == "diff") {  // compressed and written below, once the block is given back
+      changed_pieces.push_back(changed);
+      if (held.block) {
+        inst.held[p.region][p.index].block = nullptr;
+        release(held.block);
+      }
+      continue;
+    }
+    if (changed)  // all-zero delta chunks are not stored
+      diff = writer_.write_chunk(epi, p.index, delta, p.n, chunk, w.codec);
     if (format == "best")
       bytes = writer_.write_chunk(inst.node / "epilogue" / (name + ".bytes"), p.index, data, p.n, chunk, w.codec);
     if (held.block) {
@@ -570,6 +624,21 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     std::lock_guard<std::mutex> lock(inst.m);
     inst.diff_stored[p.region] += diff;
     inst.bytes_stored[p.region] += bytes;
+  }
+  if (!epilogue || format != "diff") return;
+  // The deltas are in this thread's scratch: the staging block (and the prologue blocks,
+  // above) go back to the pool now, not after compression, the slow part. Staging then
+  // holds less at its peak, so less of it has to be page-locked and back-pressure comes later.
+  release(block);
+  released = true;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (!changed_pieces[i]) continue;  // all-zero delta chunks are not stored
+    const Piece& p = pieces[i];
+    fs::path epi = inst.node / "epilogue" / region_name(inst.regions[p.region].address);
+    uint64_t diff = writer_.write_chunk(epi, p.index, w.diff.get() + p.offset, p.n, inst.chunk[p.region], w.codec);
+    inst.stored += diff;
+    std::lock_guard<std::mutex> lock(inst.m);
+    inst.diff_stored[p.region] += diff;
   }
 }
 
@@ -695,17 +764,19 @@ std::string SnapshotPipeline::stats_line() const { return format_stats(stats());
 
 std::string format_stats(const PipelineStats& s) {
   double gbs = s.blocked_s > 0 ? double(s.snapshot_bytes) / s.blocked_s / 1e9 : 0.0;
-  char line[1024];
+  char line[1536];
   std::snprintf(line, sizeof line,
                 "mneme record: stats instances=%llu committed=%llu repeats=%llu snapshot_bytes=%llu "
                 "blocked_s=%.6f snapshot_gbs=%.3f peak_staged_bytes=%llu host_memory_bytes=%llu "
                 "staging_bytes=%llu pinned_bytes=%llu stored_bytes=%llu wait_s=%.6f alloc_s=%.6f "
-                "kernel_s=%.6f sync_s=%.6f drain_s=%.6f threads=%u",
+                "kernel_s=%.6f sync_s=%.6f drain_s=%.6f crc_s=%.3f delta_s=%.3f hash_s=%.3f encode_s=%.3f "
+                "decode_s=%.3f write_s=%.3f deduplicated_chunks=%llu threads=%u",
                 (unsigned long long)s.instances, (unsigned long long)s.committed, (unsigned long long)s.repeats,
                 (unsigned long long)s.snapshot_bytes, s.blocked_s, gbs, (unsigned long long)s.peak_staged_bytes,
                 (unsigned long long)s.host_memory_bytes, (unsigned long long)s.staging_bytes,
                 (unsigned long long)s.pinned_bytes, (unsigned long long)s.stored_bytes, s.wait_s, s.alloc_s,
-                s.kernel_s, s.sync_s, s.drain_s, s.threads);
+                s.kernel_s, s.sync_s, s.drain_s, s.crc_s, s.delta_s, s.hash_s, s.encode_s, s.decode_s, s.write_s,
+                (unsigned long long)s.deduplicated_chunks, s.threads);
   return line;
 }
 

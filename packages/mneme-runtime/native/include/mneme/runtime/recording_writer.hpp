@@ -88,6 +88,13 @@ class ChunkCodec {
   // Decodes a stored chunk file into `out` (`chunk` bytes); throws on a bad checksum.
   void decode_file(const std::filesystem::path& file, uint8_t* out, uint64_t chunk);
 
+  // Seconds this codec's thread spent per stage (the recorder's statistics line says where
+  // background time goes), and chunks found already stored.
+  struct Times {
+    double encode_s = 0, decode_s = 0, hash_s = 0, write_s = 0;
+    uint64_t deduplicated = 0;
+  } times;
+
  private:
   void* cctx_ = nullptr;
   void* dctx_ = nullptr;

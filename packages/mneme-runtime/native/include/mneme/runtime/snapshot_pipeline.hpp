@@ -79,7 +79,7 @@ struct PipelineOptions {
   unsigned threads = 0;      // background threads; 0: hardware threads, at most 32
 };
 
-// min(8 GiB, a quarter of physical memory).
+// min(32 GiB, a quarter of physical memory).
 uint64_t default_host_memory();
 // "1073741824", "64M", "0.5G", "8GiB" (binary units); 0 when not a size.
 uint64_t parse_size(const std::string& text);
@@ -106,6 +106,11 @@ struct PipelineStats {
   double kernel_s = 0;            // recorded kernels' own run time
   double sync_s = 0;              // waiting for the application's earlier device work
   double drain_s = 0;             // waiting for the background writes at exit
+  // Background thread-seconds per stage (summed over the threads): checksums, epilogue
+  // deltas, content hashes, compression, reading back prologues that were not retained,
+  // file writes; and chunks found already stored (no compression, no write).
+  double crc_s = 0, delta_s = 0, hash_s = 0, encode_s = 0, decode_s = 0, write_s = 0;
+  uint64_t deduplicated_chunks = 0;
   unsigned threads = 0;
 };
 
@@ -147,6 +152,11 @@ class SnapshotPipeline {
   // Captured instances not yet committed.
   int uncommitted() const noexcept { return uncommitted_.load(); }
 
+  // Grows the staging memory toward `bytes` (at most the cap) on background threads, so
+  // that the first snapshots find it page-locked: the recorder calls it as the
+  // application allocates device memory. Returns at once.
+  void reserve(uint64_t bytes);
+
   void note_launch(double blocked_s, double kernel_s, double sync_s);
   void note_drain(double seconds);
   PipelineStats stats() const;
@@ -175,7 +185,9 @@ class SnapshotPipeline {
   void capture(Instance& instance, bool epilogue, const std::vector<uint64_t>& sources);
   void submit(std::function<void(Worker&)> task, bool first = false);
   void run_worker();
-  void process(Instance& instance, bool epilogue, Block* block, const std::vector<Piece>& pieces, Worker& worker);
+  // `released`: set once it gave `block` back to the pool itself (early, for diff epilogues).
+  void process(Instance& instance, bool epilogue, Block* block, const std::vector<Piece>& pieces, Worker& worker,
+               bool& released);
   void task_done(const std::shared_ptr<Instance>& instance);
   void finalize(Instance& instance);
   void fail(Instance& instance, const std::string& message);
