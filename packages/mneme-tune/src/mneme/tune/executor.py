@@ -94,12 +94,12 @@ def _describe_exit(process) -> str:
     return f"the worker exited with status {code}"
 
 
-def _compile_identity(instance: str, settings: ReplaySettings) -> tuple:
+def _compile_identity(key: str, settings: ReplaySettings) -> tuple:
     """What decides the code a replay compiles: the compile configuration and the replay
     fields that feed it (a launch change alone reuses the compiled code)."""
     r = settings.replay
     shape = (r.block, r.grid) if (r.specialize_dims or r.set_launch_bounds) else None
-    return (instance, settings.compile.to_json(), r.specialize, r.specialize_dims,
+    return (key, settings.compile.to_json(), r.specialize, r.specialize_dims,
             r.set_launch_bounds, shape, r.arch)
 
 
@@ -107,8 +107,8 @@ class ReplayExecutor:
     """Replays configurations of recorded instances on worker processes.
 
     ``database``: a path or an opened ``mneme.replay.db.Database``, needed only for
-    instances given by id. ``devices``: GPU ordinals (one worker each, ``workers_per_device`` if more pays),
-    or None to compile only on ``cpu_workers`` processes. ``timeout``: seconds a task may
+    instances given by id. ``devices``: GPU ordinals (one worker each,
+    ``workers_per_device`` if more pays), or None to compile only on ``cpu_workers`` processes. ``timeout``: seconds a task may
     run in a worker before the watchdog kills it. ``compile_workers``: CPU processes that
     compile ahead into the cache the workers read (default: several for GPU workers, none
     for CPU workers, which compile themselves). ``before_run``: a
@@ -131,7 +131,8 @@ class ReplayExecutor:
         before_run: Callable[[ReplaySettings], None] | None = None,
     ):
         self._db = database if isinstance(database, Database) else None
-        self._db_path = None if database is None or self._db is not None else Path(database)
+        # absolute: the instances carry the path to processes started later, anywhere
+        self._db_path = None if database is None or self._db is not None else Path(database).absolute()
         self._specs: dict[str, Instance] = {}  # ids looked up here, once
         self.instance = self._resolve(instance) if instance is not None else None
         self.timeout = float(timeout)

@@ -196,7 +196,8 @@ class Tuner:
         self.options = options or TuneOptions()
         if self.options.trials < 1:
             raise TuneError("--trials must be at least 1")
-        self.db = database if isinstance(database, Database) else Database.open(database)
+        self.db = (database if isinstance(database, Database)
+                   else Database.open(Path(database).absolute()))  # workers start anywhere
         self.database = Path(self.db.root)
         self.instances = [self.db.instance(i) if isinstance(i, str) else i for i in instances]
         if not self.instances:
