@@ -292,6 +292,15 @@ class ReplaySession:
     def run(
         self, compile: CompileConfig | None = None, replay: ReplayConfig | None = None
     ) -> ReplayResult:
+        """One observation: compile, and unless compile-only, launch, time and verify."""
+        from mneme.runtime import DriverError
+
+        try:
+            return self._run(compile, replay)
+        except DriverError as error:  # a driver call no step below names
+            raise self._driver_failure(f"device error: {error}", error, ERROR) from None
+
+    def _run(self, compile: CompileConfig | None, replay: ReplayConfig | None) -> ReplayResult:
         base = compile or CompileConfig()
         replay = replay or ReplayConfig()
         compile_only = replay.compile_only or not self.gpu
@@ -330,15 +339,10 @@ class ReplaySession:
         )
         if compile_only:
             return result
-        from mneme.runtime import DriverError
-
-        try:
-            if replay.verify and replay.determinism_runs:
-                # Before any candidate is verified: what the unchanged kernel reproduces.
-                self.determinism(replay)
-            self._replay(compiled, replay, grid, block, shared, result)
-        except DriverError as error:  # a driver call no step below names
-            raise self._driver_failure(f"device error: {error}", error, ERROR) from None
+        if replay.verify and replay.determinism_runs:
+            # Before any candidate is verified: what the unchanged kernel reproduces.
+            self.determinism(replay)
+        self._replay(compiled, replay, grid, block, shared, result)
         return result
 
     def _driver_failure(self, message: str, error, kind: str,
