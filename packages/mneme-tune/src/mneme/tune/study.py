@@ -9,6 +9,8 @@ machines sharing a file system, use together.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -171,3 +173,85 @@ def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sam
                                 directions=directions, load_if_exists=True)
     study.set_user_attr(STUDY_ATTR, identity)
     return study
+
+
+class MirroredStudy(optuna.Study):
+    """The tuner's study, held in memory and written to its storage behind the search.
+
+    Asking, suggesting and telling against an Optuna storage costs a write per parameter
+    and per attribute (about 13 ms a trial with a journal file, 30 SQL statements with
+    SQLite): the tuner's loop then caps the rate near 70 trials/s whatever the GPUs and
+    the compile pool do. Here the sampler works on an in-memory copy; every finished trial
+    is written to the storage as one ``add_trial`` by a background thread, and trials
+    that other tuners of the same study finished there are pulled in (``pull``), so
+    samplers learn from them and the shared budget holds. What the storage no longer
+    holds: trials while they run (a tuner that dies loses only its trials in flight,
+    which were never counted). Study attributes are written through at once.
+    """
+
+    #: trial attribute naming the tuner that wrote a trial behind (its own are not pulled back)
+    WRITER_ATTR = "mneme.writer"
+
+    def __init__(self, persistent: optuna.Study, sampler, owner: str):
+        storage = optuna.storages.InMemoryStorage()
+        study_id = storage.create_new_study(persistent.directions, persistent.study_name)
+        for key, value in persistent.user_attrs.items():
+            storage.set_study_user_attr(study_id, key, value)
+        super().__init__(study_name=persistent.study_name, storage=storage, sampler=sampler)
+        self.persistent = persistent
+        self._owner = owner
+        self._seen: set[int] = set()
+        self._pending: queue.Queue = queue.Queue()
+        self._error: str | None = None
+        self.pull()
+        self._writer = threading.Thread(target=self._write_behind, name="mneme-study-writer", daemon=True)
+        self._writer.start()
+
+    def pull(self) -> int:
+        """Add the trials finished in the storage by other tuners since the last pull."""
+        added = 0
+        finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
+                    optuna.trial.TrialState.PRUNED)
+        for trial in self.persistent.get_trials(deepcopy=False, states=finished):
+            if trial._trial_id in self._seen:
+                continue
+            self._seen.add(trial._trial_id)
+            if trial.user_attrs.get(self.WRITER_ATTR) == self._owner:
+                continue  # this tuner's own, written behind
+            super().add_trial(trial)
+            added += 1
+        return added
+
+    def tell(self, trial, values=None, state=None, skip_if_finished=False):
+        frozen = super().tell(trial, values, state, skip_if_finished)
+        self._pending.put(frozen)
+        return frozen
+
+    def set_user_attr(self, key: str, value) -> None:
+        super().set_user_attr(key, value)
+        self.persistent.set_user_attr(key, value)
+
+    def _write_behind(self) -> None:
+        while True:
+            frozen = self._pending.get()
+            try:
+                if frozen is not None and self._error is None:
+                    frozen.set_user_attr(self.WRITER_ATTR, self._owner)
+                    self.persistent.add_trial(frozen)
+            except Exception as error:  # noqa: BLE001 - reported by flush(), on the tuner's thread
+                self._error = f"{type(error).__name__}: {error}"
+            finally:
+                self._pending.task_done()
+            if frozen is None:
+                return
+
+    def flush(self) -> None:
+        """Wait until every finished trial is in the storage."""
+        self._pending.join()
+        if self._error is not None:
+            raise StudyError(f"writing trials to the study's storage failed: {self._error}")
+
+    def close(self) -> None:
+        if self._writer.is_alive():
+            self._pending.put(None)
+            self._writer.join()

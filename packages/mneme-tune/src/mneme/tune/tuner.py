@@ -15,6 +15,7 @@ tuner left running are marked failed (``interrupted``) and run again.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import json
 import os
@@ -33,10 +34,10 @@ from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
 from . import objective as objectives_mod
-from .errors import TrialFailed, TuneError
+from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
-from .study import default_sampler, make_sampler, open_storage, open_study
+from .study import MirroredStudy, default_sampler, make_sampler, open_storage, open_study
 from .worker import failure_kind
 
 #: user attribute of each trial: what mneme knows about it (one write per trial)
@@ -219,10 +220,14 @@ class Tuner:
         large to walk before any worker starts)."""
         return self.bound[0].feasible_points() if self.sampler_name == "grid" else None
 
-    def _open_study(self) -> optuna.Study:
+    def _open_study(self) -> MirroredStudy:
         sampler = make_sampler(self.sampler_name, len(self.objectives), self.options.seed)
-        return open_study(self.storage, self.study_name, self.bound[0], self.objectives,
-                          sampler, self.instance_ids)
+        persistent = open_study(self.storage, self.study_name, self.bound[0], self.objectives,
+                                sampler, self.instance_ids)
+        old = getattr(self, "study", None)
+        if old is not None:
+            old.close()
+        return MirroredStudy(persistent, sampler, _owner())
 
     def _check_spaces(self) -> None:
         first = self.bound[0]
@@ -400,14 +405,17 @@ class Tuner:
         grace = max(ABANDONED_AFTER, 3 * self.options.trial_timeout)
         now = datetime.datetime.now()
         recovered = 0
-        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        # Running trials are in the storage only when a tuner that wrote them directly
+        # (before the mirrored study) died: they are failed there and run again here.
+        stored = study.persistent
+        for trial in stored.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             age = (now - trial.datetime_start).total_seconds() if trial.datetime_start else 0.0
             if others_alive and age < grace:
                 continue  # maybe a live tuner's trial
-            handle = optuna.trial.Trial(study, trial._trial_id)
+            handle = optuna.trial.Trial(stored, trial._trial_id)
             handle.set_user_attr(TRIAL_ATTR, {"failure": "interrupted",
                                               "reason": "the tuner running it stopped"})
-            study.tell(handle, state=TrialState.FAIL)
+            stored.tell(handle, state=TrialState.FAIL)
             if trial.params:
                 study.enqueue_trial(trial.params, skip_if_exists=False)
             recovered += 1
@@ -457,15 +465,20 @@ class Tuner:
             if sampler_name == "grid":
                 points = list(self.grid_points)
                 budget = min(budget, len(points))
-                if not study.trials:
-                    if point is not None:  # the recorded configuration first
-                        points.sort(key=lambda p: p != point)
-                    for p in points:
+                # Queued in memory: a resumed walk queues the points not tried yet.
+                tried = {json.dumps(t.params, sort_keys=True) for t in study.get_trials(deepcopy=False)
+                         if self._counted(t)}
+                if point is not None:  # the recorded configuration first
+                    points.sort(key=lambda p: p != point)
+                for p in points:
+                    if json.dumps(p, sort_keys=True) not in tried:
                         study.enqueue_trial(p)
             elif point is not None and not study.trials:
                 study.enqueue_trial(point)
             search_start = time.monotonic()
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
+            study.flush()  # every trial in the storage before the results are read
+            study.pull()
             search = time.monotonic() - search_start
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
             outcome.confirmation = self.confirm(executor, study, outcome)
@@ -473,6 +486,8 @@ class Tuner:
             restarts = executor.restarts
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
+            with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
+                self.study.flush()  # an interrupted search keeps what finished
         elapsed = time.monotonic() - start
         confirmation = outcome.confirmation
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
@@ -522,6 +537,7 @@ class Tuner:
         while True:
             now = time.monotonic()
             if now - last_count > RECOUNT_SECONDS:  # other tuners may share the study
+                study.pull()
                 finished, running = self._counts(study)
                 others_running = max(0, running - len(trials_of))
                 last_count = now
