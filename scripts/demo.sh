@@ -73,7 +73,7 @@ if [ "$gpu" = 1 ]; then
 else
   skipped+=("tuning for execution time: no NVIDIA GPU (tuned registers and binary size compile-only instead)")
   run mneme tune -rdb "$rdb" -rid "$rid" --compile-only --space pipeline,bounds,codegen \
-      --objective regs,size --trials 40 --storage "$storage" --report "$work/report"
+      --objective registers,binary_size --trials 40 --storage "$storage" --report "$work/report"
 fi
 
 # 6. the report, and the best configuration replayed
