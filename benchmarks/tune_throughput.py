@@ -10,7 +10,8 @@ Measured in one run, on every GPU count from 1 to the GPUs present (at most 2):
       cap): nearly every trial compiles afresh, on the CPU pool, overlapped with replays;
   (c) the baseline of one `mneme replay` subprocess per observation;
   (d) launch+pipeline with a fresh compile per trial (launch x pipeline x codegen x
-      bounds: almost no compile repeats) on one GPU, journal storage;
+      bounds: almost no compile repeats) on one GPU, journal storage, with one and with two
+      worker processes on the GPU;
   (e) cheap failures: the space of (d) with a variant parameter that makes about half the
       points fail for real (a grid covering half the work: unverified; dynamic shared
       memory above the device's limit: refused) against the same space where the variant
@@ -76,11 +77,12 @@ def gpu_count() -> int:
 
 
 def tune_rate(db, rid, space, devices, trials, storage, name, iterations,
-              restarts: list | None = None) -> tuple[float, int, int]:
+              restarts: list | None = None, workers_per_device: int = 1) -> tuple[float, int, int]:
     from mneme.tune import TuneOptions, Tuner
 
     options = TuneOptions(trials=trials, devices=devices, storage=storage, study=name,
-                          sampler="random", seed=1, iterations=iterations, reuse_repeats=False)
+                          sampler="random", seed=1, iterations=iterations, reuse_repeats=False,
+                          workers_per_device=workers_per_device)
     outcome = Tuner(db, [rid], space, options).run()
     if restarts is not None:
         restarts.append(outcome.restarts)
@@ -150,14 +152,19 @@ def main() -> None:
     # (d) launch+pipeline, a fresh compile per trial, and (e) half the points failing.
     from mneme.tune import resolve_spaces
 
+    # A tiny kernel leaves the GPU idle while its worker loads each fresh module: a second
+    # worker on the same GPU overlaps that (measured both ways).
     fresh = resolve_spaces("launch,pipeline,codegen,bounds")
     restarts: dict[str, list] = {"none fail": [], "half fail": []}
-    for label, failing in (("none fail", False), ("half fail", True)):
-        rate, ran, failed = tune_rate(args.db, args.rid, [*fresh, _variant_space(failing)], [0],
-                                      args.trials, storages["journal"], f"fresh-{label}",
-                                      args.iterations, restarts[label])
-        rates[("journal", f"launch+pipeline fresh, {label}", 1)] = rate
-        rows.append(("journal", f"launch+pipeline fresh, {label}", 1, ran, failed, rate))
+    for per_gpu in (1, 2):
+        suffix = "" if per_gpu == 1 else ", 2 workers/GPU"
+        for label, failing in (("none fail", False), ("half fail", True)):
+            rate, ran, failed = tune_rate(args.db, args.rid, [*fresh, _variant_space(failing)], [0],
+                                          args.trials, storages["journal"],
+                                          f"fresh-{label}-{per_gpu}", args.iterations,
+                                          restarts[label] if per_gpu == 1 else None, per_gpu)
+            rates[("journal", f"launch+pipeline fresh, {label}{suffix}", 1)] = rate
+            rows.append(("journal", f"launch+pipeline fresh, {label}{suffix}", 1, ran, failed, rate))
     baseline = subprocess_rate(args.db, args.rid)
 
     table = Table(title=f"tuning throughput: {args.rid} ({args.db.name})")
@@ -181,8 +188,12 @@ def main() -> None:
         ("fresh compiles on 1 GPU >= 10 trials/s (SQLite)",
          rates[("sqlite", "pipeline (fresh compiles)", 1)] >= 10),
     ]
+    two = rates[("journal", "launch+pipeline fresh, none fail, 2 workers/GPU", 1)]
+    print(f"  launch+pipeline fresh compiles: {none_rate:.1f} trials/s with one worker on the GPU, "
+          f"{two:.1f} with two")
     goals += [
-        ("launch+pipeline, fresh compiles, on 1 GPU >= 150 trials/s (journal)", none_rate >= 150),
+        ("launch+pipeline, fresh compiles, on 1 GPU >= 150 trials/s (journal, best of 1 and 2 "
+         "workers/GPU)", max(none_rate, two) >= 150),
         ("half the points failing keep >= 50 % of the rate, no restart",
          half_rate >= 0.5 * none_rate and not any(restarts["half fail"])),
     ]

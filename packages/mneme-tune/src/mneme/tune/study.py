@@ -201,14 +201,22 @@ class MirroredStudy(optuna.Study):
         self.persistent = persistent
         self._owner = owner
         self._seen: set[int] = set()
+        self._pull_seconds = 0.0
         self._pending: queue.Queue = queue.Queue()
         self._error: str | None = None
         self.pull()
         self._writer = threading.Thread(target=self._write_behind, name="mneme-study-writer", daemon=True)
         self._writer.start()
 
+    @property
+    def pull_interval(self) -> float:
+        """Seconds between pulls that keep their cost near 5 % of the tuner's time (at
+        least 10 ms): a shared study's budget is only as exact as its tuners' counts."""
+        return max(0.01, 20 * self._pull_seconds)
+
     def pull(self) -> int:
         """Add the trials finished in the storage by other tuners since the last pull."""
+        start = time.perf_counter()
         added = 0
         finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
                     optuna.trial.TrialState.PRUNED)
@@ -220,6 +228,7 @@ class MirroredStudy(optuna.Study):
                 continue  # this tuner's own, written behind
             super().add_trial(trial)
             added += 1
+        self._pull_seconds = time.perf_counter() - start
         return added
 
     def tell(self, trial, values=None, state=None, skip_if_finished=False):
