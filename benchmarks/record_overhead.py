@@ -98,7 +98,8 @@ def record_once(args, argv: list[str], host_memory: float | None) -> dict:
         record = [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db),
                   "-vass", str(max(16, 3 * args.mib // 1024 + 2)), "-mr", "1", "--stats", *extra,
                   "--", str(args.instrumented), *argv]
-        env = {**os.environ, "MNEME_RECORD_PRESTAGE": "0" if args.no_prestage else "1"}
+        env = {**os.environ, "MNEME_RECORD_PRESTAGE": "0" if args.no_prestage else "1",
+               "MNEME_RECORD_DIGESTS": "0" if args.no_digests else "1"}
         recorded, result = wall(record, env=env)
         database = Database.open(db)
         instances = list(database.instances())
@@ -117,6 +118,8 @@ def main() -> None:
     parser.add_argument("--host-memory", type=float, action="append", default=None,
                         help="the recorder's staging cap in GiB (default: its own default); "
                              "repeat the option to record once per cap")
+    parser.add_argument("--no-digests", action="store_true",
+                        help="copy every epilogue chunk (MNEME_RECORD_DIGESTS=0), to compare")
     parser.add_argument("--no-prestage", action="store_true",
                         help="record without growing the staging memory ahead of the first snapshot "
                              "(MNEME_RECORD_PRESTAGE=0), to compare")
@@ -159,7 +162,9 @@ def main() -> None:
               f"writing after the program's end {stats['drain_s']:.2f} s)")
         print(f"  snapshot bytes        {snapshot / 2**30:.2f} GiB raw (recorder: {stats['snapshot_bytes'] / 2**30:.2f} GiB)"
               f" -> {r['stored'] / 2**30:.2f} GiB stored by the instances -> {r['disk'] / 2**30:.2f} GiB unique "
-              f"on disk ({int(stats.get('deduplicated_chunks', 0))} chunks found already stored)")
+              f"on disk ({int(stats.get('deduplicated_chunks', 0))} chunks found already stored; "
+              f"{stats.get('unchanged_bytes', 0) / 2**30:.2f} GiB of epilogue not copied, unchanged "
+              "by the kernel)")
         stages = ("crc_s", "delta_s", "hash_s", "encode_s", "decode_s", "write_s")
         if all(k in stats for k in stages):
             busy = sum(stats[k] for k in stages)

@@ -190,6 +190,30 @@ def test_staging_reserved_ahead_is_there_for_the_first_snapshot(tmp_path):
     assert_reads_back(tmp_path / "pre.rdb", {dyn: regions})
 
 
+@pytest.mark.parametrize("fmt", ["diff", "bytes", "best"])
+def test_unchanged_epilogue_chunks_are_not_copied(tmp_path, fmt):
+    """Digests at the source (the device for the recorder; chunk_digest on the host here)
+    before and after the kernel: a diff epilogue skips the chunks that did not change,
+    and what reads back is still every byte; the other formats copy everything."""
+    w = new_writer(tmp_path / f"{fmt}.rdb", fmt=fmt, threads=2)
+    rng = np.random.default_rng(11)
+    size = 10 * CHUNK + 123  # ten whole chunks and a short one
+    before = rng.integers(0, 256, size, dtype=np.uint8)
+    after = before.copy()
+    after[3 * CHUNK + 5] ^= 1  # one chunk changes
+    after[-1] ^= 0xFF  # and the short last one
+    same = rng.integers(0, 256, 5000, dtype=np.uint8)  # a region the kernel leaves alone
+    regions = [("heap", BASE, "", before, after), ("heap", BASE + (16 << 20), "", same, same.copy())]
+    dyn, _ = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x05" * 12, regions)
+    w.flush()
+    stats = w.stats()
+    unchanged = 9 * CHUNK + 5000 if fmt == "diff" else 0
+    assert stats["unchanged_bytes"] == unchanged
+    assert stats["snapshot_bytes"] == 2 * (size + 5000)
+    w.close()
+    assert_reads_back(tmp_path / f"{fmt}.rdb", {dyn: regions})
+
+
 def test_repeats_count_while_in_flight_and_after_commit(tmp_path):
     w = new_writer(tmp_path / "r.rdb", threads=2)
     rng = np.random.default_rng(1)

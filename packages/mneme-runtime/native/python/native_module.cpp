@@ -564,7 +564,8 @@ NB_MODULE(_native, m) {
         auto s = w.pipeline().stats();
         nb::dict d;
         d["instances"] = s.instances; d["committed"] = s.committed; d["repeats"] = s.repeats;
-        d["snapshot_bytes"] = s.snapshot_bytes; d["stored_bytes"] = s.stored_bytes;
+        d["snapshot_bytes"] = s.snapshot_bytes; d["unchanged_bytes"] = s.unchanged_bytes;
+        d["stored_bytes"] = s.stored_bytes;
         d["peak_staged_bytes"] = s.peak_staged_bytes; d["host_memory_bytes"] = s.host_memory_bytes;
         d["staging_bytes"] = s.staging_bytes; d["pinned_bytes"] = s.pinned_bytes;
         d["blocked_s"] = s.blocked_s; d["wait_s"] = s.wait_s; d["alloc_s"] = s.alloc_s;

@@ -160,6 +160,51 @@ class CudaSource : public rt::SnapshotSource {
   // Background threads keep the context current for their event waits.
   void thread_started() override { d_.cuCtxPushCurrent(device_->context()); }
 
+  // The chunk-digest kernel (snapshot_digest.cu, as PTX the driver JIT-compiles), one
+  // launch per range on the copy stream, its results in mapped host memory.
+  bool digest(const std::vector<DigestRange>& ranges, uint64_t* out) override {
+    if (digest_failed_) return false;
+    rt::cuda::CudaDevice::Scope scope(*device_);
+    try {
+      if (!digest_kernel_) {
+        static const char kPtx[] =
+#include "snapshot_digest_ptx.inc"
+            ;
+        rt::cuda::check(d_, d_.cuModuleLoadDataEx(&digest_module_, kPtx, 0, nullptr, nullptr), "loading the digest kernel");
+        rt::cuda::check(d_, d_.cuModuleGetFunction(&digest_kernel_, digest_module_, "mneme_chunk_digest"),
+                        "cuModuleGetFunction");
+      }
+      uint64_t words = 0;
+      for (const auto& r : ranges) words += 2 * ((r.size + r.chunk - 1) / r.chunk);
+      if (words * 8 > digest_bytes_) {
+        if (digest_words_) d_.cuMemFreeHost(digest_words_);
+        digest_words_ = nullptr;
+        digest_bytes_ = std::max<uint64_t>(words * 8, 1 << 16);
+        rt::cuda::check(d_, d_.cuMemHostAlloc(reinterpret_cast<void**>(&digest_words_), digest_bytes_,
+                                              CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
+      }
+      uint64_t at = 0;
+      for (const auto& r : ranges) {
+        if (!r.size) continue;
+        uint64_t address = r.address, size = r.size, chunk = r.chunk;
+        uint64_t* dst = digest_words_ + at;  // the host pointer is the device's (unified addressing)
+        void* params[] = {&address, &size, &chunk, &dst};
+        unsigned grid = unsigned((size + chunk - 1) / chunk);
+        rt::cuda::check(d_, d_.cuLaunchKernel(digest_kernel_, grid, 1, 1, 256, 1, 1, 0, stream_, params, nullptr),
+                        "launching the digest kernel");
+        at += 2 * uint64_t(grid);
+      }
+      rt::cuda::check(d_, d_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+      std::memcpy(out, digest_words_, words * 8);
+      return true;
+    } catch (const std::exception& e) {
+      digest_failed_ = true;
+      std::fprintf(stderr, "mneme record: chunk digests on the device are not available (%s); every epilogue "
+                           "chunk is copied\n", e.what());
+      return false;
+    }
+  }
+
  private:
   class EventFence : public rt::Fence {
    public:
@@ -184,6 +229,11 @@ class CudaSource : public rt::SnapshotSource {
   CUstream stream_ = nullptr;
   std::mutex mutex_;
   std::vector<CUevent> events_;
+  CUmodule digest_module_ = nullptr;
+  CUfunction digest_kernel_ = nullptr;
+  uint64_t* digest_words_ = nullptr;
+  uint64_t digest_bytes_ = 0;
+  bool digest_failed_ = false;
 };
 
 void at_exit();
@@ -390,6 +440,7 @@ class Recorder {
     discover_ = env("MNEME_RECORD_FATBIN", "1") != "0";
     capture_reachable_ = env("MNEME_RECORD_CAPTURE", "all") == "reachable";
     prestage_ = env("MNEME_RECORD_PRESTAGE", "1") != "0";
+    options_.digests = env("MNEME_RECORD_DIGESTS", "1") != "0";
     // Negative levels are zstd's fast modes: less compression, more throughput.
     zstd_level_ = std::atoi(env("MNEME_RECORD_ZSTD_LEVEL", std::to_string(MNEME_RECORDING_DEFAULT_ZSTD_LEVEL).c_str()).c_str());
     // Room for managed memory after the device range (0: the driver's managed memory).

@@ -71,6 +71,15 @@ void HostSource::copy(void* destination, uint64_t source, size_t bytes) {
   std::memcpy(destination, reinterpret_cast<const void*>(source), bytes);
 }
 std::shared_ptr<Fence> HostSource::fence() { return std::make_shared<DoneFence>(); }
+bool HostSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out) {
+  for (const auto& r : ranges)
+    for (uint64_t off = 0; off < r.size; off += r.chunk) {
+      std::string hex = chunk_digest(reinterpret_cast<const uint8_t*>(r.address) + off, std::min(r.chunk, r.size - off));
+      *out++ = std::stoull(hex.substr(0, 16), nullptr, 16);
+      *out++ = std::stoull(hex.substr(16), nullptr, 16);
+    }
+  return true;
+}
 
 uint64_t default_host_memory() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -142,6 +151,11 @@ struct SnapshotPipeline::Instance {
   // [region][chunk] CRC-32C of each chunk's bytes, prologue and epilogue, computed by the
   // background threads (each element written by one task) and combined at the commit.
   std::vector<std::vector<uint32_t>> crc_before, crc_after;
+  // Each chunk's digest at the source before the kernel ([region][2 * chunk], empty when the
+  // source cannot digest), and the epilogue chunks found unchanged (not copied; their
+  // epilogue is the prologue: no delta stored, the same CRC).
+  std::vector<std::vector<uint64_t>> digest_before;
+  std::vector<std::vector<uint8_t>> unchanged;
   std::atomic<uint64_t> stored{0};
   std::atomic<int> pending{1};  // queued tasks + 1 until sealed (or abandoned)
   std::atomic<bool> abandoned{false}, failed{false}, sealed{false};
@@ -156,6 +170,7 @@ struct SnapshotPipeline::Instance {
 SnapshotPipeline::SnapshotPipeline(RecordingWriter& writer, SnapshotSource& source, PipelineOptions options)
     : writer_(writer), source_(source), block_(writer.chunk_size()) {
   cap_ = options.host_memory ? options.host_memory : default_host_memory();
+  digests_ = options.digests;
   cap_ = std::max(cap_, 2 * block_);  // at least two blocks: one filling while one drains
   unsigned threads = options.threads;
   if (!threads) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
@@ -482,10 +497,41 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
     std::lock_guard<std::mutex> lock(known_mutex_);
     self = known_.at(instance.key);
   }
+  // Digests at the source: of every chunk before the kernel; after it, those that did not
+  // change are not copied (diff epilogues only: their delta is zero, nothing is stored).
+  std::vector<std::vector<uint8_t>> skip(instance.regions.size());
+  if (digests_ && (!epilogue || (!instance.digest_before.empty() && writer_.epilogue_format() == "diff"))) {
+    std::vector<SnapshotSource::DigestRange> ranges;
+    uint64_t words = 0;
+    for (size_t k = 0; k < instance.regions.size(); ++k) {
+      uint64_t size = instance.regions[k].size, chunk = instance.chunk[k];
+      ranges.push_back({sources[instance.order[k]], size, chunk});
+      words += 2 * ((size + chunk - 1) / chunk);
+    }
+    std::vector<uint64_t> digests(words);
+    if (source_.digest(ranges, digests.data())) {
+      uint64_t at = 0;
+      for (size_t k = 0; k < instance.regions.size(); ++k) {
+        uint64_t n = 2 * ((instance.regions[k].size + instance.chunk[k] - 1) / instance.chunk[k]);
+        if (!epilogue) {
+          instance.digest_before.emplace_back(digests.begin() + at, digests.begin() + at + n);
+        } else {
+          skip[k].resize(n / 2);
+          for (uint64_t c = 0; c < n / 2; ++c)
+            skip[k][c] = digests[at + 2 * c] == instance.digest_before[k][2 * c] &&
+                         digests[at + 2 * c + 1] == instance.digest_before[k][2 * c + 1];
+        }
+        at += n;
+      }
+    } else if (!epilogue) {
+      instance.digest_before.clear();
+    }
+  }
+  if (epilogue) instance.unchanged = skip;
   std::vector<std::shared_ptr<Fence>> fences;
   std::vector<Piece> pieces;
   Block* current = nullptr;
-  uint64_t used = 0, copied = 0;
+  uint64_t used = 0, copied = 0, unchanged = 0;
   auto dispatch = [&] {
     if (!current) return;
     auto fence = source_.fence();
@@ -510,6 +556,15 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
       uint64_t source = sources[instance.order[k]], size = instance.regions[k].size, chunk = instance.chunk[k];
       for (uint64_t index = 0, off = 0; off < size; ++index, off += chunk) {
         uint64_t n = std::min(chunk, size - off);
+        if (epilogue && !skip[k].empty() && skip[k][index]) {
+          Instance::Held& held = instance.held[k][index];  // no epilogue task will need it
+          if (held.block) {
+            release(held.block);
+            held.block = nullptr;
+          }
+          unchanged += n;
+          continue;
+        }
         if (current && used + n > block_) dispatch();
         if (!current) {
           current = acquire();
@@ -534,7 +589,8 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
   }
   for (auto& f : fences) f->mark_done();
   std::lock_guard<std::mutex> s(stats_mutex_);
-  stats_.snapshot_bytes += copied;
+  stats_.snapshot_bytes += copied + unchanged;
+  stats_.unchanged_bytes += unchanged;
 }
 
 // --- background work -------------------------------------------------------------
@@ -697,6 +753,9 @@ void SnapshotPipeline::finalize(Instance& inst) {
           }
         }
         writer_.write_array_metadata(epi, r.size, encoding);
+        if (!inst.unchanged.empty() && !inst.unchanged[k].empty())
+          for (size_t c = 0; c < inst.unchanged[k].size(); ++c)
+            if (inst.unchanged[k][c]) inst.crc_after[k][c] = inst.crc_before[k][c];
         uint32_t before = 0, after = 0;
         for (size_t c = 0; c < inst.crc_before[k].size(); ++c) {
           uint64_t n = std::min(inst.chunk[k], r.size - c * inst.chunk[k]);
@@ -766,13 +825,13 @@ std::string format_stats(const PipelineStats& s) {
   double gbs = s.blocked_s > 0 ? double(s.snapshot_bytes) / s.blocked_s / 1e9 : 0.0;
   char line[1536];
   std::snprintf(line, sizeof line,
-                "mneme record: stats instances=%llu committed=%llu repeats=%llu snapshot_bytes=%llu "
+                "mneme record: stats instances=%llu committed=%llu repeats=%llu snapshot_bytes=%llu unchanged_bytes=%llu "
                 "blocked_s=%.6f snapshot_gbs=%.3f peak_staged_bytes=%llu host_memory_bytes=%llu "
                 "staging_bytes=%llu pinned_bytes=%llu stored_bytes=%llu wait_s=%.6f alloc_s=%.6f "
                 "kernel_s=%.6f sync_s=%.6f drain_s=%.6f crc_s=%.3f delta_s=%.3f hash_s=%.3f encode_s=%.3f "
                 "decode_s=%.3f write_s=%.3f deduplicated_chunks=%llu threads=%u",
                 (unsigned long long)s.instances, (unsigned long long)s.committed, (unsigned long long)s.repeats,
-                (unsigned long long)s.snapshot_bytes, s.blocked_s, gbs, (unsigned long long)s.peak_staged_bytes,
+                (unsigned long long)s.snapshot_bytes, (unsigned long long)s.unchanged_bytes, s.blocked_s, gbs, (unsigned long long)s.peak_staged_bytes,
                 (unsigned long long)s.host_memory_bytes, (unsigned long long)s.staging_bytes,
                 (unsigned long long)s.pinned_bytes, (unsigned long long)s.stored_bytes, s.wait_s, s.alloc_s,
                 s.kernel_s, s.sync_s, s.drain_s, s.crc_s, s.delta_s, s.hash_s, s.encode_s, s.decode_s, s.write_s,

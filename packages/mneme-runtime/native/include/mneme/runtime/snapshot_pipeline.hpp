@@ -62,6 +62,15 @@ class SnapshotSource {
   virtual void wait_all() = 0;
   // Called once on each background thread before its first task.
   virtual void thread_started() {}
+  // A region's chunks to digest: `size` bytes from `address`, `chunk` bytes per digest.
+  struct DigestRange {
+    uint64_t address = 0, size = 0, chunk = 0;
+  };
+  // Two 64-bit words per chunk of each range, in order, into `out`, computed where the
+  // bytes are (the device), once every copy issued before has completed and before any
+  // issued after. Equal digests of a chunk before and after a kernel mean it did not
+  // change, so the epilogue need not copy it. False when this source cannot digest.
+  virtual bool digest(const std::vector<DigestRange>& /*ranges*/, uint64_t* /*out*/) { return false; }
 };
 
 // Host memory as the "device": copies are memcpy from the address as a pointer.
@@ -72,11 +81,13 @@ class HostSource : public SnapshotSource {
   void copy(void* destination, uint64_t source, size_t bytes) override;
   std::shared_ptr<Fence> fence() override;
   void wait_all() override {}
+  bool digest(const std::vector<DigestRange>& ranges, uint64_t* out) override;  // chunk_digest's words
 };
 
 struct PipelineOptions {
   uint64_t host_memory = 0;  // cap on staged bytes; 0: default_host_memory()
   unsigned threads = 0;      // background threads; 0: hardware threads, at most 32
+  bool digests = true;       // skip epilogue chunks whose source digest did not change
 };
 
 // min(32 GiB, a quarter of physical memory).
@@ -94,7 +105,8 @@ struct PipelineStats {
   uint64_t instances = 0;         // captured (sealed) instances
   uint64_t committed = 0;         // instances committed to the database
   uint64_t repeats = 0;           // occurrences counted without a capture
-  uint64_t snapshot_bytes = 0;    // bytes copied (prologue + epilogue)
+  uint64_t snapshot_bytes = 0;    // bytes the snapshots hold (prologue + epilogue)
+  uint64_t unchanged_bytes = 0;   // of which epilogue bytes not copied: their digest did not change
   uint64_t stored_bytes = 0;      // chunk bytes written
   uint64_t peak_staged_bytes = 0; // most staging memory in use at once
   uint64_t host_memory_bytes = 0; // the cap
@@ -196,6 +208,7 @@ class SnapshotPipeline {
   SnapshotSource& source_;
   uint64_t block_ = 0;  // staging block = the format's chunk size
   uint64_t cap_ = 0;
+  bool digests_ = true;
 
   // staging memory
   mutable std::mutex pool_mutex_;
