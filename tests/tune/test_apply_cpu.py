@@ -7,18 +7,14 @@ import shutil
 
 import pytest
 from mneme.tune.apply_plan import grid_rule
-from tune_support import GOLDEN, SAXPY, run_mneme
+from tune_support import compile_only_report, run_mneme
 
 
 @pytest.fixture(scope="module")
 def best(tmp_path_factory):
     """A best.json of saxpy, tuned (compile-only) on the shipped recording."""
-    folder = tmp_path_factory.mktemp("apply")
-    run = run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "3",
-                    "--space", "pipeline", "--seed", "1", "--storage",
-                    f"sqlite:///{folder / 't.sqlite3'}", "--report", folder / "report")
-    assert run.returncode == 0, run.stderr
-    return folder / "report" / "best.json"
+    report, _ = compile_only_report(tmp_path_factory.mktemp("apply"), trials=3, seed=1)
+    return report / "best.json"
 
 
 def _with(best, tmp_path, name="best.json", **replay):

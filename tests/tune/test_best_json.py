@@ -5,21 +5,17 @@ older files without identity are read as before."""
 import json
 
 import pytest
-from tune_support import GOLDEN, ROW_SUM, SAXPY, run_mneme
+from tune_support import GOLDEN, ROW_SUM, SAXPY, compile_only_report, run_mneme
 
 GOLDEN_V2 = GOLDEN.parent / "golden-v2.rdb"
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("best")
-    run = run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "6",
-                    "--space", "pipeline", "--seed", "2", "--storage",
-                    f"sqlite:///{folder / 't.sqlite3'}", "--report", folder / "report")
-    assert run.returncode == 0, run.stderr
+    report, run = compile_only_report(tmp_path_factory.mktemp("best"), trials=6, seed=2)
     # Registers cannot change for saxpy: the search honestly finds nothing.
     assert "no improvement of registers over the recorded configuration" in run.stdout
-    return folder / "report"
+    return report
 
 
 def _replay(*args):

@@ -43,6 +43,16 @@ def run_mneme(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def compile_only_report(folder: Path, trials: int, seed: int) -> tuple[Path, subprocess.CompletedProcess]:
+    """A report folder (best.json with its identity) of saxpy tuned compile-only over
+    pipelines on the shipped recording, and the run that wrote it."""
+    run = run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", str(trials),
+                    "--space", "pipeline", "--seed", str(seed), "--storage",
+                    f"sqlite:///{folder / 't.sqlite3'}", "--report", folder / "report")
+    assert run.returncode == 0, run.stderr
+    return folder / "report", run
+
+
 def trials_by_state(storage, study: str) -> dict[TrialState, list]:
     trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
     out: dict[TrialState, list] = {}

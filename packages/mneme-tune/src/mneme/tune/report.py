@@ -49,8 +49,10 @@ def verdict(outcome: TuneOutcome) -> str:
         name = c.get("objective")
         if not c.get("significant"):
             return f"no improvement of {name} over the recorded configuration"
+        # "24 against 32 registers", "5992 against 6760 bytes of binary_size"
+        what = unit(name) if unit(name) == name else f"{unit(name)} of {name}"
         return (f"best (trial {c['trial']}) {c['best'][0]:g} against {c['baseline'][0]:g} "
-                f"{unit(name)} of {name} for the recorded configuration (exact, compile-only)")
+                f"{what} for the recorded configuration (exact, compile-only)")
     runs = f"{len(c['best'])} and {len(c['baseline'])} runs"
     base, best = statistics.median(c["baseline"]), statistics.median(c["best"])
     numbers = (f"best (trial {c['trial']}) {best:.4g} ms against {base:.4g} ms recorded, "

@@ -25,6 +25,8 @@ DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
 #: user attribute holding what the study was made for (space, objectives)
 STUDY_ATTR = "mneme.study"
+#: tenths of a second to wait for a study's creator to write STUDY_ATTR
+CREATOR_WAIT_STEPS = 30
 
 optuna.logging.set_verbosity(logging.ERROR)  # mneme reports what matters itself
 
@@ -153,6 +155,12 @@ def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sam
     if name in existing:
         study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
         held = study.user_attrs.get(STUDY_ATTR)
+        # A tuner starting at the same time may have created it and not yet said what for.
+        for _ in range(CREATOR_WAIT_STEPS):
+            if held is not None:
+                break
+            time.sleep(0.1)
+            held = study.user_attrs.get(STUDY_ATTR)
         if held is None:
             raise StudyError(f"study {name!r} exists but was not made by mneme tune; choose "
                              "another --study name")

@@ -197,7 +197,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
 
             folder = report_dir if len(tuners) == 1 else report_dir / f"{index + 1:02d}"
             data = write_report(outcome, folder)
-            out.print(f"report: {folder} ({', '.join(sorted(p for p in data.get('plots', []) if p.endswith('.png')))})")
+            pngs = sorted(p for p in data.get("plots", []) if p.endswith(".png"))
+            out.print(f"report: {folder}" + (f" ({', '.join(pngs)})" if pngs else ""))
             for kind, why in data.get("plots_skipped", {}).items():
                 out.print(f"  plot {kind} skipped: {why}")
     if not completed_any:
