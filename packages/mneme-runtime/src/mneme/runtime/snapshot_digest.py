@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 NATIVE = Path(__file__).resolve().parents[3] / "native" / "src"
@@ -17,16 +18,23 @@ SOURCE = NATIVE / "snapshot_digest.cu"
 GENERATED = NATIVE / "snapshot_digest_ptx.inc"
 #: the oldest architecture the PTX is written for (the driver JIT-compiles it for the GPU)
 ARCH = "sm_75"
+#: PTX ISA 7.0 (CUDA 11.0): every driver that runs ARCH JIT-compiles it
+PTX_VERSION = 70
 
 
 def compile_ptx(clang: str = "clang++-22") -> str:
-    """The PTX of the kernel, without the CUDA headers or libdevice (none are needed)."""
+    """The PTX of the kernel, without the CUDA headers or libdevice (none are needed).
+    clang is pointed at an empty CUDA root so that the PTX ISA version is PTX_VERSION,
+    not that of whichever toolkit is installed: the same text everywhere, and old enough
+    for every driver that runs ARCH."""
     if shutil.which(clang) is None:
         raise FileNotFoundError(f"{clang} is not installed")
-    done = subprocess.run(
-        [clang, "-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch={ARCH}", "-nocudainc",
-         "-nocudalib", "-O3", "-S", "-o", "-", str(SOURCE), "-Wno-unknown-cuda-version"],
-        capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory() as empty:
+        done = subprocess.run(
+            [clang, "-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch={ARCH}", f"--cuda-path={empty}",
+             "-nocudainc", "-nocudalib", "-Xclang", "-target-feature", "-Xclang", f"+ptx{PTX_VERSION}",
+             "-O3", "-S", "-o", "-", str(SOURCE), "-Wno-unknown-cuda-version"],
+            capture_output=True, text=True, check=True)
     return done.stdout
 
 
