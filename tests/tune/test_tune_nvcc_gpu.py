@@ -24,7 +24,7 @@ TRIALS = 40
 
 
 @pytest.fixture(scope="module")
-def recording(tmp_path_factory):
+def recorded(tmp_path_factory):
     if not driver_available():
         pytest.skip("no usable CUDA driver")
     try:
@@ -38,7 +38,12 @@ def recording(tmp_path_factory):
     db = out / "atomic_relaxed.rdb"
     run = run_mneme("record", "-rdb", db, "--", exe)
     assert run.returncode == 0, run.stderr
-    return db
+    return db, exe
+
+
+@pytest.fixture(scope="module")
+def recording(recorded):
+    return recorded[0]
 
 
 def test_tuning_over_launch_and_ptxas_options_finishes_with_verified_trials(recording, tmp_path):
@@ -78,3 +83,22 @@ def test_spaces_that_need_ir_are_refused_in_one_line(recording, tmp_path):
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert lines[0].startswith("mneme: error: ") and "nvcc build" in lines[0] and "IR" in lines[0]
+
+
+def test_the_tuned_nvcc_kernel_runs_in_the_unmodified_application(recorded, tmp_path):
+    """mneme run --apply on the nvcc executable itself: the tuned cubin (from the recorded
+    PTX) replaces the kernel at its nvcc 13 launch stub, and the output is unchanged."""
+    db, exe = recorded
+    report = tmp_path / "report"
+    run = run_mneme("tune", "-rdb", db, "-rid", instance_of(db, "histogram_relaxed"), "--space", "launch",
+                    "--trials", "8", "--seed", "3", "--storage", f"sqlite:///{tmp_path / 't.sqlite3'}",
+                    "--report", report)
+    assert run.returncode == 0, run.stderr
+    out = tmp_path / "run.json"
+    run = run_mneme("run", "--apply", report, "--repeat", "2", "--output-filter", "corpus-output",
+                    "--json", out, "--", exe)
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads(out.read_text())
+    assert data["output_equal"], data["difference"]
+    [row] = data["kernels"]
+    assert row["launches"] >= 1 and row["swapped"] == row["launches"]
