@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mneme.replay.engine import ReplaySession, open_database, select_instance
 from mneme.replay.engine.config import ReplaySettings
@@ -46,10 +47,9 @@ class TunedKernel:
     """One tuned kernel, ready to be swapped in."""
 
     source: Path
-    database: str
+    instance: Any  # mneme.replay.db Instance it was tuned on (replayed for the fidelity column)
     name: str
     demangled_name: str
-    instance_id: str
     settings: ReplaySettings
     binary: bytes
     function: str
@@ -62,6 +62,10 @@ class TunedKernel:
     specialized_args: dict[int, bytes] = field(default_factory=dict)
     globals: list[tuple[str, int]] = field(default_factory=list)
     verdict: str = ""
+
+    @property
+    def instance_id(self) -> str:
+        return self.instance.id
 
     def plan_lines(self, cubin: Path) -> list[str]:
         def dims(d) -> str:
@@ -114,8 +118,7 @@ def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
         raise ApplyError(
             f"{path} does not say which kernel it was tuned for (no identity section): "
             "write it with mneme tune --report from this version")
-    database = database_of(identity, path)
-    db, _ = open_database(database)
+    db, _ = open_database(database_of(identity, path))
     instance = select_instance(db, None, record_id_of(identity, db, path))
     check_kernel(identity, instance, path)
     kernel = instance.kernel
@@ -136,8 +139,8 @@ def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
                                        target, session.args)
         compiled, _ = session.compile(config)
     return TunedKernel(
-        source=path, database=str(database), name=kernel.name, demangled_name=kernel.demangled_name,
-        instance_id=instance.id, settings=settings, binary=compiled.binary,
+        source=path, instance=instance, name=kernel.name, demangled_name=kernel.demangled_name,
+        settings=settings, binary=compiled.binary,
         function=compiled.kernel, recorded=(rec_grid, rec_block, rec_shared),
         tuned=(grid, block, shared), grid_rule=grid_rule(rec_grid, rec_block, block, grid),
         shared_per_thread=per_thread, bound=int(config.max_threads or 0),
