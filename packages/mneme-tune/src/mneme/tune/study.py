@@ -241,7 +241,10 @@ class MirroredStudy(optuna.Study):
 
     def tell(self, trial, values=None, state=None, skip_if_finished=False):
         frozen = super().tell(trial, values, state, skip_if_finished)
-        self._pending.put(frozen)
+        if self._writer.is_alive():
+            self._pending.put(frozen)
+        else:  # closed (a tuner run again): written at once
+            self._store(frozen)
         return frozen
 
     def set_user_attr(self, key: str, value) -> None:
@@ -253,14 +256,17 @@ class MirroredStudy(optuna.Study):
             frozen = self._pending.get()
             try:
                 if frozen is not None and self._error is None:
-                    frozen.set_user_attr(self.WRITER_ATTR, self._owner)
-                    self.persistent.add_trial(frozen)
+                    self._store(frozen)
             except Exception as error:  # noqa: BLE001 - reported by flush(), on the tuner's thread
                 self._error = f"{type(error).__name__}: {error}"
             finally:
                 self._pending.task_done()
             if frozen is None:
                 return
+
+    def _store(self, frozen) -> None:
+        frozen.set_user_attr(self.WRITER_ATTR, self._owner)
+        self.persistent.add_trial(frozen)
 
     def flush(self) -> None:
         """Wait until every finished trial is in the storage."""
@@ -269,6 +275,7 @@ class MirroredStudy(optuna.Study):
             raise StudyError(f"writing trials to the study's storage failed: {self._error}")
 
     def close(self) -> None:
+        """Flush and stop the writer thread (later trials are written as they finish)."""
         if self._writer.is_alive():
             self._pending.put(None)
             self._writer.join()

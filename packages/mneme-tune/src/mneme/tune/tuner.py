@@ -488,6 +488,7 @@ class Tuner:
             executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
                 self.study.flush()  # an interrupted search keeps what finished
+            self.study.close()  # no idle writer thread per finished run
         elapsed = time.monotonic() - start
         confirmation = outcome.confirmation
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
