@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from mneme.tune.apply_plan import grid_rule
-from tune_support import compile_only_report, run_mneme
+from tune_support import compile_only_report, one_line_error, run_mneme
 
 
 @pytest.fixture(scope="module")
@@ -72,30 +72,23 @@ def test_grid_rules_follow_the_launch_space():
     assert grid_rule((16, 1, 1), (256, 1, 1), (128, 1, 1), (40, 1, 1)) == "fixed"
 
 
-def _one_line(run, *words):
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mneme: error:"), run.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-
 
 def test_user_errors_are_one_line(best, tmp_path):
-    _one_line(run_mneme("run", "--apply", tmp_path, "--", "true"), "holds no best.json")
-    _one_line(run_mneme("run", "--apply", tmp_path / "nope.json", "--", "true"), "does not exist")
-    _one_line(run_mneme("run", "--apply", best, "--", str(tmp_path / "no-app")), "no such executable")
+    one_line_error(run_mneme("run", "--apply", tmp_path, "--", "true"), "holds no best.json")
+    one_line_error(run_mneme("run", "--apply", tmp_path / "nope.json", "--", "true"), "does not exist")
+    one_line_error(run_mneme("run", "--apply", best, "--", str(tmp_path / "no-app")), "no such executable")
     data = json.loads(best.read_text())
     del data["identity"]
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps(data))
-    _one_line(run_mneme("run", "--apply", bare, "--dry-run", "--", "true"), "no identity")
-    _one_line(run_mneme("run", "--apply", best, "--output-filter", "(", "--", "true"),
+    one_line_error(run_mneme("run", "--apply", bare, "--dry-run", "--", "true"), "no identity")
+    one_line_error(run_mneme("run", "--apply", best, "--output-filter", "(", "--", "true"),
               "not a regular expression")
     twice = tmp_path / "twice"
     for sub in ("a", "b"):
         (twice / sub).mkdir(parents=True)
         shutil.copy(best, twice / sub / "best.json")
-    _one_line(run_mneme("run", "--apply", twice, "--dry-run", "--", "true"), "is tuned by both")
+    one_line_error(run_mneme("run", "--apply", twice, "--dry-run", "--", "true"), "is tuned by both")
 
 
 def test_without_a_gpu_it_says_so(best):
@@ -103,4 +96,4 @@ def test_without_a_gpu_it_says_so(best):
 
     if driver_available():
         pytest.skip("a GPU driver is present")
-    _one_line(run_mneme("run", "--apply", best, "--", "true"), "needs a GPU", "--dry-run")
+    one_line_error(run_mneme("run", "--apply", best, "--", "true"), "needs a GPU", "--dry-run")

@@ -5,7 +5,7 @@ older files without identity are read as before."""
 import json
 
 import pytest
-from tune_support import GOLDEN, ROW_SUM, SAXPY, compile_only_report, run_mneme
+from tune_support import GOLDEN, ROW_SUM, SAXPY, compile_only_report, one_line_error, run_mneme
 
 GOLDEN_V2 = GOLDEN.parent / "golden-v2.rdb"
 
@@ -22,13 +22,6 @@ def _replay(*args):
     run = run_mneme("replay", *args, "--compile-only", "--json")
     return run, (json.loads(run.stdout) if run.returncode == 0 else None)
 
-
-def _one_line_error(run, *words):
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mneme: error:"), run.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
 
 
 def test_best_json_names_database_kernel_instance_and_code(report):
@@ -60,9 +53,9 @@ def test_replay_takes_database_and_instance_from_the_file(report):
 
 def test_another_kernel_is_refused_in_one_line(report):
     run, _ = _replay("-rdb", GOLDEN, "-rid", ROW_SUM, "--config", report / "best.json")
-    _one_line_error(run, "was tuned for kernel saxpy", "not row_sum")
+    one_line_error(run, "was tuned for kernel saxpy", "not row_sum")
     run, _ = _replay("-rdb", f"{GOLDEN}/row_sum", "--config", report / "best.json")
-    _one_line_error(run, "was tuned for kernel saxpy")
+    one_line_error(run, "was tuned for kernel saxpy")
 
 
 def test_other_code_of_the_kernel_is_refused(report, tmp_path):
@@ -71,7 +64,7 @@ def test_other_code_of_the_kernel_is_refused(report, tmp_path):
     path = tmp_path / "best.json"
     path.write_text(json.dumps(data))
     run, _ = _replay("-rdb", GOLDEN_V2, "--config", path)
-    _one_line_error(run, "tuned on other code of kernel saxpy")
+    one_line_error(run, "tuned on other code of kernel saxpy")
 
 
 def test_a_database_that_moved_or_a_broken_identity(report, tmp_path):
@@ -80,14 +73,14 @@ def test_a_database_that_moved_or_a_broken_identity(report, tmp_path):
     moved = tmp_path / "moved.json"
     moved.write_text(json.dumps(data))
     run, _ = _replay("--config", moved)
-    _one_line_error(run, "which is not there any more", "-rdb")
+    one_line_error(run, "which is not there any more", "-rdb")
     run, result = _replay("-rdb", GOLDEN, "--config", moved)
     assert run.returncode == 0 and result["instance"] == SAXPY
     data["identity"]["kernel"] = "saxpy"
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(data))
     run, _ = _replay("-rdb", GOLDEN, "--config", broken)
-    _one_line_error(run, "identity section is malformed")
+    one_line_error(run, "identity section is malformed")
 
 
 def test_older_files_without_identity_are_read_as_before(report, tmp_path):
@@ -96,7 +89,7 @@ def test_older_files_without_identity_are_read_as_before(report, tmp_path):
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     run, _ = _replay("-rdb", GOLDEN, "--config", old)
-    _one_line_error(run, "choose one with -rid")
+    one_line_error(run, "choose one with -rid")
     run, result = _replay("-rdb", GOLDEN, "-rid", ROW_SUM, "--config", old)
     assert run.returncode == 0 and result["instance"] == ROW_SUM
     run = run_mneme("replay", "--config", old, "--compile-only")

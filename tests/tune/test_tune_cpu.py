@@ -19,6 +19,7 @@ from tune_support import (
     SAXPY,
     abort_on_poison,
     mneme_process,
+    one_line_error,
     refuse_on_poison,
     run_mneme,
     trials_by_state,
@@ -189,13 +190,6 @@ def test_several_processes_share_one_journal_study(tmp_path):
     assert len(owners) == 3, "every process ran trials of the one study"
     assert len({t.number for t in trials}) == len(trials)
 
-
-def one_line_error(run, *words):
-    lines = run.stderr.strip().splitlines()
-    assert run.returncode == 2, (run.stdout, run.stderr)
-    assert len(lines) == 1 and lines[0].startswith("mneme: error: "), run.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
 
 
 def tune(*args, tmp_path):

@@ -53,6 +53,15 @@ def compile_only_report(folder: Path, trials: int, seed: int) -> tuple[Path, sub
     return folder / "report", run
 
 
+def one_line_error(run: subprocess.CompletedProcess, *words: str) -> None:
+    """A user error: exit 2, one line `mneme: error: ...` holding each of `words`."""
+    assert run.returncode == 2 and "Traceback" not in run.stderr, (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mneme: error: "), run.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
 def trials_by_state(storage, study: str) -> dict[TrialState, list]:
     trials = optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
     out: dict[TrialState, list] = {}
