@@ -177,17 +177,20 @@ def test_several_processes_share_one_journal_study(tmp_path):
     journal = tmp_path / "shared.log"
     args = ["tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "40",
             "--space", "pipeline,bounds,codegen", "--study", "shared",
-            "--storage", f"journal:{journal}", "--sampler", "random"]
+            "--storage", f"journal:{journal}", "--sampler", "random", "--cpu-workers", "2"]
     tuners = [mneme_process(*args, "--seed", str(seed)) for seed in (1, 2, 3)]
     outputs = [t.communicate(timeout=600) for t in tuners]
     assert all(t.returncode == 0 for t in tuners), outputs
     storage = open_storage(f"journal:{journal}")
     trials = optuna.load_study(study_name="shared", storage=storage).get_trials(deepcopy=False)
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
-    # Each tuner stops at the shared budget; in-flight trials may overshoot it a little.
-    assert 40 <= len(finished) <= 40 + 3 * 8
+    # Each tuner stops at the shared budget, counting the others' finished trials and the
+    # ones they have in flight; only trials started together before the counts were seen
+    # may overshoot it (at most one tuner's 2 * 2 + 2 in flight, twice).
+    assert 40 <= len(finished) <= 40 + 2 * 6
     owners = {t.user_attrs["mneme"]["owner"] for t in finished}
-    assert len(owners) == 3, "every process ran trials of the one study"
+    # (A tuner that starts after the others spent the budget rightly runs none.)
+    assert len(owners) >= 2, "the processes ran trials of the one study together"
     assert len({t.number for t in trials}) == len(trials)
 
 

@@ -9,7 +9,9 @@ machines sharing a file system, use together.
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 import warnings
@@ -27,8 +29,34 @@ SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
 STUDY_ATTR = "mneme.study"
 #: tenths of a second to wait for a study's creator to write STUDY_ATTR
 CREATOR_WAIT_STEPS = 30
+#: study attribute prefix: trials a tuner of the study has in flight (``.<owner>`` each)
+RUNNING_ATTR = "mneme.running"
+#: seconds after which a tuner rewrites an unchanged in-flight count, and after which
+#: another machine's tuner's count is taken as left behind by a tuner that died (on this
+#: machine a dead tuner's process is gone at once)
+RUNNING_REFRESH_SECONDS = 10.0
+RUNNING_STALE_SECONDS = 60.0
 
 optuna.logging.set_verbosity(logging.ERROR)  # mneme reports what matters itself
+
+
+def tuner_owner() -> str:
+    """This tuner process, as trials and study attributes name it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str) -> bool:
+    """False only for a tuner of this machine whose process is gone."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True  # another machine's tuner: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _shown(url: str) -> str:
@@ -194,7 +222,9 @@ class MirroredStudy(optuna.Study):
     that other tuners of the same study finished there are pulled in (``pull``), so
     samplers learn from them and the shared budget holds. What the storage no longer
     holds: trials while they run (a tuner that dies loses only its trials in flight,
-    which were never counted). Study attributes are written through at once.
+    which were never counted). Instead each tuner writes how many trials it has in flight
+    as one study attribute (``announce``), so the others count them against the budget.
+    Study attributes are written through at once.
     """
 
     #: trial attribute naming the tuner that wrote a trial behind (its own are not pulled back)
@@ -212,6 +242,9 @@ class MirroredStudy(optuna.Study):
         self._pull_seconds = 0.0
         self._pending: queue.Queue = queue.Queue()
         self._error: str | None = None
+        self._announced: tuple[int, float] = (0, 0.0)  # (in flight, when written)
+        self.others_running = 0  # trials other tuners have in flight, as last pulled
+        self.others_active = 0  # tuners among them with any
         self.pull()
         self._writer = threading.Thread(target=self._write_behind, name="mneme-study-writer", daemon=True)
         self._writer.start()
@@ -223,8 +256,12 @@ class MirroredStudy(optuna.Study):
         return max(0.01, 20 * self._pull_seconds)
 
     def pull(self) -> int:
-        """Add the trials finished in the storage by other tuners since the last pull."""
+        """Add the trials finished in the storage by other tuners since the last pull, and
+        read how many the others have in flight (``others_running``, ``others_active``)."""
         start = time.perf_counter()
+        # Counts first, trials second: a tuner writes a finished trial before its lowered
+        # count, so no trial is missed by both.
+        self.others_running, self.others_active = self._read_others_running()
         added = 0
         finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
                     optuna.trial.TrialState.PRUNED)
@@ -238,6 +275,35 @@ class MirroredStudy(optuna.Study):
             added += 1
         self._pull_seconds = time.perf_counter() - start
         return added
+
+    def _read_others_running(self) -> tuple[int, int]:
+        """(trials the other tuners have in flight, tuners with any)."""
+        now = time.time()
+        trials = tuners = 0
+        for key, value in self.persistent.user_attrs.items():
+            if (key.startswith(RUNNING_ATTR + ".") and key != self._running_key
+                    and isinstance(value, dict) and now - value.get("at", 0) < RUNNING_STALE_SECONDS
+                    and owner_alive(key.removeprefix(RUNNING_ATTR + "."))):
+                trials += int(value.get("trials", 0))
+                tuners += value.get("trials", 0) > 0
+        return trials, tuners
+
+    @property
+    def _running_key(self) -> str:
+        return f"{RUNNING_ATTR}.{self._owner}"
+
+    def announce(self, running: int, now: bool = False) -> None:
+        """Say how many trials this tuner has in flight: written behind when it changed (or
+        to refresh it), or at once with ``now`` (a tuner about to stop counting on others)."""
+        count, written = self._announced
+        if running == count and time.time() - written < RUNNING_REFRESH_SECONDS and not now:
+            return
+        self._announced = (running, time.time())
+        if now or not self._writer.is_alive():
+            self.flush()
+            self._store(("running", running))
+        else:
+            self._pending.put(("running", running))
 
     def tell(self, trial, values=None, state=None, skip_if_finished=False):
         frozen = super().tell(trial, values, state, skip_if_finished)
@@ -264,9 +330,12 @@ class MirroredStudy(optuna.Study):
             if frozen is None:
                 return
 
-    def _store(self, frozen) -> None:
-        frozen.set_user_attr(self.WRITER_ATTR, self._owner)
-        self.persistent.add_trial(frozen)
+    def _store(self, item) -> None:
+        if isinstance(item, tuple):  # ("running", count)
+            self.persistent.set_user_attr(self._running_key, {"trials": item[1], "at": time.time()})
+            return
+        item.set_user_attr(self.WRITER_ATTR, self._owner)
+        self.persistent.add_trial(item)
 
     def flush(self) -> None:
         """Wait until every finished trial is in the storage."""
@@ -279,3 +348,5 @@ class MirroredStudy(optuna.Study):
         if self._writer.is_alive():
             self._pending.put(None)
             self._writer.join()
+        if self._announced[0]:
+            self.announce(0, now=True)

@@ -117,6 +117,8 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Time budget, seconds.")
 @click.option("--devices", metavar="0,1", help="GPUs to use, a worker each (default: GPU 0).")
 @click.option("--workers-per-device", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--cpu-workers", type=click.IntRange(min=1), metavar="N",
+              help="Compile-only: worker processes (default: one per CPU core).")
 @click.option("--storage", metavar="URL",
               help="Optuna storage: sqlite:///FILE, postgresql://..., mysql://..., or a journal "
                    "file (journal:PATH, *.log). Default: ./mneme-tune.sqlite3.")
@@ -150,7 +152,7 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
               help="Write best.json, summary.json, trials.csv and plots here.")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
               help="Rows of the best-configurations table.")
-def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, storage,
+def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, screen,
          confirm_runs, trial_timeout, compile_only, report_dir, top):
     """Tune recorded kernel instances: search a space of configurations, each replayed
@@ -160,6 +162,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     device_list = parse_devices(devices, compile_only)
     if device_list is None and not compile_only:
         console.print("no GPU driver on this machine: tuning compile-only on static objectives")
+    if cpu_workers is not None and device_list is not None:
+        raise TuneError("--cpu-workers sets compile-only workers; on GPUs use --workers-per-device")
     if spaces is None:
         spaces = "launch,pipeline" if device_list is not None else "pipeline,bounds"
     db, groups = instances_to_tune(database, record_id, per)
@@ -167,6 +171,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         raise TuneError("--study names one study, but this tunes several instances: add -rid")
     options = TuneOptions(
         trials=trials, timeout=timeout, devices=device_list, workers_per_device=workers_per_device,
+        cpu_workers=cpu_workers,
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, trial_timeout=trial_timeout,
         screen=screen, confirm_runs=confirm_runs,

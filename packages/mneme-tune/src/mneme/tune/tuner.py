@@ -19,7 +19,6 @@ import contextlib
 import datetime
 import json
 import os
-import socket
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +36,15 @@ from . import objective as objectives_mod
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
-from .study import MirroredStudy, default_sampler, make_sampler, open_storage, open_study
+from .study import (
+    MirroredStudy,
+    default_sampler,
+    make_sampler,
+    open_storage,
+    open_study,
+    owner_alive,
+    tuner_owner,
+)
 from .worker import failure_kind
 
 #: user attribute of each trial: what mneme knows about it (one write per trial)
@@ -166,23 +173,6 @@ class Progress:
     last_failure: str | None = None
 
 
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname():
-        return True  # another machine's trial: not ours to judge
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class Tuner:
     """Tunes the configuration of one instance, or of a kernel across several instances
     (one configuration, objectives summed over them).
@@ -227,7 +217,7 @@ class Tuner:
         old = getattr(self, "study", None)
         if old is not None:
             old.close()
-        return MirroredStudy(persistent, sampler, _owner())
+        return MirroredStudy(persistent, sampler, tuner_owner())
 
     def _check_spaces(self) -> None:
         first = self.bound[0]
@@ -398,9 +388,9 @@ class Tuner:
         again so none is lost. Trials carry no owner while they run (one storage write
         less per trial), so a running trial counts as abandoned when no other tuner of the
         study is alive, or when it is older than any live trial can be."""
-        me = _owner()
+        me = tuner_owner()
         tuners = [k.removeprefix(TUNER_ATTR) for k in study.user_attrs if k.startswith(TUNER_ATTR)]
-        others_alive = any(_owner_alive(t) for t in tuners if t != me)
+        others_alive = any(owner_alive(t) for t in tuners if t != me)
         study.set_user_attr(TUNER_ATTR + me, time.time())
         grace = max(ABANDONED_AFTER, 3 * self.options.trial_timeout)
         now = datetime.datetime.now()
@@ -429,12 +419,10 @@ class Tuner:
             return trial.user_attrs.get(TRIAL_ATTR, {}).get("failure") != "interrupted"
         return False
 
-    def _counts(self, study: optuna.Study) -> tuple[int, int]:
-        """(finished trials that count, trials running in any tuner of the study)."""
-        trials = study.get_trials(
-            deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING))
-        running = sum(1 for t in trials if t.state == TrialState.RUNNING)
-        return sum(1 for t in trials if self._counted(t)), running
+    def _finished(self, study: optuna.Study) -> int:
+        """Finished trials that count against the budget (this tuner's and pulled ones)."""
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        return sum(1 for t in trials if self._counted(t))
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -500,9 +488,9 @@ class Tuner:
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options
-        owner = _owner()
-        finished, _ = self._counts(study)
-        others_running = 0  # trials other tuners of a shared study have in flight
+        owner = tuner_owner()
+        study.pull()  # what other tuners did while this one measured its baseline
+        finished = self._finished(study)
         inflight: dict[concurrent.futures.Future, tuple] = {}
         trials_of: dict[int, list] = {}
         seen: dict[str, tuple[int, list[float] | None, dict]] = {}
@@ -540,12 +528,20 @@ class Tuner:
             # Other tuners may share the study: as often as pulling costs at most ~5 %.
             if now - last_count > min(RECOUNT_SECONDS, study.pull_interval):
                 study.pull()
-                finished, running = self._counts(study)
-                others_running = max(0, running - len(trials_of))
+                finished = self._finished(study)
                 last_count = now
             out_of_time = deadline is not None and now >= deadline
-            while (not out_of_time and len(trials_of) < depth
-                   and finished + others_running + len(trials_of) < budget):
+            while not out_of_time and len(trials_of) < depth:
+                left = budget - finished - study.others_running - len(trials_of)
+                if 0 < left <= (study.others_active + 1) * depth and study.others_active:
+                    # The end of a shared budget: the others' trials finished since the last
+                    # pull are missing from `finished`, so look before every launch.
+                    study.pull()
+                    finished = self._finished(study)
+                    last_count = time.monotonic()
+                    left = budget - finished - study.others_running - len(trials_of)
+                if left <= 0:
+                    break
                 trial = study.ask()
                 point = bound.suggest(trial)
                 reason = bound.violated(point)
@@ -581,8 +577,20 @@ class Tuner:
                 trials_of[trial.number] = [trial, point, settings, futures, self._screening]
                 for f in futures:
                     inflight[f] = trial.number
+            study.announce(len(trials_of))
             if not trials_of:
-                break
+                if out_of_time:
+                    break
+                # The budget looks spent, maybe counting trials another tuner has in flight
+                # and will give up on: say this one has none, then look once more (of two
+                # tuners stopping together, the later reader sees the other's zero).
+                study.announce(0, now=True)
+                study.pull()
+                finished = self._finished(study)
+                last_count = time.monotonic()
+                if finished + study.others_running >= budget:
+                    break
+                continue
             done, _ = concurrent.futures.wait(list(inflight), timeout=1.0,
                                               return_when=concurrent.futures.FIRST_COMPLETED)
             for f in done:
