@@ -48,11 +48,14 @@ def _tune(db, record_id, folder, space="launch", trials=8):
 
 def _apply(apply, exe, folder, *options):
     out = folder / "run.json"
-    run = run_mneme("run", "--apply", apply, "--repeat", "2", "--output-filter", "corpus-output",
+    run = run_mneme("run", "--apply", apply, "--repeat", "2", "--output-filter", "MNEME-CHECK|MNEME-RESULT",
                     "--json", out, *options, "--", exe)
     assert run.returncode == 0, run.stdout + run.stderr
     print(run.stderr)
-    return json.loads(out.read_text())
+    data = json.loads(out.read_text())
+    # every launch's buffer checksums before and after it, and the program's own checks
+    assert data["output_lines_compared"] > 2
+    return data
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +117,34 @@ def test_device_globals_are_the_applications(gpu, tmp_path):
     data = _apply(tmp_path, exe, tmp_path)  # the folder holding both reports
     assert data["output_equal"], data["difference"]
     assert len(data["kernels"]) == 2 and all(row["swapped"] >= 1 for row in data["kernels"])
+
+
+def test_a_refused_tuned_launch_runs_the_original_code(saxpy):
+    """A plan without its launch bound (as if the bound were unknown): the block-1024 launch
+    of code compiled for at most 128 threads is refused by the driver, enqueues nothing, and
+    runs the application's own code; the output is unchanged and the refusal counted."""
+    import os
+    import subprocess
+
+    from mneme.tune.apply_command import swapper_library
+    from mneme.tune.apply_plan import load_tuned, read_report, write_plan
+
+    exe, _, _, best, folder = saxpy
+    bounded = _variant(best, folder, "refused.json", block=[128, 1, 1], grid=[32, 1, 1], set_launch_bounds=True)
+    work = folder / "refused"
+    work.mkdir()
+    plan = write_plan([load_tuned(bounded)], work)
+    text = plan.read_text()
+    assert "bound 128" in text
+    plan.write_text(text.replace("bound 128", "bound 0"))
+    report = work / "report.txt"
+    env = {**os.environ, "LD_PRELOAD": str(swapper_library()), "MNEME_APPLY_PLAN": str(plan),
+           "MNEME_APPLY_REPORT": str(report)}
+    tuned = subprocess.run([str(exe)], env=env, capture_output=True, text=True, timeout=120)
+    plain = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert tuned.returncode == plain.returncode == 0, tuned.stderr
+    # every launch's buffer checksums (MNEME-CHECK lines) and the program's own checks
+    assert "MNEME-RESULT ok" in tuned.stdout and tuned.stdout == plain.stdout
+    assert "was refused" in tuned.stderr and tuned.stderr.count("was refused") == 1, tuned.stderr
+    [counts] = read_report(report).values()
+    assert (counts.launches, counts.swapped, counts.refused) == (6, 5, 1)

@@ -95,10 +95,11 @@ def test_the_tuned_nvcc_kernel_runs_in_the_unmodified_application(recorded, tmp_
                     "--report", report)
     assert run.returncode == 0, run.stderr
     out = tmp_path / "run.json"
-    run = run_mneme("run", "--apply", report, "--repeat", "2", "--output-filter", "corpus-output",
+    run = run_mneme("run", "--apply", report, "--repeat", "2", "--output-filter", "MNEME-CHECK|MNEME-RESULT",
                     "--json", out, "--", exe)
     assert run.returncode == 0, run.stdout + run.stderr
     data = json.loads(out.read_text())
     assert data["output_equal"], data["difference"]
+    assert data["output_lines_compared"] > 2  # the launches' checksums and the program's checks
     [row] = data["kernels"]
     assert row["launches"] >= 1 and row["swapped"] == row["launches"]

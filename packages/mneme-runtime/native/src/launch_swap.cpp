@@ -70,7 +70,7 @@ struct Plan {
   CUfunction tuned = nullptr;
   std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
   // what happened, for the report
-  unsigned long long launches = 0, swapped = 0, same_config = 0;
+  unsigned long long launches = 0, swapped = 0, refused = 0, same_config = 0;
   double time_s = 0, same_config_time_s = 0;
   unsigned long long timed = 0, same_config_timed = 0;
 };
@@ -157,21 +157,37 @@ class Swapper {
       stop = event();
       driver_.event_record(start, stream);
     }
-    int status;
+    int status = CUDA_ERROR_NOT_FOUND;
     if (swap) {
-      ++plan.swapped;
       for (auto& [app, mine] : plan.global_pairs) driver_.copy(mine, app, global_sizes_[mine], stream);
       status = driver_.launch(plan.tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0], new_block.v[1],
                               new_block.v[2], unsigned(new_shared), stream, args, nullptr);
-      for (auto& [app, mine] : plan.global_pairs) driver_.copy(app, mine, global_sizes_[mine], stream);
-    } else {
-      status = original();
+      if (status == CUDA_SUCCESS) {
+        ++plan.swapped;
+        for (auto& [app, mine] : plan.global_pairs) driver_.copy(app, mine, global_sizes_[mine], stream);
+      } else {
+        refused(plan, CUresult(status), new_grid, new_block, new_shared);
+      }
     }
+    // A refused tuned launch enqueued nothing: the application's own launch runs instead,
+    // and the application sees that launch's status (in the API it called).
+    if (status != CUDA_SUCCESS) status = original();
     if (timed) {
       driver_.event_record(stop, stream);
       pending_.push_back({&plan, same, start, stop});
     }
     return status;
+  }
+
+  // A tuned launch the driver refused (a launch shape beyond the tuned code's resources):
+  // counted, and said once per kernel with the launch that was refused.
+  void refused(Plan& p, CUresult why, Dims grid, Dims block, size_t shared) {
+    if (p.refused++ > 0) return;
+    const char* name = "?";
+    if (auto get_name = driver_function<decltype(&cuGetErrorName)>("cuGetErrorName")) get_name(why, &name);
+    std::fprintf(stderr, "mneme run: %s: the tuned launch (grid %u,%u,%u block %u,%u,%u shared %zu) was refused "
+                         "(%s); such launches run the original code\n", p.kernel.c_str(), grid.v[0], grid.v[1],
+                 grid.v[2], block.v[0], block.v[1], block.v[2], shared, name);
   }
 
   void finish() {
@@ -184,7 +200,8 @@ class Swapper {
     std::ofstream out(path);
     out << "mneme-apply-report 1\n";
     for (auto& [name, p] : plans_) {
-      out << "kernel " << name << " launches " << p.launches << " swapped " << p.swapped << " same_config "
+      out << "kernel " << name << " launches " << p.launches << " swapped " << p.swapped << " refused "
+          << p.refused << " same_config "
           << p.same_config << " timed " << p.timed << " time_s " << p.time_s << " same_config_timed "
           << p.same_config_timed << " same_config_time_s " << p.same_config_time_s << "\n";
     }

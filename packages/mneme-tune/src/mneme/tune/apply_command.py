@@ -205,7 +205,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             click.echo(f"mneme run: {failure}", err=True)
             raise SystemExit(failure.code if failure.code > 0 else 128 - failure.code) from None
 
-    outputs_equal, difference = True, ""
+    outputs_equal, difference, reference = True, "", []
     if check_output:
         reference = compared_lines(plain_runs[0].output, pattern)
         for candidate in [*plain_runs[1:], *tuned_runs, timed]:
@@ -227,12 +227,13 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
         same = original.same_config_mean_ms
         fidelity = replay_recorded / same if replay_recorded and same else None
         rows.append({"kernel": k.demangled_name, "name": k.name, "instance": k.instance_id,
-                     "launches": tuned.launches, "swapped": tuned.swapped,
+                     "launches": tuned.launches, "swapped": tuned.swapped, "refused": tuned.refused,
                      "in_app_original_ms": original.mean_ms, "in_app_tuned_ms": tuned.mean_ms,
                      "in_app_same_config_ms": same,
                      "replay_recorded_ms": replay_recorded, "replay_tuned_ms": replay_tuned,
                      "fidelity": fidelity})
-        table.add_row(k.demangled_name[:50], str(tuned.launches), str(tuned.swapped),
+        swapped = f"{tuned.swapped} ({tuned.refused} refused)" if tuned.refused else str(tuned.swapped)
+        table.add_row(k.demangled_name[:50], str(tuned.launches), swapped,
                       _ms(original.mean_ms), _ms(tuned.mean_ms), _ratio(original.mean_ms, tuned.mean_ms),
                       _ms(replay_recorded), _ms(replay_tuned), _ratio(replay_recorded, replay_tuned),
                       "-" if fidelity is None else f"{fidelity:.2f}")
@@ -249,14 +250,20 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
         f"application: {plain_median:.3f} s plain, {tuned_median:.3f} s tuned (median of {repeat}), "
         f"{speedup:.3f}x, noise ±{100 * noise:.1f} %: {verdict}")
     if check_output:
-        what = "matching lines" if pattern else "output"
+        what = f"{len(reference)} matching lines" if pattern else f"output ({len(reference)} lines)"
         console.print(f"output: {what} equal to the plain run's" if outputs_equal
                       else f"output: DIFFERS from the plain run ({difference})")
+        if not reference:
+            # An equal empty output proves nothing: say so rather than let it pass as checked.
+            console.print("output: [bold]nothing was compared[/bold]: "
+                          + (f"--output-filter {output_filter!r} matched no line of the plain run's "
+                             "output" if pattern else "the application printed nothing"))
     if json_path is not None:
         json_path.write_text(json.dumps({
             "command": argv, "repeat": repeat, "plain_s": plain_s, "tuned_s": tuned_s,
             "speedup": speedup, "noise": noise, "significant": significant,
-            "output_checked": check_output, "output_equal": outputs_equal, "difference": difference,
+            "output_checked": check_output, "output_lines_compared": len(reference),
+            "output_equal": outputs_equal, "difference": difference,
             "kernels": rows}, indent=2))
     if not outputs_equal:
         raise SystemExit(OUTPUT_DIFFERS_EXIT)

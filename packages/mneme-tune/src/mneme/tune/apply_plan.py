@@ -175,6 +175,8 @@ class KernelReport:
 
     launches: int = 0
     swapped: int = 0
+    #: tuned launches the driver refused; the original code ran instead
+    refused: int = 0
     same_config: int = 0
     timed: int = 0
     time_s: float = 0.0
@@ -204,6 +206,7 @@ def read_report(path: Path) -> dict[str, KernelReport]:
         values = dict(zip(words[2::2], words[3::2], strict=False))
         out[words[1]] = KernelReport(
             launches=int(values.get("launches", 0)), swapped=int(values.get("swapped", 0)),
+            refused=int(values.get("refused", 0)),
             same_config=int(values.get("same_config", 0)), timed=int(values.get("timed", 0)),
             time_s=float(values.get("time_s", 0)),
             same_config_timed=int(values.get("same_config_timed", 0)),
