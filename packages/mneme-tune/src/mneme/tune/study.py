@@ -211,6 +211,9 @@ def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sam
     return study
 
 
+_COUNT = object()  # a writer queue item: write this tuner's in-flight count
+
+
 class MirroredStudy(optuna.Study):
     """The tuner's study, held in memory and written to its storage behind the search.
 
@@ -242,7 +245,13 @@ class MirroredStudy(optuna.Study):
         self._pull_seconds = 0.0
         self._pending: queue.Queue = queue.Queue()
         self._error: str | None = None
-        self._announced: tuple[int, float] = (0, 0.0)  # (in flight, when written)
+        # What this tuner says it holds that the others cannot see finished: its trials in
+        # flight plus those told but not yet written (so the order of writes never matters).
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._unwritten = 0
+        self._published: tuple[int, float] = (0, 0.0)  # (count, when written)
+        self._count_queued = False  # at most one count write waits in the queue
         self.others_running = 0  # trials other tuners have in flight, as last pulled
         self.others_active = 0  # tuners among them with any
         self.pull()
@@ -259,8 +268,9 @@ class MirroredStudy(optuna.Study):
         """Add the trials finished in the storage by other tuners since the last pull, and
         read how many the others have in flight (``others_running``, ``others_active``)."""
         start = time.perf_counter()
-        # Counts first, trials second: a tuner writes a finished trial before its lowered
-        # count, so no trial is missed by both.
+        # Counts first, trials second: a tuner's count holds its finished trials until they
+        # are written, so a trial written between the two reads is counted twice, never
+        # missed.
         self.others_running, self.others_active = self._read_others_running()
         added = 0
         finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
@@ -293,21 +303,35 @@ class MirroredStudy(optuna.Study):
         return f"{RUNNING_ATTR}.{self._owner}"
 
     def announce(self, running: int, now: bool = False) -> None:
-        """Say how many trials this tuner has in flight: written behind when it changed (or
-        to refresh it), or at once with ``now`` (a tuner about to stop counting on others)."""
-        count, written = self._announced
-        if running == count and time.time() - written < RUNNING_REFRESH_SECONDS and not now:
-            return
-        self._announced = (running, time.time())
+        """Say how many trials this tuner has in flight. Written behind, coalesced: one count
+        write waits in the queue at most, and writes the count of its moment; an unchanged
+        count is rewritten every RUNNING_REFRESH_SECONDS. ``now``: written at once (a tuner
+        about to stop counting on the others)."""
+        self._in_flight = running
         if now or not self._writer.is_alive():
             self.flush()
-            self._store(("running", running))
-        else:
-            self._pending.put(("running", running))
+            self._write_count()
+            return
+        with self._lock:
+            count, written = self._published
+            if self._count_queued or (running + self._unwritten == count
+                                      and time.time() - written < RUNNING_REFRESH_SECONDS):
+                return
+            self._count_queued = True
+        self._pending.put(_COUNT)
+
+    def _write_count(self) -> None:
+        with self._lock:
+            self._count_queued = False
+            count = self._in_flight + self._unwritten
+        self.persistent.set_user_attr(self._running_key, {"trials": count, "at": time.time()})
+        self._published = (count, time.time())
 
     def tell(self, trial, values=None, state=None, skip_if_finished=False):
         frozen = super().tell(trial, values, state, skip_if_finished)
         if self._writer.is_alive():
+            with self._lock:
+                self._unwritten += 1
             self._pending.put(frozen)
         else:  # closed (a tuner run again): written at once
             self._store(frozen)
@@ -331,11 +355,13 @@ class MirroredStudy(optuna.Study):
                 return
 
     def _store(self, item) -> None:
-        if isinstance(item, tuple):  # ("running", count)
-            self.persistent.set_user_attr(self._running_key, {"trials": item[1], "at": time.time()})
+        if item is _COUNT:
+            self._write_count()
             return
         item.set_user_attr(self.WRITER_ATTR, self._owner)
         self.persistent.add_trial(item)
+        with self._lock:
+            self._unwritten = max(0, self._unwritten - 1)
 
     def flush(self) -> None:
         """Wait until every finished trial is in the storage."""
@@ -348,5 +374,5 @@ class MirroredStudy(optuna.Study):
         if self._writer.is_alive():
             self._pending.put(None)
             self._writer.join()
-        if self._announced[0]:
+        if self._published[0]:
             self.announce(0, now=True)
