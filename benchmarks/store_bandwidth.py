@@ -7,6 +7,11 @@ smooth float32 fields) as one instance's prologue, with a `diff` epilogue where 
 elements changed, then reads everything back. Prints GB/s next to numpy.tofile/fromfile of
 the same bytes, the ratio (goal: write >= 0.8x raw while compressing), compression ratios,
 and the stored size of the 1 %-changed epilogue (goal: <= 5 % of its size).
+
+Deduplication: eight instances (eight launches) share one input, the random third, each
+with an output of its own (1/64 of the input, rewritten by the launch). Prints the bytes on
+disk of all eight against one (goal: <= 1.5x) and the write rate of a repeated input
+(linked from the content store) against the first (compressed and written).
 """
 
 from __future__ import annotations
@@ -157,8 +162,42 @@ def main() -> None:
             f"diff epilogue of the 1 %-changed random region: {100 * diff_fraction:.2f} % of its "
             f"size (goal <= 5 %)"
         )
+        dedup_case(work / "dedup.rdb", data["random"], info, args.level, rng, console)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def dedup_case(path: Path, shared: np.ndarray, info, level: int, rng, console) -> None:
+    """Eight instances sharing one input: on disk once, and written at link speed."""
+    out_size = max(4096, shared.size // 64)
+    times, disk = [], []
+    with DatabaseWriter.create(path, info, level=level, epilogue_format="diff") as w:
+        w.add_kernel(KernelRecord(STATIC, "bench", b"BC\xc0\xde"))
+        for launch in range(8):
+            out_before = rng.integers(0, 256, out_size, dtype=np.uint8)
+            out_after = rng.integers(0, 256, out_size, dtype=np.uint8)
+            record = InstanceRecord(
+                (1 + launch, 1, 1), (1, 1, 1), launch.to_bytes(8, "little"),
+                (Region("heap", BASE, shared), Region("heap", BASE + (1 << 36), out_before)),
+                (Region("heap", BASE, shared), Region("heap", BASE + (1 << 36), out_after)),
+            )
+            start = time.perf_counter()
+            w.add_instance(STATIC, record)
+            times.append(time.perf_counter() - start)
+            disk.append(Database.open(path).disk_bytes())
+    db = Database.open(path)
+    raw = sum(i.stored_bytes() for i in db.instances())
+    table = Table(title=f"deduplication: 8 instances sharing a {shared.size / (1 << 20):.0f} MiB input, "
+                        f"{out_size / (1 << 20):.1f} MiB output each")
+    for col in ("", "value", "goal"):
+        table.add_column(col, justify="right")
+    table.add_row("on disk: 8 instances / 1 instance", f"{disk[-1] / disk[0]:.2f}x", "<= 1.5x")
+    table.add_row("on disk / stored by the instances", f"{disk[-1] / raw:.2f}x", "")
+    repeated = shared.size / (sum(times[1:]) / len(times[1:])) / 1e9
+    first = shared.size / times[0] / 1e9
+    table.add_row("input write rate: repeated / first", f"{repeated:.2f} / {first:.2f} GB/s "
+                  f"({repeated / first:.1f}x)", "")
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     python crash_writer.py DB START [COUNT]
 
 Instance i is fully determined by i (see ``make_instance``), so a reader can check every
-listed instance byte for byte.
+listed instance byte for byte; each also holds one of three shared pools, which the
+content store keeps once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ KERNEL = KernelRecord(STATIC, "_Z5crashv", b"BC\xc0\xde" + bytes(100), "crash()"
 CHUNK = 64 << 10
 
 
+#: inputs many instances share (a lookup table, a mesh): deduplicated through the content store
+POOLS = [np.random.default_rng(10_000 + p).integers(0, 256, 256 << 10, dtype=np.uint8) for p in range(3)]
+
+
 def make_instance(i: int) -> InstanceRecord:
     rng = np.random.default_rng(i)
     size = int(rng.integers(1 << 18, 3 << 20))
@@ -29,8 +34,10 @@ def make_instance(i: int) -> InstanceRecord:
     second = np.full(int(rng.integers(1, 1 << 16)), i % 251, dtype=np.uint8)
     return InstanceRecord(
         grid=(1, 1, 1), block=(32, 1, 1), args=i.to_bytes(8, "little"),
-        prologue=(Region("heap", BASE, before), Region("heap", BASE + (4 << 20), second)),
-        epilogue=(Region("heap", BASE, after), Region("heap", BASE + (4 << 20), second[::-1].copy())),
+        prologue=(Region("heap", BASE, before), Region("heap", BASE + (4 << 20), second),
+                  Region("heap", BASE + (8 << 20), POOLS[i % 3])),
+        epilogue=(Region("heap", BASE, after), Region("heap", BASE + (4 << 20), second[::-1].copy()),
+                  Region("heap", BASE + (8 << 20), POOLS[i % 3])),
     )
 
 
