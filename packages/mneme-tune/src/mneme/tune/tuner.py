@@ -490,6 +490,11 @@ class Tuner:
         o = self.options
         owner = tuner_owner()
         study.pull()  # what other tuners did while this one measured its baseline
+        # Reserve the first batch before launching it: of tuners starting together, the later
+        # to write its reservation sees the earlier's, so the first batches fit the budget.
+        depth = 2 * executor.worker_count + 2  # trials in flight: keep every worker busy
+        study.announce(max(0, min(depth, budget - self._finished(study) - study.others_running)), now=True)
+        study.pull()
         finished = self._finished(study)
         inflight: dict[concurrent.futures.Future, tuple] = {}
         trials_of: dict[int, list] = {}
@@ -497,7 +502,6 @@ class Tuner:
         ran = failed = infeasible = 0
         best: float | None = None
         last_failure: str | None = None
-        depth = 2 * executor.worker_count + 2  # trials in flight: keep every worker busy
         deadline = start + o.timeout if o.timeout else None
         last_count = time.monotonic()
         bound = self.bound[0]
