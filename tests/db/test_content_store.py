@@ -129,3 +129,32 @@ def test_both_writers_name_chunks_alike_and_share_them(tmp_path):
     piece = pool[:CHUNK]
     assert native.chunk_digest(piece.tobytes()) == content_store.key(piece, CHUNK, 1).split("-")[0]
     assert [p for p in check_database(db) if p.fatal] == []
+
+
+def test_check_decodes_a_shared_chunk_once_and_blames_every_user(tmp_path, monkeypatch):
+    """`mneme check` verifies a chunk file many instances link to once (by inode), and a
+    damaged shared chunk is reported for each instance holding it."""
+    from mneme.replay.db import integrity
+
+    path = tmp_path / "d.rdb"
+    write(path, count=4)
+    decoded = []
+    real_decode = integrity._decode
+    monkeypatch.setattr(integrity, "_decode", lambda info, index: decoded.append(info.path) or real_decode(info, index))
+    assert [p for p in check_database(Database.open(path)) if p.fatal] == []
+    pool_chunks = (1 << 20) // CHUNK
+    pool_decodes = [p for p in decoded if p.parent.name == "prologue" and "7f0000000000" in p.name]
+    assert len(pool_decodes) == pool_chunks, "the shared pool is decoded once, not once per instance"
+
+    # Damage one stored chunk of the pool (its compressed bytes): every instance is blamed.
+    db = Database.open(path)
+    first = next(db.instances())
+    chunk = first.path / "prologue" / first.regions[0].name / "c" / "3"
+    assert os.stat(chunk).st_nlink == 1 + 4  # the store entry and four instances
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    os.chmod(chunk, 0o644)
+    with open(chunk, "r+b") as f:  # in place: every hard link sees it
+        f.write(data)
+    blamed = {p.where.split()[0] for p in check_database(Database.open(path)) if p.fatal}
+    assert blamed == {i.id for i in db.instances()}

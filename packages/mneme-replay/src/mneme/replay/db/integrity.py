@@ -25,6 +25,7 @@ from . import layout
 from .chunks import (
     GROUP_SCHEMA,
     ArrayInfo,
+    chunk_path,
     decode_chunk,
     load_json,
     pool,
@@ -35,7 +36,7 @@ from .chunks import (
 from .errors import CorruptDataError, DatabaseError
 from .hashing import dynamic_hash
 from .reader import Database, Instance, Kernel
-from .schema import MAX_ARGS_SIZE, content_checksum
+from .schema import MAX_ARGS_SIZE, combine_checksums, content_checksum
 
 
 @dataclass(frozen=True)
@@ -133,9 +134,21 @@ def _check_dense(info: ArrayInfo) -> int:
     return crc
 
 
-def _check_region(instance: Instance, name: str, size: int, encoding: str) -> tuple[int, int]:
+def _file_key(info: ArrayInfo, index: int) -> tuple[int, int] | None:
+    """The chunk file's (device, inode): hard links of the content store share it, so a
+    chunk that many instances hold is decoded and checksummed once per check."""
+    try:
+        st = os.lstat(chunk_path(info.path, index))
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+
+
+def _check_region(instance: Instance, name: str, size: int, encoding: str,
+                  sums: dict | None = None) -> tuple[int, int]:
     """Every chunk of a region's two arrays; returns the CRC-32C of the prologue and of
-    the epilogue a reader reconstructs."""
+    the epilogue a reader reconstructs. ``sums`` keeps the checksums of chunk files
+    already decoded (by inode), across the regions of one check."""
     limit = instance.kernel.db.info.vas_size
     pro = read_array_info(instance.path / layout.PROLOGUE / name, limit)
     epi = read_array_info(instance.path / layout.EPILOGUE / name, limit)
@@ -153,27 +166,45 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str) -> tu
         )
     _chunks(pro, dense=True)
     stored_epi = set(_chunks(epi, dense=encoding == "bytes"))
+    sums = {} if sums is None else sums
 
-    def one(index: int):
-        before = _decode(pro, index)
-        if index in stored_epi:
-            after = _decode(epi, index)
-            if encoding == "xor-prologue":
-                np.bitwise_xor(after, before, out=after)
-        else:  # an absent delta chunk: unchanged
-            after = before
+    def one(index: int) -> tuple[int, int, int]:
         lo, hi = pro.chunk_bounds(index)
-        return before[: hi - lo], after[: hi - lo]
+        before = None
+        pro_key = _file_key(pro, index)
+        before_sum = sums.get(("pro", pro_key, hi - lo)) if pro_key else None
+        if before_sum is None:
+            before = _decode(pro, index)[: hi - lo]
+            before_sum = content_checksum(before)
+        if index not in stored_epi:  # an absent delta chunk: unchanged
+            after_sum = before_sum
+        else:
+            epi_key = _file_key(epi, index)
+            key = ("epi", encoding, pro_key if encoding == "xor-prologue" else None, epi_key, hi - lo)
+            after_sum = sums.get(key) if pro_key and epi_key else None
+            if after_sum is None:
+                after = _decode(epi, index)[: hi - lo]
+                if encoding == "xor-prologue":
+                    if before is None:
+                        before = _decode(pro, index)[: hi - lo]
+                    after = np.bitwise_xor(after, before)
+                after_sum = content_checksum(after)
+                if pro_key and epi_key:
+                    sums[key] = after_sum
+        if pro_key:  # only once decoded without error
+            sums[("pro", pro_key, hi - lo)] = before_sum
+        return before_sum, after_sum, hi - lo
 
     crc_before = crc_after = 0
-    for before, after in _windowed(one, list(range(pro.chunk_count()))):
-        crc_before = content_checksum(before, crc_before)
-        crc_after = content_checksum(after, crc_after)
+    for before_sum, after_sum, length in _windowed(one, list(range(pro.chunk_count()))):
+        crc_before = combine_checksums(crc_before, before_sum, length)
+        crc_after = combine_checksums(crc_after, after_sum, length)
     return crc_before, crc_after
 
 
-def check_instance(problems: list[Problem], instance: Instance) -> None:
-    """Append every problem of one instance node to ``problems``."""
+def check_instance(problems: list[Problem], instance: Instance, sums: dict | None = None) -> None:
+    """Append every problem of one instance node to ``problems`` (``sums``: checksums of
+    chunk files already verified in this check, see ``_check_region``)."""
     where = instance.id
     # The schema and the layout rules (reader properties validate on first use).
     if not _guard(problems, where, lambda: (instance._attrs, instance.regions, instance.annotations)):
@@ -219,7 +250,7 @@ def check_instance(problems: list[Problem], instance: Instance) -> None:
             encoding = instance.epilogue_encoding(r.name)
             if encoding not in allowed:
                 raise CorruptDataError(f"epilogue encoding {encoding} contradicts epilogue format {fmt}")
-            got = _check_region(instance, r.name, r.size, encoding)
+            got = _check_region(instance, r.name, r.size, encoding, sums)
             recorded = instance.region_checksums(r.name)
             if recorded is not None:
                 for side, want, have in zip(("prologue", "epilogue"), recorded, got, strict=True):
@@ -262,7 +293,7 @@ def check_kernel_node(problems: list[Problem], kernel: Kernel) -> bool:
     return _guard(problems, where, ir)
 
 
-def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
+def _check_kernel(problems: list[Problem], kernel: Kernel, progress, sums: dict) -> None:
     where = kernel.static_hash
     if not check_kernel_node(problems, kernel):
         return
@@ -275,7 +306,7 @@ def _check_kernel(problems: list[Problem], kernel: Kernel, progress) -> None:
         if name not in committed:
             problems.append(Problem(f"{where}/{name}", "not a committed instance (unexpected entry)"))
     for instance in kernel.instances():
-        check_instance(problems, instance)
+        check_instance(problems, instance, sums)
         progress()
 
 
@@ -296,6 +327,7 @@ def _parse_bitcode(kernel: Kernel, data: bytes) -> None:
 def check_database(db: Database, progress: Callable[[], None] = lambda: None) -> list[Problem]:
     """Every problem found; ``progress`` is called once per instance checked."""
     problems: list[Problem] = []
+    sums: dict = {}  # chunk files verified once, however many instances link to them
     for link in symlinks(db.root):
         problems.append(Problem(str(link), "symbolic link inside the database (not followed)"))
     for name in sorted(os.listdir(db.root)):
@@ -312,7 +344,7 @@ def check_database(db: Database, progress: Callable[[], None] = lambda: None) ->
         if name != "zarr.json" and name not in committed:
             problems.append(Problem(f"kernels/{name}", "not a committed kernel (unexpected entry)"))
     for static in committed:  # not db.kernels(): that sorts by name, reading metadata
-        _check_kernel(problems, Kernel(db, static), progress)
+        _check_kernel(problems, Kernel(db, static), progress, sums)
     private = db.root / layout.PRIVATE_DIR
     if private.exists() and not stat.S_ISDIR(os.lstat(private).st_mode):
         problems.append(Problem(str(private), "not a directory"))

@@ -6,6 +6,7 @@ Each ``from_json`` validates what it reads, so malformed metadata on disk become
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -351,6 +352,44 @@ class Region:
 def content_checksum(data: np.ndarray, value: int = 0) -> int:
     """The format's content checksum: CRC-32C (Castagnoli) of the bytes, as an int."""
     return crc32c.crc32c(np.ascontiguousarray(data), value)
+
+
+_CRC32C_POLY = 0x82F63B78  # reflected Castagnoli polynomial
+
+
+def _gf2_apply(operator: tuple[int, ...], vector: int) -> int:
+    out, bit = 0, 0
+    while vector:
+        if vector & 1:
+            out ^= operator[bit]
+        vector >>= 1
+        bit += 1
+    return out
+
+
+def _gf2_compose(outer: tuple[int, ...], inner: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(_gf2_apply(outer, column) for column in inner)
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_operator(length: int) -> tuple[int, ...]:
+    """The GF(2) operator that feeds ``length`` zero bytes through a CRC-32C register."""
+    op = (_CRC32C_POLY, *(1 << n for n in range(31)))  # one zero bit
+    for _ in range(3):
+        op = _gf2_compose(op, op)  # one zero byte
+    result = tuple(1 << n for n in range(32))
+    while length:
+        if length & 1:
+            result = _gf2_compose(op, result)
+        op = _gf2_compose(op, op)
+        length >>= 1
+    return result
+
+
+def combine_checksums(first: int, second: int, second_length: int) -> int:
+    """The content checksum of A followed by B from A's, B's and B's length (zlib's
+    crc32_combine for CRC-32C): a chunk checksummed once adds to any region holding it."""
+    return _gf2_apply(_zeros_operator(second_length), first) ^ second
 
 
 def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
