@@ -13,11 +13,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 from rich.table import Table
 
 from .db import Database, DatabaseError, Kernel, content_store
-from .db.integrity import abandoned_staging, check_database
+from .db.integrity import abandoned_staging, check_database, region_bytes
 from .db.transfer import copy_kernel, open_destination, remove_kernel, remove_staging
 from .engine.determinism import load_profile
 
@@ -191,9 +191,10 @@ def check(db: Path):
     database = Database.open(db)
     hashes = database.kernel_hashes()
     total = sum(len(Kernel(database, h).instance_hashes()) for h in hashes)
-    with Progress(transient=True, console=Console(stderr=True)) as progress:
-        task = progress.add_task("checking", total=total)
-        problems = check_database(database, lambda: progress.advance(task))
+    columns = (*Progress.get_default_columns(), DownloadColumn(binary_units=True), TransferSpeedColumn())
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as progress:
+        task = progress.add_task("checking", total=region_bytes(database))
+        problems = check_database(database, lambda n: progress.advance(task, n))
     for problem in problems:
         click.echo(("broken: " if problem.fatal else "note: ") + str(problem))
     fatal = sum(p.fatal for p in problems)

@@ -145,10 +145,11 @@ def _file_key(info: ArrayInfo, index: int) -> tuple[int, int] | None:
 
 
 def _check_region(instance: Instance, name: str, size: int, encoding: str,
-                  sums: dict | None = None) -> tuple[int, int]:
+                  sums: dict | None = None, advance: Callable[[int], None] = lambda n: None) -> tuple[int, int]:
     """Every chunk of a region's two arrays; returns the CRC-32C of the prologue and of
     the epilogue a reader reconstructs. ``sums`` keeps the checksums of chunk files
-    already decoded (by inode), across the regions of one check."""
+    already decoded (by inode), across the regions of one check; ``advance`` is told the
+    bytes (prologue and epilogue) of each chunk verified."""
     limit = instance.kernel.db.info.vas_size
     pro = read_array_info(instance.path / layout.PROLOGUE / name, limit)
     epi = read_array_info(instance.path / layout.EPILOGUE / name, limit)
@@ -199,12 +200,14 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
     for before_sum, after_sum, length in _windowed(one, list(range(pro.chunk_count()))):
         crc_before = combine_checksums(crc_before, before_sum, length)
         crc_after = combine_checksums(crc_after, after_sum, length)
+        advance(2 * length)
     return crc_before, crc_after
 
 
-def check_instance(problems: list[Problem], instance: Instance, sums: dict | None = None) -> None:
-    """Append every problem of one instance node to ``problems`` (``sums``: checksums of
-    chunk files already verified in this check, see ``_check_region``)."""
+def check_instance(problems: list[Problem], instance: Instance, sums: dict | None = None,
+                   advance: Callable[[int], None] = lambda n: None) -> None:
+    """Append every problem of one instance node to ``problems`` (``sums``, ``advance``:
+    see ``_check_region``)."""
     where = instance.id
     # The schema and the layout rules (reader properties validate on first use).
     if not _guard(problems, where, lambda: (instance._attrs, instance.regions, instance.annotations)):
@@ -250,7 +253,7 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
             encoding = instance.epilogue_encoding(r.name)
             if encoding not in allowed:
                 raise CorruptDataError(f"epilogue encoding {encoding} contradicts epilogue format {fmt}")
-            got = _check_region(instance, r.name, r.size, encoding, sums)
+            got = _check_region(instance, r.name, r.size, encoding, sums, advance)
             recorded = instance.region_checksums(r.name)
             if recorded is not None:
                 for side, want, have in zip(("prologue", "epilogue"), recorded, got, strict=True):
@@ -293,7 +296,8 @@ def check_kernel_node(problems: list[Problem], kernel: Kernel) -> bool:
     return _guard(problems, where, ir)
 
 
-def _check_kernel(problems: list[Problem], kernel: Kernel, progress, sums: dict) -> None:
+def _check_kernel(problems: list[Problem], kernel: Kernel, progress: Callable[[int], None],
+                  sums: dict) -> None:
     where = kernel.static_hash
     if not check_kernel_node(problems, kernel):
         return
@@ -306,8 +310,7 @@ def _check_kernel(problems: list[Problem], kernel: Kernel, progress, sums: dict)
         if name not in committed:
             problems.append(Problem(f"{where}/{name}", "not a committed instance (unexpected entry)"))
     for instance in kernel.instances():
-        check_instance(problems, instance, sums)
-        progress()
+        check_instance(problems, instance, sums, progress)
 
 
 def _parse_bitcode(kernel: Kernel, data: bytes) -> None:
@@ -324,8 +327,9 @@ def _parse_bitcode(kernel: Kernel, data: bytes) -> None:
         raise CorruptDataError(f"stored IR does not parse as LLVM bitcode ({exc})") from None
 
 
-def check_database(db: Database, progress: Callable[[], None] = lambda: None) -> list[Problem]:
-    """Every problem found; ``progress`` is called once per instance checked."""
+def check_database(db: Database, progress: Callable[[int], None] = lambda n: None) -> list[Problem]:
+    """Every problem found; ``progress`` is told the region bytes (prologue and epilogue)
+    of each chunk verified: their total is ``region_bytes(db)`` when nothing is broken."""
     problems: list[Problem] = []
     sums: dict = {}  # chunk files verified once, however many instances link to them
     for link in symlinks(db.root):
@@ -357,3 +361,16 @@ def check_database(db: Database, progress: Callable[[], None] = lambda: None) ->
             fatal=False,
         ))
     return problems
+
+
+def region_bytes(db: Database) -> int:
+    """Prologue and epilogue bytes of every region of every instance (from the metadata):
+    what ``check_database`` reads, for a progress bar."""
+    total = 0
+    for static in db.kernel_hashes():
+        for instance in Kernel(db, static).instances():
+            try:
+                total += 2 * sum(r.size for r in instance.regions)
+            except DatabaseError:
+                pass  # check_database reports it
+    return total
