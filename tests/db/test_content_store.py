@@ -98,17 +98,42 @@ def test_clean_keeps_every_chunk_an_instance_still_uses(tmp_path):
     assert not [p for sub in store.iterdir() for p in sub.iterdir()]
 
 
-def test_copy_of_a_deduplicated_database_is_complete(tmp_path):
+def test_copy_of_a_deduplicated_database_is_complete_and_still_shared(tmp_path):
     path = tmp_path / "d.rdb"
-    pool = write(path, count=2)
+    pool = write(path, count=4)
     target = tmp_path / "copy.rdb"
     result = CliRunner().invoke(cli, ["copy", str(path), str(target), STATIC])
     assert result.exit_code == 0, result.output
+    source_disk = Database.open(path).disk_bytes()
     shutil.rmtree(path)  # nothing of the copy may point back into the source
     db = Database.open(target)
     for inst in db.instances():
         assert np.array_equal(inst.prologue(inst.regions[0].name), pool)
     assert [p for p in check_database(db) if p.fatal] == []
+    # the pool is on the destination's disk once, as it was at the source
+    assert db.disk_bytes() <= source_disk * 1.01
+    assert db.disk_bytes() < sum(i.stored_bytes() for i in db.instances()) / 3
+    entries = [p for sub in content_store.store_dir(target).iterdir() for p in sub.iterdir()]
+    assert entries and all(os.lstat(p).st_nlink == 1 + 4 for p in entries if p.stat().st_size > CHUNK // 2)
+
+
+def test_copy_does_not_trust_the_sources_store_names(tmp_path):
+    """A source whose store entry names other bytes (a hostile or damaged database) is
+    copied plainly: the destination's store never holds a name that lies, which would
+    hand the wrong bytes to a later recording of the named ones."""
+    path = tmp_path / "d.rdb"
+    write(path, count=2)
+    store = content_store.store_dir(path)
+    victim = next(p for sub in store.iterdir() for p in sub.iterdir() if p.stat().st_size > CHUNK // 2)
+    liar = "0" * 32 + victim.name[32:]
+    (store / liar[:2]).mkdir(exist_ok=True)
+    victim.rename(store / liar[:2] / liar)
+    target = tmp_path / "copy.rdb"
+    result = CliRunner().invoke(cli, ["copy", str(path), str(target), STATIC])
+    assert result.exit_code == 0, result.output
+    names = {p.name for sub in content_store.store_dir(target).iterdir() for p in sub.iterdir()}
+    assert liar not in names and victim.name not in names
+    assert [p for p in check_database(Database.open(target)) if p.fatal] == []
 
 
 def test_both_writers_name_chunks_alike_and_share_them(tmp_path):

@@ -68,6 +68,30 @@ def add(store: Path, name: str, blob: bytes, target: Path) -> bool:
         return False
 
 
+def entries_by_inode(root: Path) -> dict[tuple[int, int], str]:
+    """(device, inode) → store name of every entry of a database's content store."""
+    found: dict[tuple[int, int], str] = {}
+    store = store_dir(root)
+    if store.is_symlink() or not store.is_dir():
+        return found
+    for sub in store.iterdir():
+        if sub.is_symlink() or not sub.is_dir():
+            continue
+        for entry in sub.iterdir():
+            info = entry.lstat()
+            if not entry.name.startswith(".") and entry.is_file() and not entry.is_symlink():
+                found[(info.st_dev, info.st_ino)] = entry.name
+    return found
+
+
+def name_matches(name: str, piece: np.ndarray, chunk_size: int) -> bool:
+    """Whether a store name (from another database: not trusted) names these raw bytes
+    at this chunk size; its level part only says how the entry was compressed."""
+    mine = key(piece, chunk_size, 0)
+    named, _, level = name.rpartition("-")
+    return mine is not None and level.isdigit() and named == mine.rpartition("-")[0]
+
+
 def collect(root: Path) -> tuple[int, int]:
     """Remove store entries no array links to any more (and stale temporaries); returns
     (files, bytes) removed. Never follows a symlink out of the store."""

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import layout
+from . import content_store, layout
+from .chunks import ArrayInfo, decode_chunk, read_array_info, read_chunk_file
 from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError
 from .integrity import Problem, check_instance, check_kernel_node
 from .reader import Database, Instance, Kernel
@@ -81,9 +82,60 @@ def remove_staging(db: Database) -> int:
     return len(names)
 
 
-def _copy_tree(source: Path, target: Path, skip: set[str] = frozenset()) -> None:
+class SharedChunks:
+    """Chunk files the source shares through its content store stay shared at the
+    destination: each goes into the destination's store once (under the source's name,
+    checked against the bytes first: the source is not trusted) and every copy links to
+    it. Without this a copy of eight instances sharing an input would take eight times
+    its disk space."""
+
+    def __init__(self, source_root: Path, destination_root: Path):
+        self.source_root = source_root
+        self.store = content_store.store_dir(destination_root)
+        self._names: dict[tuple[int, int], str] | None = None
+        self._checked: dict[tuple[int, int], str | None] = {}  # source inode → name, or None
+        self._arrays: dict[Path, ArrayInfo] = {}
+        self._limit = Database.open(source_root).info.vas_size
+
+    def copy(self, source: Path, target: Path, info: os.stat_result) -> bool:
+        """Link ``target`` to the destination's store entry for ``source`` (a chunk file
+        ``.../<array>/c/<index>``); False when it is not a shared chunk (copy it plainly)."""
+        if info.st_nlink < 2 or source.parent.name != "c" or not source.name.isdigit():
+            return False
+        inode = (info.st_dev, info.st_ino)
+        if inode not in self._checked:
+            self._checked[inode] = self._name_of(source, inode)
+        name = self._checked[inode]
+        if name is None:
+            return False
+        if content_store.link_existing(self.store, name, target):
+            return True
+        return content_store.add(self.store, name, source.read_bytes(), target)
+
+    def _name_of(self, source: Path, inode: tuple[int, int]) -> str | None:
+        if self._names is None:
+            self._names = content_store.entries_by_inode(self.source_root)
+        name = self._names.get(inode)
+        if name is None:
+            return None
+        array = source.parent.parent
+        try:
+            if array not in self._arrays:
+                self._arrays[array] = read_array_info(array, self._limit)
+            array_info = self._arrays[array]
+            index = int(source.name)
+            lo, hi = array_info.chunk_bounds(index)
+            piece = decode_chunk(read_chunk_file(array_info, index), array_info.chunk_size, str(source))
+        except (DatabaseError, OSError, TypeError):
+            return None  # damaged: the copy's check reports it
+        return name if content_store.name_matches(name, piece[: hi - lo], array_info.chunk_size) else None
+
+
+def _copy_tree(source: Path, target: Path, skip: set[str] = frozenset(),
+               shared: SharedChunks | None = None) -> None:
     """Copy a node's regular files and folders; a symbolic link (or any other special
-    file) inside the source is refused, never followed."""
+    file) inside the source is refused, never followed. ``shared``: chunk files the
+    source shares stay shared at the destination."""
     target.mkdir()
     with os.scandir(source) as entries:
         for entry in entries:
@@ -92,16 +144,18 @@ def _copy_tree(source: Path, target: Path, skip: set[str] = frozenset()) -> None
             if entry.is_symlink():
                 raise CorruptDataError(f"{entry.path} is a symbolic link (not copied; run mneme check)")
             if entry.is_dir(follow_symlinks=False):
-                _copy_tree(Path(entry.path), target / entry.name)
+                _copy_tree(Path(entry.path), target / entry.name, shared=shared)
             elif entry.is_file(follow_symlinks=False):
-                shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
+                if shared is None or not shared.copy(Path(entry.path), target / entry.name,
+                                                     entry.stat(follow_symlinks=False)):
+                    shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
             else:
                 raise CorruptDataError(f"{entry.path} is not a regular file (not copied)")
 
 
-def _instance_problems(instance: Instance) -> list[str]:
+def _instance_problems(instance: Instance, sums: dict | None = None) -> list[str]:
     problems: list[Problem] = []
-    check_instance(problems, instance)
+    check_instance(problems, instance, sums)
     return [str(p) for p in problems if p.fatal]
 
 
@@ -194,8 +248,11 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
         if reason is not None:
             raise TransferError(f"kernel {kernel.static_hash}: the copy does not check out ({reason})")
     copied = 0
+    shared = SharedChunks(kernel.db.root, dst_root)
+    source_sums: dict = {}  # chunks checked once, however many instances share them
+    copy_sums: dict = {}
     for instance in kernel.instances():
-        problems = _instance_problems(instance)
+        problems = _instance_problems(instance, source_sums)
         if problems:
             raise TransferError(f"source instance {instance.id} is damaged, not copied: {problems[0]}")
         final = layout.instance_dir(dst_root, kernel.static_hash, instance.dynamic_hash)
@@ -214,12 +271,12 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
         scratch = _scratch(dst_root)
         try:
             staged = scratch / instance.dynamic_hash
-            _copy_tree(instance.path, staged)
+            _copy_tree(instance.path, staged, shared=shared)
             mine = _commit(staged, final)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         result = Instance(dst_kernel, instance.dynamic_hash)
-        reason = (_instance_problems(result) or [None])[0] or instance_difference(instance, result)
+        reason = (_instance_problems(result, copy_sums) or [None])[0] or instance_difference(instance, result)
         if reason is not None:
             if mine:
                 _remove_instance(result)
