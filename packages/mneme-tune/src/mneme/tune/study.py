@@ -310,7 +310,11 @@ class MirroredStudy(optuna.Study):
         self._in_flight = running
         if now or not self._writer.is_alive():
             self.flush()
-            self._write_count()
+            try:
+                self._write_count()
+            except Exception as error:  # noqa: BLE001 - a storage failure is one line
+                raise StudyError(f"writing to the study's storage failed: {type(error).__name__}: "
+                                 f"{error}") from None
             return
         with self._lock:
             count, written = self._published
@@ -374,5 +378,5 @@ class MirroredStudy(optuna.Study):
         if self._writer.is_alive():
             self._pending.put(None)
             self._writer.join()
-        if self._published[0]:
-            self.announce(0, now=True)
+        if self._published[0] and self._error is None:
+            self.announce(0, now=True)  # the others stop counting this tuner's trials

@@ -89,13 +89,13 @@ class SharedChunks:
     it. Without this a copy of eight instances sharing an input would take eight times
     its disk space."""
 
-    def __init__(self, source_root: Path, destination_root: Path):
-        self.source_root = source_root
+    def __init__(self, source: Database, destination_root: Path):
+        self.source_root = source.root
         self.store = content_store.store_dir(destination_root)
         self._names: dict[tuple[int, int], str] | None = None
         self._checked: dict[tuple[int, int], str | None] = {}  # source inode → name, or None
         self._arrays: dict[Path, ArrayInfo] = {}
-        self._limit = Database.open(source_root).info.vas_size
+        self._limit = source.info.vas_size
 
     def copy(self, source: Path, target: Path, info: os.stat_result) -> bool:
         """Link ``target`` to the destination's store entry for ``source`` (a chunk file
@@ -248,7 +248,7 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
         if reason is not None:
             raise TransferError(f"kernel {kernel.static_hash}: the copy does not check out ({reason})")
     copied = 0
-    shared = SharedChunks(kernel.db.root, dst_root)
+    shared = SharedChunks(kernel.db, dst_root)
     source_sums: dict = {}  # chunks checked once, however many instances share them
     copy_sums: dict = {}
     for instance in kernel.instances():
