@@ -22,7 +22,7 @@ from mneme.replay.db import (
     Region,
     content_store,
 )
-from mneme.replay.db.integrity import check_database
+from mneme.replay.db.integrity import check_database, check_instance
 
 native = pytest.importorskip("mneme.runtime._native")
 
@@ -186,3 +186,34 @@ def test_check_decodes_a_shared_chunk_once_and_blames_every_user(tmp_path, monke
         f.write(data)
     blamed = {p.where.split()[0] for p in check_database(Database.open(path)) if p.fatal}
     assert blamed == {i.id for i in db.instances()}
+
+
+def test_check_decodes_a_file_linked_into_an_array_of_another_chunk_size(tmp_path):
+    """A hostile database links one chunk file into an array of another chunk size, at a
+    last chunk of the same length: the reader refuses it there (the frame declares the
+    other size), so check must decode it there too, not reuse the first array's result."""
+    path = tmp_path / "d.rdb"
+    tail = np.arange(1000, dtype=np.uint8)
+    info = RecordingInfo(vas_base=BASE, vas_size=1 << 30)
+    sizes = {CHUNK: CHUNK, CHUNK // 2: 3 * (CHUNK // 2)}  # chunk size -> bytes before the tail
+    for block, (chunk, head) in enumerate(sizes.items(), start=1):
+        data = np.concatenate([np.full(head, block, np.uint8), tail])
+        with DatabaseWriter.create(path, info, chunk_size=chunk) as writer:
+            writer.add_kernel(KernelRecord(STATIC, "_Z3barv", IR, "bar()"))
+            writer.add_instance(STATIC, InstanceRecord((1, 1, 1), (block, 1, 1), b"\0" * 8,
+                                                       (Region("heap", BASE, data),),
+                                                       (Region("heap", BASE, data),)))
+    first, second = sorted(Database.open(path).instances(), key=lambda i: i.block)
+    name = first.regions[0].name
+    mine, theirs = first.path / "prologue" / name / "c" / "1", second.path / "prologue" / name / "c" / "3"
+    assert os.stat(mine).st_ino != os.stat(theirs).st_ino
+    theirs.unlink()
+    os.link(mine, theirs)
+    with pytest.raises(Exception):  # what a reader gets
+        second.prologue(name)
+    problems, sums = [], {}
+    for inst in (first, second):  # the good array first: its chunk is the cached one
+        check_instance(problems, inst, sums)
+    assert {p.where.split()[0] for p in problems if p.fatal} == {second.id}
+    blamed = {p.where.split()[0] for p in check_database(Database.open(path)) if p.fatal}
+    assert blamed == {second.id}

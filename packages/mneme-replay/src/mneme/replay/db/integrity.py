@@ -173,7 +173,10 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
         lo, hi = pro.chunk_bounds(index)
         before = None
         pro_key = _file_key(pro, index)
-        before_sum = sums.get(("pro", pro_key, hi - lo)) if pro_key else None
+        # keyed by everything decoding depends on: the same file linked into an array of
+        # another chunk size (only a hostile database does that) is decoded again there
+        pro_sum_key = ("pro", pro_key, pro.chunk_size, hi - lo)
+        before_sum = sums.get(pro_sum_key) if pro_key else None
         if before_sum is None:
             before = _decode(pro, index)[: hi - lo]
             before_sum = content_checksum(before)
@@ -181,7 +184,8 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
             after_sum = before_sum
         else:
             epi_key = _file_key(epi, index)
-            key = ("epi", encoding, pro_key if encoding == "xor-prologue" else None, epi_key, hi - lo)
+            key = ("epi", encoding, pro_key if encoding == "xor-prologue" else None, epi_key,
+                   epi.chunk_size, hi - lo)
             after_sum = sums.get(key) if pro_key and epi_key else None
             if after_sum is None:
                 after = _decode(epi, index)[: hi - lo]
@@ -193,7 +197,7 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
                 if pro_key and epi_key:
                     sums[key] = after_sum
         if pro_key:  # only once decoded without error
-            sums[("pro", pro_key, hi - lo)] = before_sum
+            sums[pro_sum_key] = before_sum
         return before_sum, after_sum, hi - lo
 
     crc_before = crc_after = 0
