@@ -15,6 +15,7 @@ from db_support import BASE
 from mneme.cli.main import cli
 from mneme.replay.db import (
     Database,
+    DatabaseError,
     DatabaseWriter,
     InstanceRecord,
     KernelRecord,
@@ -209,7 +210,7 @@ def test_check_decodes_a_file_linked_into_an_array_of_another_chunk_size(tmp_pat
     assert os.stat(mine).st_ino != os.stat(theirs).st_ino
     theirs.unlink()
     os.link(mine, theirs)
-    with pytest.raises(Exception):  # what a reader gets
+    with pytest.raises(DatabaseError):  # what a reader gets
         second.prologue(name)
     problems, sums = [], {}
     for inst in (first, second):  # the good array first: its chunk is the cached one
