@@ -11,6 +11,7 @@ link count is 1 belongs to no array any more: ``collect`` removes it (``mneme cl
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -68,20 +69,28 @@ def add(store: Path, name: str, blob: bytes, target: Path) -> bool:
         return False
 
 
-def entries_by_inode(root: Path) -> dict[tuple[int, int], str]:
-    """(device, inode) → store name of every entry of a database's content store."""
-    found: dict[tuple[int, int], str] = {}
-    store = store_dir(root)
-    if store.is_symlink() or not store.is_dir():
-        return found
+def _stored_files(store: Path):
+    """(path, lstat) of every regular file in the store's folders; symlinks are skipped,
+    never followed."""
     for sub in store.iterdir():
         if sub.is_symlink() or not sub.is_dir():
             continue
         for entry in sub.iterdir():
-            info = entry.lstat()
-            if not entry.name.startswith(".") and entry.is_file() and not entry.is_symlink():
-                found[(info.st_dev, info.st_ino)] = entry.name
-    return found
+            try:
+                info = entry.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield entry, info
+
+
+def entries_by_inode(root: Path) -> dict[tuple[int, int], str]:
+    """(device, inode) → store name of every entry of a database's content store."""
+    store = store_dir(root)
+    if store.is_symlink() or not store.is_dir():
+        return {}
+    return {(info.st_dev, info.st_ino): entry.name for entry, info in _stored_files(store)
+            if not entry.name.startswith(".")}  # "." names: writers' temporaries
 
 
 def name_matches(name: str, piece: np.ndarray, chunk_size: int) -> bool:
@@ -103,19 +112,10 @@ def collect(root: Path) -> tuple[int, int]:
         return 0, 0
     if not store.is_dir():
         return 0, 0
-    for sub in store.iterdir():
-        if sub.is_symlink() or not sub.is_dir():
-            continue
-        for entry in sub.iterdir():
-            try:
-                info = entry.lstat()
-            except FileNotFoundError:
-                continue
-            if not entry.is_file() or entry.is_symlink():
-                continue
-            # unlinked entries, and temporaries of writers that died (entries never start with ".")
-            if info.st_nlink == 1 or entry.name.startswith("."):
-                entry.unlink(missing_ok=True)
-                removed += 1
-                freed += info.st_size
+    for entry, info in _stored_files(store):
+        # unlinked entries, and temporaries of writers that died (entries never start with ".")
+        if info.st_nlink == 1 or entry.name.startswith("."):
+            entry.unlink(missing_ok=True)
+            removed += 1
+            freed += info.st_size
     return removed, freed
