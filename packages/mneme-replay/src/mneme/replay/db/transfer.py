@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from . import content_store, layout
-from .chunks import ArrayInfo, decode_chunk, read_array_info, read_chunk_file
+from .chunks import ArrayInfo, read_array_info, read_range
 from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError
 from .integrity import Problem, check_instance, check_kernel_node
 from .reader import Database, Instance, Kernel
@@ -123,12 +123,10 @@ class SharedChunks:
             if array not in self._arrays:
                 self._arrays[array] = read_array_info(array, self._limit)
             array_info = self._arrays[array]
-            index = int(source.name)
-            lo, hi = array_info.chunk_bounds(index)
-            piece = decode_chunk(read_chunk_file(array_info, index), array_info.chunk_size, str(source))
-        except (DatabaseError, OSError, TypeError):
+            piece = read_range(array_info, *array_info.chunk_bounds(int(source.name)))
+        except (DatabaseError, OSError, ValueError):
             return None  # damaged: the copy's check reports it
-        return name if content_store.name_matches(name, piece[: hi - lo], array_info.chunk_size) else None
+        return name if content_store.name_matches(name, piece, array_info.chunk_size) else None
 
 
 def _copy_tree(source: Path, target: Path, skip: set[str] = frozenset(),
