@@ -351,6 +351,9 @@ class MirroredStudy(optuna.Study):
             try:
                 if frozen is not None and self._error is None:
                     self._store(frozen)
+                    if frozen is not _COUNT:
+                        with self._lock:
+                            self._unwritten -= 1  # told, queued, now in the storage
             except Exception as error:  # noqa: BLE001 - reported by flush(), on the tuner's thread
                 self._error = f"{type(error).__name__}: {error}"
             finally:
@@ -364,8 +367,6 @@ class MirroredStudy(optuna.Study):
             return
         item.set_user_attr(self.WRITER_ATTR, self._owner)
         self.persistent.add_trial(item)
-        with self._lock:
-            self._unwritten = max(0, self._unwritten - 1)
 
     def flush(self) -> None:
         """Wait until every finished trial is in the storage."""
