@@ -218,3 +218,47 @@ def test_check_decodes_a_file_linked_into_an_array_of_another_chunk_size(tmp_pat
     assert {p.where.split()[0] for p in problems if p.fatal} == {second.id}
     blamed = {p.where.split()[0] for p in check_database(Database.open(path)) if p.fatal}
     assert blamed == {second.id}
+
+
+def test_writers_racing_to_store_the_same_bytes_share_one_inode(tmp_path):
+    """Threads (as processes would) storing one chunk at the same moment: the first entry
+    wins and everyone links to it. A replacing rename would leave chunks linked to an
+    entry no longer in the store: the same bytes on disk twice, and shared no more."""
+    import threading
+
+    store = content_store.store_dir(tmp_path)
+    blob, name = os.urandom(1 << 16), "ab" + "0" * 30 + "-10000-1"
+    targets = [tmp_path / f"t{i}" for i in range(16)]
+    start = threading.Barrier(len(targets))
+
+    def store_one(target):
+        start.wait()
+        assert content_store.add(store, name, blob, target)
+
+    threads = [threading.Thread(target=store_one, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    entry = store / name[:2] / name
+    assert {t.stat().st_ino for t in targets} == {entry.stat().st_ino}
+    assert entry.stat().st_nlink == len(targets) + 1 and entry.read_bytes() == blob
+    assert sorted(p.name for p in entry.parent.iterdir()) == [name]  # no temporary left
+
+
+def test_recorder_threads_storing_equal_chunks_share_one_inode(tmp_path):
+    """The C++ writer's pipeline threads encode chunks in parallel: 512 equal chunks of one
+    region are stored once, whichever threads got to them at the same moment."""
+    path = tmp_path / "equal.rdb"
+    w = native.SnapshotWriter(str(path), BASE, 1 << 30, "NVIDIA H100", "9.0", ["./app"], "diff", CHUNK, 1,
+                              threads=8)
+    w.add_kernel(STATIC, "_Z3barv", "bar()", IR, [], [])
+    pool = np.tile(np.random.default_rng(3).integers(0, 256, CHUNK, dtype=np.uint8), 512)
+    dyn, _ = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"", [("heap", BASE, "", pool, pool)])
+    w.flush()
+    assert w.stats()["deduplicated_chunks"] == 512 - 1  # the epilogue changed nothing: no deltas
+    w.close()
+    inst = Database.open(path).kernel(STATIC).instance(dyn)
+    folder = inst.path / "prologue" / inst.regions[0].name / "c"
+    assert len({f.stat().st_ino for f in folder.iterdir()}) == 1
+    assert np.array_equal(inst.prologue(inst.regions[0].name), pool)

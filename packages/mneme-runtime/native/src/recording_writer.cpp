@@ -452,15 +452,29 @@ uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const
   } timer{codec, start};
   static std::atomic<uint64_t> serial{0};
   fs::path temporary = stored.parent_path() / (".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
+  auto link_chunk = [&] {
+    if (::link(stored.c_str(), path.c_str()) == 0) return true;
+    if (errno != ENOENT) return false;
+    std::error_code ec;
+    fs::create_directories(dir / "c", ec);
+    return ::link(stored.c_str(), path.c_str()) == 0;
+  };
   try {
     write_all(temporary, bytes, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
-    if (::rename(temporary.c_str(), stored.c_str()) == 0 &&
-        (::link(stored.c_str(), path.c_str()) == 0 ||
-         (errno == ENOENT && (fs::create_directories(dir / "c"), ::link(stored.c_str(), path.c_str()) == 0))))
-      return bytes.size();
+    // Published by a link, not a rename: of writers (threads or processes) racing to store
+    // the same bytes the first wins, and the others link to its entry instead of replacing
+    // it under the chunks already linked to it; the content stays one inode.
+    bool published = ::link(temporary.c_str(), stored.c_str()) == 0;
+    bool lost_race = !published && errno == EEXIST;
+    ::unlink(temporary.c_str());
+    if ((published || lost_race) && link_chunk()) {
+      if (published) return bytes.size();
+      ++codec.times.deduplicated;
+      return 0;
+    }
   } catch (const Error&) {
+    ::unlink(temporary.c_str());
   }
-  ::unlink(temporary.c_str());
   write_all(path, bytes, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);  // no store: a plain chunk file
   return bytes.size();
 }

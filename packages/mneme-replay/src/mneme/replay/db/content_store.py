@@ -57,12 +57,18 @@ def link_existing(store: Path, name: str, target: Path) -> bool:
 
 
 def add(store: Path, name: str, blob: bytes, target: Path) -> bool:
-    """Store ``blob`` (atomically: a concurrent writer may store the same bytes) and link
-    ``target`` to it; False when the store cannot be used (the caller writes a plain file)."""
+    """Store ``blob`` and link ``target`` to it; False when the store cannot be used (the
+    caller writes a plain file). A concurrent writer may store the same bytes first: then
+    ``target`` links to its entry, so that the content stays one inode."""
     entry = _entry(store, name)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(entry, blob)
+        write_atomic(entry, blob, exclusive=True)
+    except FileExistsError:
+        return link_existing(store, name, target)
+    except OSError:
+        return False
+    try:
         os.link(entry, target)
         return True
     except OSError:
