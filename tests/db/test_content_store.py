@@ -99,6 +99,28 @@ def test_clean_keeps_every_chunk_an_instance_still_uses(tmp_path):
     assert not [p for sub in store.iterdir() for p in sub.iterdir()]
 
 
+def test_clean_removes_an_entry_whose_writer_died_before_removing_its_temporary(tmp_path):
+    """A writer publishes a chunk by linking its temporary as the entry, then removes the
+    temporary; killed in between, it leaves an entry with two links and no user. `clean`
+    frees both, whichever the folder lists first, and keeps the entries arrays use."""
+    path = tmp_path / "d.rdb"
+    pool = write(path, count=1)
+    store = content_store.store_dir(path)
+    used = sorted(p for sub in store.iterdir() for p in sub.iterdir())
+    orphans = []
+    for i, name in enumerate(("00" + "1" * 30 + "-10000-1", "ff" + "2" * 30 + "-10000-1")):
+        entry = store / name[:2] / name
+        entry.parent.mkdir(exist_ok=True)
+        entry.write_bytes(b"x" * 100)
+        os.link(entry, entry.parent / (".tmp-4242-" + str(i) if i else ".0tmp-4242-0"))
+        orphans.append(entry)
+    removed, freed = content_store.collect(path)
+    assert (removed, freed) == (4, 200)
+    assert sorted(p for sub in store.iterdir() for p in sub.iterdir()) == used
+    (inst,) = Database.open(path).instances()
+    assert np.array_equal(inst.prologue(inst.regions[0].name), pool)
+
+
 def test_copy_of_a_deduplicated_database_is_complete_and_still_shared(tmp_path):
     path = tmp_path / "d.rdb"
     pool = write(path, count=4)

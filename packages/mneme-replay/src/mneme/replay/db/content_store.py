@@ -118,10 +118,14 @@ def collect(root: Path) -> tuple[int, int]:
         return 0, 0
     if not store.is_dir():
         return 0, 0
-    for entry, info in _stored_files(store):
-        # unlinked entries, and temporaries of writers that died (entries never start with ".")
-        if info.st_nlink == 1 or entry.name.startswith("."):
+    # Temporaries of writers that died first (entries never start with "."): a writer killed
+    # between publishing its temporary as an entry and removing it leaves the entry a second
+    # link, which must be gone before the entries' link counts say who is unused.
+    for temporaries in (True, False):
+        for entry, info in _stored_files(store):
+            if entry.name.startswith(".") != temporaries or (not temporaries and info.st_nlink != 1):
+                continue
             entry.unlink(missing_ok=True)
             removed += 1
-            freed += info.st_size
+            freed += info.st_size if info.st_nlink == 1 else 0  # a linked one frees nothing
     return removed, freed
