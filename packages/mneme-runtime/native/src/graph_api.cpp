@@ -1,0 +1,347 @@
+// Stream capture and CUDA graphs (docs/record.md, "CUDA Graphs and stream capture"):
+// captures are followed so that nothing synchronises inside one, executable graphs get a
+// mirror (graph_mirror.hpp), and a graph launch holding a kernel to record runs node by
+// node, each kernel recorded like a plain launch.
+#include <elf.h>
+
+#include <cstdio>
+
+#include "recorder.hpp"
+
+namespace mneme::recorder {
+
+// "/path/app+0x1a2b": the file and the address addr2line takes for a return address
+// (an offset in shared objects and position-independent executables, absolute otherwise).
+// The caller's function name is not at hand: executables export few symbols.
+std::string code_site(const void* return_address) {
+  Dl_info where{};
+  if (!dladdr(return_address, &where) || !where.dli_fname) return "an unknown caller";
+  auto address = reinterpret_cast<uintptr_t>(return_address) - 1;  // inside the call instruction
+  const auto* header = static_cast<const Elf64_Ehdr*>(where.dli_fbase);
+  if (header && header->e_type != ET_EXEC) address -= reinterpret_cast<uintptr_t>(where.dli_fbase);
+  std::string file = where.dli_fname[0] ? where.dli_fname : "the executable";
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address));
+  return file + "+" + hex + " (addr2line -f -C -e " + file + " " + hex + " names the caller)";
+}
+
+int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller,
+                           const std::function<int()>& do_launch) {
+  // Launched into a capture, the graph becomes a child node of the graph being captured.
+  if (capturing(stream) || foreign_device()) return do_launch();
+  auto* graph = mirror(exec);
+  if (!graph) return do_launch();
+  auto steps = graph->steps();
+  if (!graph->why_not().empty()) {
+    if (warned_graphs_.insert(exec).second)
+      std::fprintf(stderr, "mneme record: a CUDA graph launched from %s runs unrecorded: %s\n", code_site(caller).c_str(),
+                   graph->why_not().c_str());
+    return do_launch();
+  }
+  bool record = false;
+  for (const auto& step : steps) {
+    const auto& k = step.kernel;
+    if (step.type == cudaGraphNodeTypeKernel &&
+        would_record(&k.device_name, k.grid, k.block, k.params, k.shared_mem, k.function)) {
+      record = true;
+      break;
+    }
+  }
+  if (!record) {
+    // Every kernel node is a repeat (counted) or not selected: the graph runs as it is.
+    for (const auto& step : steps)
+      if (step.type == cudaGraphNodeTypeKernel)
+        launch(&step.kernel.device_name, step.kernel.grid, step.kernel.block, step.kernel.params,
+               step.kernel.shared_mem, stream, [] { return 0; }, step.kernel.function);
+    return do_launch();
+  }
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void**, void**);
+  static auto driver_launch = mneme::recorder::driver_function<LaunchFn>("cuLaunchKernel");
+  auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
+  for (const auto& step : steps) {
+    if (step.type != cudaGraphNodeTypeKernel) {
+      if (cudaError_t e = graph->run(step, cuda_stream); e != cudaSuccess) return e;
+      continue;
+    }
+    const auto& k = step.kernel;
+    int status = launch(&k.device_name, k.grid, k.block, k.params, k.shared_mem, stream, [&] {
+      CUresult r = driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z,
+                                 k.shared_mem, reinterpret_cast<CUstream>(stream), k.params, nullptr);
+      return r == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
+    }, k.function);
+    if (status != 0) return status;
+  }
+  return 0;
+}
+
+cudaError_t capture_begin(cudaStream_t stream, cudaError_t status) {
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.capture_began(reinterpret_cast<uint64_t>(stream));
+  }
+  return status;
+}
+
+cudaError_t capture_end(cudaStream_t stream, cudaError_t status) {
+  auto& r = Recorder::get();
+  if (r.active()) {  // the capture ends whether or not it produced a graph
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.capture_ended(reinterpret_cast<uint64_t>(stream));
+  }
+  return status;
+}
+
+cudaError_t instantiated(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags, cudaError_t status) {
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active() && exec && *exec) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.graph_instantiated(*exec, graph, flags);
+  }
+  return status;
+}
+
+// After a successful change to an executable graph, the same change on its mirror.
+cudaError_t follow(cudaGraphExec_t exec, cudaError_t status,
+                   const std::function<void(mneme::recorder::GraphMirror&)>& change) {
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (auto* m = r.mirror(exec)) change(*m);
+  }
+  return status;
+}
+
+void graph_gone(cudaGraphExec_t exec) {
+  auto& r = Recorder::get();
+  if (!r.active()) return;
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.graph_destroyed(exec);
+}
+
+cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, const void* caller,
+                         const std::function<int()>& do_launch) {
+  auto& r = Recorder::get();
+  if (!r.active()) return cudaError_t(do_launch());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_graph(exec, reinterpret_cast<uint64_t>(stream), caller, do_launch));
+}
+
+}  // namespace mneme::recorder
+
+using namespace mneme::recorder;
+
+extern "C" {
+
+// ---- stream capture and graphs (docs/record.md, "CUDA Graphs")
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCapture);
+  return capture_begin(stream, real_cudaStreamBeginCapture(stream, mode));
+}
+
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCapture_ptsz);
+  return capture_begin(stream, real_cudaStreamBeginCapture_ptsz(stream, mode));
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                          const cudaGraphEdgeData* data, size_t count, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCaptureToGraph);
+  return capture_begin(stream, real_cudaStreamBeginCaptureToGraph(stream, graph, deps, data, count, mode));
+}
+
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                                               const cudaGraphEdgeData* data, size_t count, cudaStreamCaptureMode mode) {
+  REAL(cudaStreamBeginCaptureToGraph_ptsz);
+  return capture_begin(stream, real_cudaStreamBeginCaptureToGraph_ptsz(stream, graph, deps, data, count, mode));
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  REAL(cudaStreamEndCapture);
+  return capture_end(stream, real_cudaStreamEndCapture(stream, graph));
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  REAL(cudaStreamEndCapture_ptsz);
+  return capture_end(stream, real_cudaStreamEndCapture_ptsz(stream, graph));
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+  REAL(cuStreamBeginCapture_v2);
+  CUresult status = real_cuStreamBeginCapture_v2(stream, mode);
+  capture_begin(reinterpret_cast<cudaStream_t>(stream), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  return status;
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  REAL(cuStreamEndCapture);
+  CUresult status = real_cuStreamEndCapture(stream, graph);
+  capture_end(reinterpret_cast<cudaStream_t>(stream), cudaSuccess);
+  return status;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  REAL(cudaGraphInstantiate);
+  return instantiated(exec, graph, flags, real_cudaGraphInstantiate(exec, graph, flags));
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  REAL(cudaGraphInstantiateWithFlags);
+  return instantiated(exec, graph, flags, real_cudaGraphInstantiateWithFlags(exec, graph, flags));
+}
+
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params) {
+  REAL(cudaGraphInstantiateWithParams);
+  return instantiated(exec, graph, params ? params->flags : 0, real_cudaGraphInstantiateWithParams(exec, graph, params));
+}
+
+cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                                cudaGraphInstantiateParams* params) {
+  REAL(cudaGraphInstantiateWithParams_ptsz);
+  return instantiated(exec, graph, params ? params->flags : 0,
+                      real_cudaGraphInstantiateWithParams_ptsz(exec, graph, params));
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  REAL(cuGraphInstantiateWithFlags);
+  CUresult status = real_cuGraphInstantiateWithFlags(exec, graph, flags);
+  instantiated(reinterpret_cast<cudaGraphExec_t*>(exec), reinterpret_cast<cudaGraph_t>(graph), flags,
+               status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  return status;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  REAL(cuGraphInstantiateWithParams);
+  CUresult status = real_cuGraphInstantiateWithParams(exec, graph, params);
+  instantiated(reinterpret_cast<cudaGraphExec_t*>(exec), reinterpret_cast<cudaGraph_t>(graph),
+               params ? params->flags : 0, status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
+  return status;
+}
+
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaKernelNodeParams* p) {
+  REAL(cudaGraphExecKernelNodeSetParams);
+  return follow(exec, real_cudaGraphExecKernelNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params(node, p); });
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
+  REAL(cuGraphExecKernelNodeSetParams_v2);
+  CUresult status = real_cuGraphExecKernelNodeSetParams_v2(exec, node, p);
+  follow(reinterpret_cast<cudaGraphExec_t>(exec), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown,
+         [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params_driver(reinterpret_cast<cudaGraphNode_t>(node), p); });
+  return status;
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemcpy3DParms* p) {
+  REAL(cudaGraphExecMemcpyNodeSetParams);
+  return follow(exec, real_cudaGraphExecMemcpyNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_memcpy_params(node, p); });
+}
+
+cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, const void* src,
+                                               size_t count, cudaMemcpyKind kind) {
+  REAL(cudaGraphExecMemcpyNodeSetParams1D);
+  return follow(exec, real_cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, src, count, kind),
+                [&](mneme::recorder::GraphMirror& m) {
+                  cudaMemcpy3DParms p{};
+                  p.srcPtr = {const_cast<void*>(src), count, count, 1};
+                  p.dstPtr = {dst, count, count, 1};
+                  p.extent = {count, 1, 1};
+                  p.kind = kind;
+                  m.set_memcpy_params(node, &p);
+                });
+}
+
+cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemsetParams* p) {
+  REAL(cudaGraphExecMemsetNodeSetParams);
+  return follow(exec, real_cudaGraphExecMemsetNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_memset_params(node, p); });
+}
+
+cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaHostNodeParams* p) {
+  REAL(cudaGraphExecHostNodeSetParams);
+  return follow(exec, real_cudaGraphExecHostNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_host_params(node, p); });
+}
+
+cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event) {
+  REAL(cudaGraphExecEventRecordNodeSetEvent);
+  return follow(exec, real_cudaGraphExecEventRecordNodeSetEvent(exec, node, event),
+                [&](mneme::recorder::GraphMirror& m) { m.set_event(node, event, true); });
+}
+
+cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event) {
+  REAL(cudaGraphExecEventWaitNodeSetEvent);
+  return follow(exec, real_cudaGraphExecEventWaitNodeSetEvent(exec, node, event),
+                [&](mneme::recorder::GraphMirror& m) { m.set_event(node, event, false); });
+}
+
+cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraph_t child) {
+  REAL(cudaGraphExecChildGraphNodeSetParams);
+  return follow(exec, real_cudaGraphExecChildGraphNodeSetParams(exec, node, child),
+                [&](mneme::recorder::GraphMirror& m) { m.lose_track("a child graph node was replaced"); });
+}
+
+cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraphNodeParams* p) {
+  REAL(cudaGraphExecNodeSetParams);
+  return follow(exec, real_cudaGraphExecNodeSetParams(exec, node, p),
+                [&](mneme::recorder::GraphMirror& m) { m.set_node_params(node, p); });
+}
+
+cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, unsigned int enabled) {
+  REAL(cudaGraphNodeSetEnabled);
+  return follow(exec, real_cudaGraphNodeSetEnabled(exec, node, enabled),
+                [&](mneme::recorder::GraphMirror& m) { m.set_enabled(node, enabled != 0); });
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  REAL(cudaGraphExecUpdate);
+  return follow(exec, real_cudaGraphExecUpdate(exec, graph, info),
+                [&](mneme::recorder::GraphMirror& m) { m.update_from(graph); });
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info) {
+  REAL(cuGraphExecUpdate_v2);
+  CUresult status = real_cuGraphExecUpdate_v2(exec, graph, info);
+  follow(reinterpret_cast<cudaGraphExec_t>(exec), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown,
+         [&](mneme::recorder::GraphMirror& m) { m.update_from(reinterpret_cast<cudaGraph_t>(graph)); });
+  return status;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  REAL(cudaGraphExecDestroy);
+  graph_gone(exec);
+  return real_cudaGraphExecDestroy(exec);
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  REAL(cuGraphExecDestroy);
+  graph_gone(reinterpret_cast<cudaGraphExec_t>(exec));
+  return real_cuGraphExecDestroy(exec);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  REAL(cudaGraphLaunch);
+  return graph_launch(exec, stream, __builtin_return_address(0), [&] { return int(real_cudaGraphLaunch(exec, stream)); });
+}
+
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  REAL(cudaGraphLaunch_ptsz);
+  return graph_launch(exec, stream, __builtin_return_address(0),
+                      [&] { return int(real_cudaGraphLaunch_ptsz(exec, stream)); });
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  REAL(cuGraphLaunch);
+  CUresult status = CUDA_SUCCESS;
+  cudaError_t e = graph_launch(reinterpret_cast<cudaGraphExec_t>(exec), reinterpret_cast<cudaStream_t>(stream),
+                               __builtin_return_address(0), [&] {
+                                 status = real_cuGraphLaunch(exec, stream);
+                                 return status == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
+                               });
+  return e == cudaSuccess ? CUDA_SUCCESS : (status != CUDA_SUCCESS ? status : CUDA_ERROR_LAUNCH_FAILED);
+}
+
+}  // extern "C"

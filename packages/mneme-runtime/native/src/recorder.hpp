@@ -1,0 +1,365 @@
+// The recorder's state, shared by the files that make up libmneme_recorder.so.
+//
+// One Recorder per process (Recorder::get()) owns what the recorder knows: the kernels
+// (manifest, registered fatbinaries, modules the application loads), the allocations it
+// serves from the fixed address range, executable graphs and stream captures, and the
+// writer and snapshot pipeline. The interposed entry points (runtime_api.cpp,
+// driver_api.cpp, graph_api.cpp) lock Recorder::mutex and call into it:
+//   recorder.cpp        configuration, launch recording and snapshot orchestration
+//   snapshot_source.cpp device-to-host copies for the snapshot pipeline
+//   kernel_registry.cpp kernels and the code they came from (fatbinaries, modules)
+//   allocations.cpp     the allocation service (the fixed range, managed memory)
+//   graph_api.cpp       stream capture and graph launches
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "mneme/runtime/address_space.hpp"
+#include "mneme/runtime/cuda_device.hpp"
+#include "mneme/runtime/recording_writer.hpp"
+#include "mneme/runtime/snapshot_pipeline.hpp"
+#include "graph_mirror.hpp"
+#include "interpose.hpp"
+#include "managed_arena.hpp"
+#include "snapshot_source.hpp"
+
+namespace mneme::recorder {
+
+namespace rt = mneme::runtime;
+
+// One line on stderr, then exit with `code` (instances captured so far are committed first).
+[[noreturn]] void fatal(const std::string& message, int code = 70);
+std::string env(const char* name, const char* fallback = "");
+std::vector<std::string> split(const std::string& s, char sep);
+
+using Clock = std::chrono::steady_clock;
+inline double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct KernelEntry {
+  rt::KernelInfo info;
+  std::string ir_path;
+  uint64_t args_size = 0;
+  int recorded = 0;
+  bool stored = false;
+};
+
+struct GlobalEntry {
+  std::string name;
+  const void* host_var;
+  uint64_t size;
+};
+
+void at_exit();
+
+class Recorder {
+ public:
+  static Recorder& get() {
+    static Recorder* instance = new Recorder();  // never destroyed: atexit order is unknowable
+    return *instance;
+  }
+
+  bool active() const { return active_; }
+  std::mutex mutex;
+
+  void register_function(void** handle, const void* host, const char* device_name) {
+    functions_[host] = device_name;
+    auto it = fatbins_.find(handle);
+    if (it != fatbins_.end()) fatbin_of_.emplace(device_name, it->second);
+  }
+  // The fatbinary an nvcc-built module registers: kernels missing from the manifest are
+  // recorded with it as their code (PTX and/or cubin inside; docs/record.md).
+  void register_fatbin(void** handle, std::string_view bytes) { fatbins_[handle] = bytes; }
+  // Code images the application loads itself (cuModuleLoad*, cuLibraryLoad*,
+  // cudaLibraryLoad*; NVRTC output): copied, since the caller may free its buffer once
+  // the module is loaded. Handles are the driver's CUmodule / CUlibrary or the runtime's
+  // cudaLibrary_t; `api` says which functions find their globals.
+  enum class ModuleApi { module, library, runtime_library };
+  void module_loaded(void* module, const void* image, ModuleApi api) { module_image(module, image_of(image), api); }
+  void module_file_loaded(void* module, const char* path, ModuleApi api) { module_image(module, image_of_file(path), api); }
+  // A kernel handle taken from such a module (CUfunction, CUkernel, cudaKernel_t): launches
+  // of it are recorded with the module's code. `is_kernel`: a CUkernel / cudaKernel_t,
+  // whose CUfunction in the current context cuKernelGetFunction gives.
+  void kernel_of_module(const void* handle, void* module, const char* name, bool is_kernel) {
+    if (modules_.count(module) && name) handles_[handle] = {module, name, is_kernel};
+  }
+  void function_of_kernel(const void* function, const void* kernel) {
+    auto it = handles_.find(kernel);
+    if (it != handles_.end()) handles_[function] = {it->second.module, it->second.name, false};
+  }
+  // Unloaded: the driver may hand out its handles again, for other code.
+  void module_unloaded(void* module) {
+    modules_.erase(module);
+    std::erase_if(handles_, [module](const auto& h) { return h.second.module == module; });
+  }
+  // A global the application looked up in such a module: snapshotted with its kernels.
+  void global_of_module(void* module, const char* name) {
+    auto it = modules_.find(module);
+    if (it != modules_.end() && name) it->second.globals.insert(name);
+  }
+  void register_var(const void* host, const char* name, uint64_t size) { globals_.push_back({name, host, size}); }
+
+  rt::AddressSpace& space() {
+    if (!space_) init_device();
+    return *space_;
+  }
+  void track(uint64_t address, uint64_t size) {
+    live_[address] = size;
+    live_bytes_ += size;
+    prestage();
+  }
+  bool owns(uint64_t address) const { return live_.count(address) != 0; }
+  void untrack(uint64_t address) {
+    auto it = live_.find(address);
+    if (it == live_.end()) return;
+    live_bytes_ -= it->second;
+    live_.erase(it);
+  }
+  // A snapshot of everything live stages twice the live bytes (prologue and epilogue),
+  // and the next instance's arrives while the last one is still being compressed (the
+  // H100 benchmark peaks at 4x): the staging memory grows toward that, within the cap, in
+  // the background as the application allocates, so the first snapshots do not wait for
+  // page-locking (docs/record.md).
+  void prestage() {
+    if (!prestage_ || capture_reachable_ || capturing(0)) return;
+    writer();
+    pipeline_->reserve(4 * live_bytes_);
+  }
+  // Managed allocations stay the driver's (the host reaches them through page faults);
+  // they are snapshotted like heap regions, at their own addresses.
+  void track_managed(uint64_t address, uint64_t size) { managed_[address] = size; }
+  bool untrack_managed(uint64_t address) { return managed_.erase(address) != 0; }
+  // Managed memory from the fixed range after the device range (managed_arena.hpp);
+  // 0 when it cannot be placed there (then the driver's managed memory is used).
+  uint64_t allocate_managed(uint64_t size) {
+    if (!space_) init_device();
+    return arena_ ? arena_->allocate(size) : 0;
+  }
+  bool free_managed(uint64_t address) { return arena_ && arena_->free(address); }
+  bool in_arena(uint64_t address, uint64_t size) const { return arena_ && arena_->contains(address, size); }
+
+  // Stream capture: while any stream captures, launches only add graph nodes (nothing
+  // runs), and a device-wide synchronisation would invalidate the capture.
+  void capture_began(uint64_t stream) { capturing_.insert(stream); }
+  void capture_ended(uint64_t stream) { capturing_.erase(stream); }
+  bool capturing(uint64_t stream) const;
+
+  // Another GPU than the recorded one is current: its allocations and launches pass
+  // through unrecorded (one recorded device per process; docs/record.md).
+  bool foreign_device() {
+    if (ordinal_ < 0) return false;
+    REAL(cudaGetDevice);
+    int current = ordinal_;
+    real_cudaGetDevice(&current);
+    if (current == ordinal_) return false;
+    if (!warned_device_) {
+      warned_device_ = true;
+      std::fprintf(stderr, "mneme record: device %d is recorded; allocations and launches on device %d "
+                           "run unrecorded (one device per process)\n", ordinal_, current);
+    }
+    return true;
+  }
+
+  // Executable graphs and the mirrors that say what they run (graph_mirror.hpp).
+  void graph_instantiated(cudaGraphExec_t exec, cudaGraph_t graph, unsigned long long flags) {
+    mirrors_[exec] = std::make_unique<mneme::recorder::GraphMirror>(graph, flags);
+  }
+  GraphMirror* mirror(cudaGraphExec_t exec) {
+    auto it = mirrors_.find(exec);
+    return it == mirrors_.end() ? nullptr : it->second.get();
+  }
+  void graph_destroyed(cudaGraphExec_t exec) { mirrors_.erase(exec); }
+  // Runs a graph launch: as one launch when no kernel node needs recording, else node by
+  // node in dependency order with each kernel recorded like a plain launch.
+  int launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller, const std::function<int()>& do_launch);
+
+  // nvcc 13 stubs launch through a cudaKernel_t they get once from the host function
+  // (__cudaGetKernel); applications may do the same with cudaGetKernel.
+  void register_kernel_handle(cudaKernel_t kernel, const void* host_function) { kernel_hosts_[kernel] = host_function; }
+  const void* host_of(cudaKernel_t kernel) const {
+    auto it = kernel_hosts_.find(kernel);
+    return it == kernel_hosts_.end() ? nullptr : it->second;
+  }
+
+  const std::string* name_of(const void* host_function) const {
+    auto it = functions_.find(host_function);
+    return it == functions_.end() ? nullptr : &it->second;
+  }
+  // Records around `launch` (which performs the real launch and returns 0 on success)
+  // when the kernel is selected; otherwise just launches.
+  int launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+             uint64_t stream, const std::function<int()>& do_launch, CUfunction function = nullptr,
+             const void* host_function = nullptr, void* module = nullptr);
+  // A runtime launch (cudaLaunchKernel, cudaLaunchKernelExC): `func` is a registered host
+  // stub, or a cudaKernel_t cast to a pointer (cudaGetKernel's, cudaLibraryGetKernel's).
+  int launch_runtime(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+                     const std::function<int()>& do_launch);
+  // A driver launch (cuLaunchKernel) of `f`: a CUfunction, or a CUkernel cast to one.
+  int launch_driver(CUfunction f, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+                    const std::function<int()>& do_launch);
+
+ private:
+  struct KernelHandle {
+    void* module;
+    std::string name;
+    bool is_kernel;
+  };
+  // The CUfunction of a handle in the current context (a CUkernel's through cuKernelGetFunction).
+  static CUfunction function_of(const void* handle, const KernelHandle& h);
+  // The entry of a launched kernel: the manifest's, else one discovered from the code it
+  // came from (a registered fatbinary, or a module the application loaded itself; then
+  // `module` is set to it). nullptr when it cannot be recorded.
+  KernelEntry* entry(const std::string& name, CUfunction function, const void* host_function, void*& module);
+  // A kernel of a registered fatbinary that the manifest does not know (an nvcc-built
+  // translation unit or library): its entry, with the fatbinary as code and the parameter
+  // layout from cuFuncGetParamInfo; nullptr when it cannot be recorded.
+  KernelEntry* discover(const std::string& device_name, CUfunction function, const void* host_function);
+  // A kernel of a module the application loaded itself, keyed by its name and the image's
+  // content: modules with different code may hold kernels of one name (NVRTC variants).
+  struct LoadedModule;
+  KernelEntry* loaded_kernel(const std::string& name, const LoadedModule& module, CUfunction function);
+  // Fills in an entry from the kernel's code and cuFuncGetParamInfo; false (and no static
+  // hash: never recorded) without a parameter layout.
+  static bool describe(KernelEntry& k, const std::string& name, CUfunction function, const std::string& kind,
+                       std::string_view code);
+  // A launch of a recorded kernel: its entry, launch record and dynamic hash.
+  struct Pending {
+    KernelEntry* kernel = nullptr;
+    rt::InstanceInfo inst;
+    std::string dyn;
+    void* module = nullptr;  // the application-loaded module the kernel came from
+  };
+  // False when the launch is not of a kernel selected for recording.
+  bool pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem, uint64_t stream,
+               Pending& out, CUfunction function = nullptr, const void* host_function = nullptr,
+               void* module = nullptr);
+  // Whether the launch would be captured as a new instance now (changes nothing).
+  bool would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
+                    CUfunction function);
+
+ public:
+  // At exit (return from main or exit()): every captured instance is committed first.
+  void finish();
+
+ private:
+  Recorder();
+  void load_manifest(const std::string& path);
+  void init_device();
+  rt::RecordingWriter& writer();
+
+  bool selected(KernelEntry& k) const {
+    if (max_ > 0 && k.recorded >= max_) return false;
+    if (filter_ && !std::regex_search(k.info.demangled_name, *filter_) && !std::regex_search(k.info.name, *filter_))
+      return false;
+    return true;
+  }
+
+  // What a snapshot copies: every live allocation and device global (with the globals of
+  // `module`, the application-loaded module the kernel came from), or (`args` given:
+  // --capture reachable) the globals and the allocations reachable from them and `args`.
+  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
+                   const std::string* args = nullptr, void* module = nullptr);
+  std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
+  bool capture_reachable_ = false;
+
+  bool active_ = false;
+  bool stats_ = false;
+  double crash_wait_ = 60;
+  pid_t owner_ = 0;
+  bool finished_ = false;
+  rt::PipelineOptions options_;
+  std::string db_, epilogue_;
+  uint64_t vass_ = 0, base_ = 0;
+  int max_ = 0;
+  std::unique_ptr<std::regex> filter_;
+  std::unordered_map<const void*, std::string> functions_;
+  std::unordered_map<void**, std::string_view> fatbins_;
+  std::unordered_map<cudaKernel_t, const void*> kernel_hosts_;
+  struct CodeImage {
+    CodeImage(std::string k, std::string b);
+    std::string kind;  // "cuda-fatbin", "cubin" or "ptx" (docs/format.md, kernel "code")
+    std::string bytes;
+    uint64_t digest;   // FNV-1a 64 of kind and bytes
+  };
+  struct LoadedModule {
+    std::shared_ptr<const CodeImage> code;
+    ModuleApi api;
+    // declared in the image (PTX, cubin) or looked up by the application
+    std::set<std::string> globals;
+  };
+  std::unordered_map<void*, LoadedModule> modules_;               // CUmodule/CUlibrary/cudaLibrary_t
+  std::unordered_map<const void*, KernelHandle> handles_;         // CUfunction/CUkernel/cudaKernel_t
+  std::map<std::pair<uint64_t, std::string>, KernelEntry> loaded_kernels_;  // (image digest, name)
+  void module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api);
+  static std::shared_ptr<const CodeImage> image_of(const void* image);
+  static std::shared_ptr<const CodeImage> image_of_file(const char* path);
+  static std::shared_ptr<const CodeImage> image_of_bytes(std::string bytes);
+  static std::set<std::string> declared_globals(const CodeImage& image);
+  static bool global_address(void* module, ModuleApi api, const std::string& name, uint64_t& address, uint64_t& size);
+  std::unordered_map<std::string, std::string_view> fatbin_of_;
+  bool discover_ = true;
+  std::vector<GlobalEntry> globals_;
+  std::map<std::string, KernelEntry> kernels_;
+  std::map<uint64_t, uint64_t> live_;
+  uint64_t live_bytes_ = 0;
+  bool prestage_ = true;
+  int zstd_level_ = MNEME_RECORDING_DEFAULT_ZSTD_LEVEL;
+  std::map<uint64_t, uint64_t> managed_;
+  std::set<uint64_t> capturing_;
+  std::unordered_map<cudaGraphExec_t, std::unique_ptr<GraphMirror>> mirrors_;
+  std::set<cudaGraphExec_t> warned_graphs_;
+  std::shared_ptr<rt::cuda::CudaDevice> device_;
+  std::unique_ptr<rt::AddressSpace> space_;
+  std::unique_ptr<ManagedArena> arena_;
+  int ordinal_ = -1;  // the device recorded: the one current at the first allocation
+  bool warned_device_ = false;
+  uint64_t managed_size_ = 0;
+  std::unique_ptr<rt::RecordingWriter> writer_;
+  std::unique_ptr<CudaSource> source_;
+  std::unique_ptr<rt::SnapshotPipeline> pipeline_;
+};
+
+// ---- the allocation service (allocations.cpp)
+
+// Whether the recorder serves an allocation now (recording, on the recorded device).
+bool served_here();
+// An allocation from the fixed range.
+cudaError_t serve(void** ptr, uint64_t size);
+// False when `ptr` is not the recorder's (then the caller frees it with the driver).
+bool release(void* ptr);
+// A managed allocation freed: true when it was the arena's (then freed here).
+bool forget_managed(uint64_t address);
+// Whether [ptr, ptr + count) is managed memory of the recorder's arena.
+bool arena_owned(const void* ptr, size_t count);
+
+// ---- modules and kernels the application loads itself (kernel_registry.cpp)
+
+using ModuleApi = Recorder::ModuleApi;
+void note_module(void* module, const void* image, ModuleApi api);
+void note_module_file(void* module, const char* path, ModuleApi api);
+void note_kernel(const void* handle, void* module, const char* name, bool is_kernel);
+void note_unload(void* module);
+void note_global(void* module, const char* name);
+
+// ---- stream capture and graphs (graph_api.cpp)
+
+// "/path/app+0x1a2b (addr2line ...)": where a call came from, for messages.
+std::string code_site(const void* return_address);
+
+}  // namespace mneme::recorder

@@ -1,0 +1,274 @@
+// The CUDA runtime API entry points the recorder interposes (LD_PRELOAD): registration
+// of nvcc/clang-built code, launches, the runtime's libraries, allocations. Each passes
+// through to the real runtime (dlsym(RTLD_NEXT)) and tells the Recorder what happened.
+#include <cstring>
+
+#include "recorder.hpp"
+
+using namespace mneme::recorder;
+
+extern "C" {
+
+void __cudaRegisterFunction(void** handle, const char* hostFun, char* deviceFun, const char* deviceName,
+                            int threadLimit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize) {
+  using Fn = void (*)(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*);
+  static auto next = real<Fn>("__cudaRegisterFunction");
+  Recorder::get().register_function(handle, hostFun, deviceName);
+  next(handle, hostFun, deviceFun, deviceName, threadLimit, tid, bid, bDim, gDim, wSize);
+}
+
+// The wrapper nvcc and clang emit per translation unit, and the fatbinary header it points to.
+struct FatbinWrapper {
+  int magic;  // 0x466243b1
+  int version;
+  const unsigned char* data;
+  void* filename_or_fatbins;
+};
+
+void** __cudaRegisterFatBinary(void* wrapper) {
+  using Fn = void** (*)(void*);
+  static auto next = real<Fn>("__cudaRegisterFatBinary");
+  void** handle = next(wrapper);
+  auto* w = static_cast<const FatbinWrapper*>(wrapper);
+  if (w && w->magic == 0x466243b1 && w->data) {
+    uint32_t magic = 0;
+    uint16_t header_size = 0;
+    uint64_t fat_size = 0;
+    std::memcpy(&magic, w->data, 4);
+    std::memcpy(&header_size, w->data + 6, 2);
+    std::memcpy(&fat_size, w->data + 8, 8);
+    if (magic == 0xBA55ED50u && header_size >= 16 && fat_size < (1ull << 34))
+      Recorder::get().register_fatbin(handle, std::string_view(reinterpret_cast<const char*>(w->data),
+                                                               header_size + fat_size));
+  }
+  return handle;
+}
+
+void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const char* deviceName, int ext,
+                       size_t size, int constant, int global) {
+  using Fn = void (*)(void**, char*, char*, const char*, int, size_t, int, int);
+  static auto next = real<Fn>("__cudaRegisterVar");
+  Recorder::get().register_var(hostVar, deviceName, size);
+  next(handle, hostVar, deviceAddress, deviceName, ext, size, constant, global);
+}
+
+cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t stream) {
+  REAL(cudaLaunchKernel);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernel(func, grid, block, args, shmem, stream);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
+                                      [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); }));
+}
+
+// Built with --default-stream per-thread, <<<>>> lands here.
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                  cudaStream_t stream) {
+  REAL(cudaLaunchKernel_ptsz);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream), [&] {
+    return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream));
+  }));
+}
+
+// What nvcc 13's launch stubs call (crt/host_runtime.h): the kernel handle once per stub,
+// then __cudaLaunchKernel with it.
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  using Fn = cudaError_t (*)(cudaKernel_t*, const void*);
+  static auto next = real<Fn>("__cudaGetKernel");
+  cudaError_t status = next(kernel, host_function);
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && kernel && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.register_kernel_handle(*kernel, host_function);
+  }
+  return status;
+}
+
+// The public form: a cudaKernel_t for a registered kernel, launched as (void*)kernel.
+cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  REAL(cudaGetKernel);
+  cudaError_t status = real_cudaGetKernel(kernel, host_function);
+  auto& r = Recorder::get();
+  if (status == cudaSuccess && kernel && r.active()) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.register_kernel_handle(*kernel, host_function);
+  }
+  return status;
+}
+
+static cudaError_t launch_kernel_handle(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                                        cudaStream_t stream, const std::function<int()>& do_launch) {
+  auto& r = Recorder::get();
+  if (!r.active()) return cudaError_t(do_launch());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  const void* host = r.host_of(kernel);
+  return cudaError_t(r.launch(host ? r.name_of(host) : nullptr, grid, block, args, shmem,
+                              reinterpret_cast<uint64_t>(stream), do_launch, nullptr, host));
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                               cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+  static auto next = real<Fn>("__cudaLaunchKernel");
+  return launch_kernel_handle(kernel, grid, block, args, shmem, stream,
+                              [&] { return int(next(kernel, grid, block, args, shmem, stream)); });
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
+                                    cudaStream_t stream) {
+  using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+  static auto next = real<Fn>("__cudaLaunchKernel_ptsz");
+  return launch_kernel_handle(kernel, grid, block, args, shmem, stream,
+                              [&] { return int(next(kernel, grid, block, args, shmem, stream)); });
+}
+
+// cudaLaunchKernelEx (a template in the headers) lands here.
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  REAL(cudaLaunchKernelExC);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernelExC(config, func, args);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                                      reinterpret_cast<uint64_t>(config->stream),
+                                      [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
+}
+
+// Built with --default-stream per-thread, cudaLaunchKernelEx lands here.
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  REAL(cudaLaunchKernelExC_ptsz);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernelExC_ptsz(config, func, args);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                                      reinterpret_cast<uint64_t>(config->stream),
+                                      [&] { return int(real_cudaLaunchKernelExC_ptsz(config, func, args)); }));
+}
+
+// The runtime's libraries (CUDA 12+): libcudart reaches the driver through entry points
+// it looks up itself, so the driver functions above never see these loads.
+cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJitOption* jit_options,
+                                void** jit_values, unsigned int jit_count, cudaLibraryOption* options, void** values,
+                                unsigned int count) {
+  REAL(cudaLibraryLoadData);
+  cudaError_t status = real_cudaLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
+  if (status == cudaSuccess) note_module(*library, code, ModuleApi::runtime_library);
+  return status;
+}
+
+cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t* library, const char* path, cudaJitOption* jit_options,
+                                    void** jit_values, unsigned int jit_count, cudaLibraryOption* options,
+                                    void** values, unsigned int count) {
+  REAL(cudaLibraryLoadFromFile);
+  cudaError_t status =
+      real_cudaLibraryLoadFromFile(library, path, jit_options, jit_values, jit_count, options, values, count);
+  if (status == cudaSuccess) note_module_file(*library, path, ModuleApi::runtime_library);
+  return status;
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t library) {
+  REAL(cudaLibraryUnload);
+  note_unload(library);
+  return real_cudaLibraryUnload(library);
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t* kernel, cudaLibrary_t library, const char* name) {
+  REAL(cudaLibraryGetKernel);
+  cudaError_t status = real_cudaLibraryGetKernel(kernel, library, name);
+  if (status == cudaSuccess) note_kernel(*kernel, library, name, true);  // launched as (void*)kernel
+  return status;
+}
+
+cudaError_t cudaLibraryGetGlobal(void** address, size_t* bytes, cudaLibrary_t library, const char* name) {
+  REAL(cudaLibraryGetGlobal);
+  cudaError_t status = real_cudaLibraryGetGlobal(address, bytes, library, name);
+  if (status == cudaSuccess) note_global(library, name);
+  return status;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+  REAL(cudaMalloc);
+  return served_here() ? serve(ptr, size) : real_cudaMalloc(ptr, size);
+}
+
+cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
+  REAL(cudaMallocAsync);
+  return served_here() ? serve(ptr, size) : real_cudaMallocAsync(ptr, size, stream);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
+  REAL(cudaMallocFromPoolAsync);
+  return served_here() ? serve(ptr, size) : real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
+}
+
+cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  REAL(cudaMallocPitch);
+  if (!served_here()) return real_cudaMallocPitch(ptr, pitch, width, height);
+  *pitch = (width + 511) / 512 * 512;
+  return serve(ptr, *pitch * height);
+}
+
+cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
+  REAL(cudaMalloc3D);
+  if (!served_here()) return real_cudaMalloc3D(pitched, extent);
+  size_t pitch = (extent.width + 511) / 512 * 512;
+  void* ptr = nullptr;
+  cudaError_t status = serve(&ptr, pitch * extent.height * extent.depth);
+  pitched->ptr = ptr;
+  pitched->pitch = pitch;
+  pitched->xsize = extent.width;
+  pitched->ysize = extent.height;
+  return status;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  REAL(cudaFree);
+  if (Recorder::get().active() && release(ptr)) return cudaSuccess;
+  if (forget_managed(reinterpret_cast<uint64_t>(ptr))) return cudaSuccess;
+  return real_cudaFree(ptr);
+}
+
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  REAL(cudaFreeAsync);
+  if (Recorder::get().active() && release(ptr)) return cudaSuccess;
+  return real_cudaFreeAsync(ptr, stream);
+}
+
+// Managed memory stays the driver's: host access keeps working through page faults.
+// Its regions are snapshotted at their driver-chosen addresses (kind "managed"); replay
+// maps device memory at exactly those addresses (docs/record.md).
+cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
+  REAL(cudaMallocManaged);
+  auto& r = Recorder::get();
+  if (!r.active() || !size || !ptr) return real_cudaMallocManaged(ptr, size, flags);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (uint64_t at = r.allocate_managed(size)) {
+    r.track_managed(at, size);
+    *ptr = reinterpret_cast<void*>(at);
+    return cudaSuccess;
+  }
+  cudaError_t status = real_cudaMallocManaged(ptr, size, flags);
+  if (status == cudaSuccess) r.track_managed(reinterpret_cast<uint64_t>(*ptr), size);
+  return status;
+}
+
+
+// Prefetching and advice have no meaning for the arena's host memory: accepted, ignored
+// (the driver would refuse them for memory that is not its managed memory).
+cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
+                                 cudaStream_t stream) {
+  REAL(cudaMemPrefetchAsync);
+  if (arena_owned(ptr, count)) return cudaSuccess;
+  return real_cudaMemPrefetchAsync(ptr, count, location, flags, stream);
+}
+
+cudaError_t cudaMemAdvise(const void* ptr, size_t count, cudaMemoryAdvise advice, cudaMemLocation location) {
+  REAL(cudaMemAdvise);
+  if (arena_owned(ptr, count)) return cudaSuccess;
+  return real_cudaMemAdvise(ptr, count, advice, location);
+}
+
+
+}  // extern "C"
