@@ -3,13 +3,15 @@
 The tuned configurations (best.json files) are compiled for this GPU into a plan
 (apply_plan.py) that ``libmneme_apply.so``, preloaded, follows at every launch. The
 application then runs ``--repeat`` times plain and ``--repeat`` times with the swap,
-alternating (drift hits both), and its output is compared between the two. One more run
+alternating (drift hits both), and its output is compared between the two: what varies
+between the plain runs themselves (timings, thread ids, addresses) is not compared,
+everything else must match (output_compare.py). One more run
 of each with event timing around the planned kernels gives their time inside the
 application, set beside their replayed time: the fidelity column (replay is only
 useful if it predicts the real run).
 
 Exit status: the application's when it fails; 1 when the output differs from the plain
-run; 2 user error; else 0.
+runs; 2 user error; else 0.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .apply_plan import (
     read_report,
     write_plan,
 )
+from .output_compare import CLOCK, TIMING, Comparison, PlainBaseline, compare_runs, masked
 
 OUTPUT_DIFFERS_EXIT = 1
 SWAPPER = "libmneme_apply.so"
@@ -79,18 +82,6 @@ class ApplicationFailed(ApplyError):
         self.code = code
 
 
-def compared_lines(output: str, pattern: re.Pattern | None) -> list[str]:
-    lines = output.splitlines()
-    return [line for line in lines if pattern.search(line)] if pattern else lines
-
-
-def first_difference(a: list[str], b: list[str]) -> str:
-    for index, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return f"line {index + 1}: plain {x!r}, tuned {y!r}"
-    return f"the plain run printed {len(a)} lines, the tuned run {len(b)}"
-
-
 def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, float | None]:
     """Median replayed time (ms) of the recorded and of the tuned configuration, on the
     instance it was tuned on (None without a GPU or when the replay fails)."""
@@ -119,6 +110,66 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "-" if not a or not b else f"{a / b:.2f}x"
 
 
+def print_output_check(console: Console, baseline: PlainBaseline, comparisons: list[Comparison],
+                       output_filter: str | None) -> None:
+    """The output check in a few lines: what was compared, what was not and why, and the
+    differing lines with both versions."""
+    runs = len(comparisons)
+    compared = len(baseline.required)
+    what = f"{compared} lines" + (f" matching {output_filter!r}" if output_filter else "")
+    failed = [c for c in comparisons if not c.equal]
+    if not failed:
+        console.print(f"output: {what} equal to the plain runs' in all {runs} tuned runs")
+    else:
+        console.print(f"output: [bold red]DIFFERS[/bold red] from the plain runs in {len(failed)} of {runs} "
+                      f"tuned runs ({what} compared); first differing run:")
+        for difference in failed[0].differences[:10]:
+            console.print(f"  {_line_label(difference.line)}plain: {_shown(difference.plain)}", markup=False)
+            console.print(f"  {' ' * len(_line_label(difference.line))}tuned: {_shown(difference.tuned)}",
+                          markup=False)
+        if len(failed[0].differences) > 10:
+            console.print(f"  ... {len(failed[0].differences) - 10} more differing lines")
+    fields = baseline.lines_with_varying_fields
+    whole = baseline.varying_lines
+    timings = baseline.fields_not_compared(TIMING) + baseline.fields_not_compared(CLOCK)
+    if fields or whole or baseline.extra_examples:
+        console.print(f"  varying between plain runs (not compared): {len(fields)} lines with varying "
+                      f"fields, {len(whole) + len(baseline.extra_examples)} lines as a whole", markup=False)
+        for line in fields[:3]:
+            console.print(f"    line {line.number}: {masked(line)}", markup=False)
+        for text in [line.text for line in whole[:3]] + baseline.extra_examples[:max(0, 3 - len(whole))]:
+            console.print(f"    whole line: {text}", markup=False)
+    if timings:
+        console.print(f"  timings and clock times (never compared): {timings} fields", markup=False)
+    if not compared:
+        # An equal empty output proves nothing: say so rather than let it pass as checked.
+        console.print("output: [bold]nothing was compared[/bold]: "
+                      + (f"--output-filter {output_filter!r} matched no line of the plain run's output"
+                         if output_filter else "the application printed nothing every plain run agrees on"))
+
+
+def _line_label(line: int | None) -> str:
+    return f"line {line}: " if line is not None else "extra: "
+
+
+def _shown(text: str | None) -> str:
+    return "(no such line)" if text is None else repr(text)
+
+
+def output_json(baseline: PlainBaseline | None, comparisons: list[Comparison], checked: bool) -> dict:
+    if baseline is None:
+        return {"output_checked": checked, "output_lines_compared": 0, "output_equal": True, "difference": ""}
+    differences = next((c.differences for c in comparisons if not c.equal), [])
+    return {
+        "output_checked": checked, "output_lines_compared": len(baseline.required),
+        "output_equal": not differences, "difference": str(differences[0]) if differences else "",
+        "output_differences": [{"line": d.line, "plain": d.plain, "tuned": d.tuned} for d in differences],
+        "output_varying_fields": [masked(line) for line in baseline.lines_with_varying_fields],
+        "output_varying_lines": [line.text for line in baseline.varying_lines] + baseline.extra_examples,
+        "output_timings_not_compared": baseline.fields_not_compared(TIMING) + baseline.fields_not_compared(CLOCK),
+    }
+
+
 @click.command("run", context_settings={"ignore_unknown_options": True})
 @click.option("--apply", "apply_path", required=True, type=click.Path(path_type=Path),
               help="A best.json written by mneme tune --report, or a folder of them.")
@@ -127,7 +178,8 @@ def _ratio(a: float | None, b: float | None) -> str:
 @click.option("--check-output/--no-check-output", default=True, show_default=True,
               help="Compare the application's standard output with the plain run's.")
 @click.option("--output-filter", default=None,
-              help="Compare only the output lines matching this regex (e.g. the checksums).")
+              help="Compare only the output lines matching this regex (e.g. the checksums); by default "
+                   "every line, less what varies between the plain runs and the timings printed.")
 @click.option("--replay-iterations", type=click.IntRange(1, 10000), default=20, show_default=True,
               help="Timed replays of each tuned instance for the fidelity column.")
 @click.option("--dry-run", is_flag=True,
@@ -205,14 +257,12 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             click.echo(f"mneme run: {failure}", err=True)
             raise SystemExit(failure.code if failure.code > 0 else 128 - failure.code) from None
 
-    outputs_equal, difference, reference = True, "", []
+    baseline, comparisons = None, []
     if check_output:
-        reference = compared_lines(plain_runs[0].output, pattern)
-        for candidate in [*plain_runs[1:], *tuned_runs, timed]:
-            lines = compared_lines(candidate.output, pattern)
-            if lines != reference:
-                outputs_equal, difference = False, first_difference(reference, lines)
-                break
+        # The measuring run runs the original code: one more plain run to learn from.
+        baseline, comparisons = compare_runs([r.output for r in [*plain_runs, measured]],
+                                             [r.output for r in [*tuned_runs, timed]], pattern)
+    differences = next((c.differences for c in comparisons if not c.equal), [])
 
     table = Table(title="tuned kernels inside the application and in replay (ms per launch)")
     for column in ("kernel", "launches", "swapped", "in app: original", "in app: tuned", "speedup",
@@ -249,21 +299,13 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
     console.print(
         f"application: {plain_median:.3f} s plain, {tuned_median:.3f} s tuned (median of {repeat}), "
         f"{speedup:.3f}x, noise ±{100 * noise:.1f} %: {verdict}")
-    if check_output:
-        what = f"{len(reference)} matching lines" if pattern else f"output ({len(reference)} lines)"
-        console.print(f"output: {what} equal to the plain run's" if outputs_equal
-                      else f"output: DIFFERS from the plain run ({difference})")
-        if not reference:
-            # An equal empty output proves nothing: say so rather than let it pass as checked.
-            console.print("output: [bold]nothing was compared[/bold]: "
-                          + (f"--output-filter {output_filter!r} matched no line of the plain run's "
-                             "output" if pattern else "the application printed nothing"))
+    if baseline is not None:
+        print_output_check(console, baseline, comparisons, output_filter)
     if json_path is not None:
         json_path.write_text(json.dumps({
             "command": argv, "repeat": repeat, "plain_s": plain_s, "tuned_s": tuned_s,
             "speedup": speedup, "noise": noise, "significant": significant,
-            "output_checked": check_output, "output_lines_compared": len(reference),
-            "output_equal": outputs_equal, "difference": difference,
+            **output_json(baseline, comparisons, check_output),
             "kernels": rows}, indent=2))
-    if not outputs_equal:
+    if differences:
         raise SystemExit(OUTPUT_DIFFERS_EXIT)
