@@ -27,6 +27,8 @@ namespace nb = nanobind;
 using namespace nb::literals;
 namespace rt = mneme::runtime;
 
+void bind_timing(nb::module_& m);  // timing_bindings.cpp
+
 namespace {
 
 using ReadBuffer = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
@@ -193,6 +195,7 @@ rt::KernelInfo kernel_info(const std::string& static_hash, const std::string& na
 NB_MODULE(_native, m) {
   m.doc() = "mneme device layer (native part); use mneme.runtime";
   nb::register_exception_translator(translate_exception);
+  bind_timing(m);
 
   m.attr("DEFAULT_BASE") = rt::kDefaultBase;
   m.attr("DEFAULT_SIZE") = rt::kDefaultSize;
