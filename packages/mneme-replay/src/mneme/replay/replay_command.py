@@ -177,7 +177,16 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
 @click.option("--iterations", type=click.IntRange(min=1), help="Timed iterations (default 5).")
 @click.option("--warmup", type=click.IntRange(min=0), help="Untimed iterations first (default 1).")
 @click.option(
-    "--flush-l2", is_flag=True, default=None, help="Flush the L2 cache before each iteration."
+    "--cache",
+    type=click.Choice(["warm", "cold", "app", "auto"]),
+    help="Cache state of each timed iteration: warm (the data of the last iteration in "
+    "L2; default), cold (L2 flushed), app (L2 flushed, then the kernel's outputs "
+    "restored, as the application's previous kernel leaves them), auto (per instance, the "
+    "mode nearest the recorded in-app time).",
+)
+@click.option(
+    "--flush-l2", is_flag=True, default=None, help="Flush the L2 cache before each iteration "
+    "(--cache cold)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--no-verify", is_flag=True, help="Do not compare with the recorded epilogue.")
@@ -230,6 +239,7 @@ def replay(
     output_ll,
     iterations,
     warmup,
+    cache,
     flush_l2,
     as_json,
     no_verify,
@@ -283,6 +293,7 @@ def replay(
         ("iterations", iterations),
         ("warmup", warmup),
         ("flush_l2", flush_l2),
+        ("cache", cache),
         ("determinism_runs", determinism_runs),
     ):
         if value is not None:

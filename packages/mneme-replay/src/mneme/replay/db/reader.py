@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import layout
+from .app_time import APP_TIME_KEY, AppTime
 from .chunks import (
     GROUP_SCHEMA,
     ArrayInfo,
@@ -367,6 +368,13 @@ class Instance:
     @property
     def epilogue_format(self) -> str:
         return self._attrs["epilogue_format"]
+
+    @property
+    def app_time(self) -> AppTime | None:
+        """The kernel's time inside the recorded application (format revision
+        "app_time"); None for instances recorded without it."""
+        raw = self._attrs.get(APP_TIME_KEY)
+        return None if raw is None else AppTime.from_json(raw, f"instance {self.id}")
 
     @property
     def capture(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 from ..jit import CompileConfig, ConfigError
 from ..jit.config import check_fields
 from .errors import ReplayConfigError
+from .timing import CACHE_MODES
 from .verify import Tolerance
 
 Dim3 = tuple[int, int, int]
@@ -46,7 +47,9 @@ class ReplayConfig:
     annotations; ``arch`` overrides the target (default: the GPU present, else the
     recorded one). ``determinism_runs`` runs of the unchanged kernel decide, once per
     instance, which regions it reproduces and how each is verified (engine/determinism.py);
-    0 verifies every region bit for bit.
+    0 verifies every region bit for bit. ``cache`` is the cache state each timed
+    iteration starts in: warm, cold, app or auto (engine/timing.py); the older
+    ``flush_l2`` is ``cache="cold"``.
     """
 
     grid: Dim3 | None = None
@@ -56,6 +59,7 @@ class ReplayConfig:
     warmup: int = 1
     verify: bool = True
     flush_l2: bool = False
+    cache: str = "warm"
     specialize: bool = False
     specialize_dims: bool = False
     set_launch_bounds: bool = False
@@ -90,6 +94,12 @@ class ReplayConfig:
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ReplayConfigError(f"{name} must be true or false")
+        if self.cache not in CACHE_MODES:
+            raise ReplayConfigError(
+                f"cache must be one of {', '.join(CACHE_MODES)}, not {self.cache!r}"
+            )
+        if self.flush_l2 and self.cache not in ("warm", "cold"):
+            raise ReplayConfigError(f"flush_l2 (cache cold) contradicts cache {self.cache!r}")
         if not isinstance(self.tolerances, dict):
             raise ReplayConfigError("tolerances must map region names to tolerances")
         tolerances = {}
@@ -103,6 +113,11 @@ class ReplayConfig:
                 CompileConfig(arch=self.arch)
             except ConfigError as error:
                 raise ReplayConfigError(str(error)) from None
+
+    @property
+    def cache_mode(self) -> str:
+        """The cache mode in effect (``flush_l2`` means cold)."""
+        return "cold" if self.flush_l2 else self.cache
 
     def __hash__(self) -> int:
         return hash(self.to_json())

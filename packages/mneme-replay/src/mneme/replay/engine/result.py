@@ -48,6 +48,20 @@ class ReplayResult:
     #: region → class, for the regions the unchanged kernel does not reproduce bit for bit
     #: (engine/determinism.py); verification checked each by its class
     determinism: dict[str, str] = field(default_factory=dict)
+    #: how ``times`` were measured: "cupti" (the kernel's GPU timestamps) or "events"
+    timing_method: str = ""
+    #: why events were used where CUPTI was wanted ("" otherwise)
+    timing_note: str = ""
+    #: the cache state the timed iterations started in (warm, cold, app)
+    cache: str = ""
+    #: auto: the median of each cache mode it measured (ms)
+    mode_times: dict[str, float] = field(default_factory=dict)
+    #: mean SM clock during the timed iterations (MHz, NVML); None without NVML
+    sm_clock_mhz: float | None = None
+    #: energy per iteration (mJ, NVML's counter; coarse for short runs); None without it
+    energy_mj: float | None = None
+    #: the instance's in-application median (ms, recorded), None when it has none
+    app_time_ms: float | None = None
 
     @property
     def time(self) -> float | None:
@@ -62,8 +76,29 @@ class ReplayResult:
     def min_time(self) -> float | None:
         return min(self.times) if self.times else None
 
+    @property
+    def fidelity(self) -> float | None:
+        """Replayed / in-application time (median over median); None without both."""
+        if self.time is None or not self.app_time_ms:
+            return None
+        return self.time / self.app_time_ms
+
+    def timing_line(self) -> str:
+        """'cupti, cache warm, fidelity 1.02 (in-app 0.0507 ms), SM 1980 MHz'."""
+        method = self.timing_note or self.timing_method or "events"
+        parts = [method]
+        if self.cache:
+            parts.append(f"cache {self.cache}")
+        fidelity = self.fidelity
+        parts.append(f"fidelity {fidelity:.2f} (in-app {self.app_time_ms:.4f} ms)"
+                     if fidelity is not None else "fidelity -")
+        if self.sm_clock_mhz:
+            parts.append(f"SM {self.sm_clock_mhz:.0f} MHz")
+        return ", ".join(parts)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["fidelity"] = self.fidelity
         out["configuration"] = self.configuration.to_dict()
         out["mismatches"] = [m.to_dict() for m in self.mismatches]
         return out
@@ -71,6 +106,7 @@ class ReplayResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayResult:
         values = dict(data)
+        values.pop("fidelity", None)  # derived
         values["configuration"] = ReplaySettings.from_dict(values["configuration"])
         values["mismatches"] = [Mismatch.from_dict(m) for m in values.get("mismatches", [])]
         return cls(**values)
@@ -109,6 +145,15 @@ class ReplayResult:
                 f"time       median {self.time:.4f} ms, mean {self.mean_time:.4f} ms, "
                 f"min {self.min_time:.4f} ms over {len(self.times)} iterations"
             )
+            ordered = sorted(self.times)
+            quartiles = (statistics.quantiles(ordered, n=4, method="inclusive")
+                         if len(ordered) > 1 else [ordered[0]] * 3)
+            lines.append(f"spread     IQR {quartiles[0]:.4f}-{quartiles[2]:.4f} ms, "
+                         f"max {ordered[-1]:.4f} ms")
+            lines.append(f"timing     {self.timing_line()}")
+            if self.mode_times:
+                lines.append("cache auto " + ", ".join(
+                    f"{m} {t:.4f} ms" for m, t in self.mode_times.items()))
         if self.determinism:
             counts: dict[str, int] = {}
             for kind in self.determinism.values():

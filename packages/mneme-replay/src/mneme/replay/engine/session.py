@@ -21,6 +21,7 @@ import numpy as np
 
 from ..jit import CompileCache, CompileConfig, CompileResult, compile_kernel
 from . import determinism as nd
+from . import timing
 from .config import ReplayConfig, ReplaySettings
 from .errors import (
     CONTEXT_POISONED,
@@ -156,7 +157,8 @@ class ReplaySession:
         self._verifier: DeviceVerifier | None = None
         self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
         self._stream = None
-        self._events: list = []
+        self._clock: timing.KernelClock | None = None
+        self._auto_mode: str | None = None  # cache auto: the mode chosen for this instance
         self.make_room = make_room
         self._profile: nd.DeterminismProfile | None = None
         self._expected_host: dict[str, np.ndarray] = {}
@@ -463,37 +465,9 @@ class ReplaySession:
         args = self.args[:needed]
         if self._stream is None:
             self._stream = device.stream()
-        stream = self._stream
-        iterations = replay.warmup + replay.iterations
-        while len(self._events) < 2 * replay.iterations:
-            self._events.append(device.event())
         start = time.perf_counter()
-        for i in range(iterations):
-            image.reset(stream)
-            if replay.flush_l2:
-                image.flush_l2(stream)
-            timed = i - replay.warmup
-            if timed >= 0:
-                self._events[2 * timed].record(stream)
-            try:
-                function.launch(grid, block, args, shared, stream)
-            except DriverError as error:
-                raise self._driver_failure(f"the launch was refused: {error}", error,
-                                           LAUNCH_REFUSED, KernelFailedError) from None
-            if timed >= 0:
-                self._events[2 * timed + 1].record(stream)
-        try:
-            stream.synchronize()
-        except DriverError as error:
-            raise KernelFailedError(
-                f"the kernel failed on the device: {error} (the GPU context is unusable now; "
-                "replay in a fresh process)"
-            ) from None
+        self._time(function, replay, grid, block, args, shared, image, result)
         result.timings["run"] = time.perf_counter() - start
-        result.times = [
-            self._events[2 * i].elapsed_ms(self._events[2 * i + 1])
-            for i in range(replay.iterations)
-        ]
         if replay.verify:
             start = time.perf_counter()
             result.mismatches = self.verify(replay)
@@ -506,6 +480,60 @@ class ReplaySession:
                         result.notes.append(
                             f"{name} not checked: the unchanged kernel does not reproduce it"
                         )
+
+    def _time(self, function, replay, grid, block, args, shared, image, result) -> None:
+        """The timed iterations in the replay's cache mode (engine/timing.py); ``auto``
+        measures each mode once per session and keeps the one nearest the in-app time."""
+        from mneme.runtime import DriverError
+
+        stream = self._stream
+        if self._clock is None:
+            self._clock = timing.KernelClock(self.device, replay.device)
+
+        def launch():
+            try:
+                function.launch(grid, block, args, shared, stream)
+            except DriverError as error:
+                raise self._driver_failure(f"the launch was refused: {error}", error,
+                                           LAUNCH_REFUSED, KernelFailedError) from None
+
+        def synchronize():
+            try:
+                stream.synchronize()
+            except DriverError as error:
+                raise KernelFailedError(
+                    f"the kernel failed on the device: {error} (the GPU context is unusable "
+                    "now; replay in a fresh process)"
+                ) from None
+
+        def measure(mode):
+            return self._clock.measure(launch, lambda: timing.prepare(image, stream, mode),
+                                       stream, function.name, replay.warmup, replay.iterations,
+                                       synchronize)
+
+        app = self.instance.app_time
+        result.app_time_ms = app.median_ms if app is not None else None
+        mode = replay.cache_mode
+        if mode == timing.AUTO:
+            mode, measured = self._auto_mode, None
+            if mode is None:
+                measured = {m: measure(m) for m in timing.MEASURED_MODES}
+                result.mode_times = {m: timing.median(x.times) for m, x in measured.items()}
+                if result.app_time_ms:
+                    mode = timing.closest_mode(result.mode_times, result.app_time_ms)
+                else:
+                    mode = timing.WARM
+                    result.notes.append("cache auto: the instance has no in-app time; warm")
+                self._auto_mode = mode
+            taken = measured[mode] if measured else measure(mode)
+        else:
+            taken = measure(mode)
+        result.cache = mode
+        result.times = taken.times
+        result.timing_method = taken.method
+        result.timing_note = taken.note
+        result.sm_clock_mhz = taken.sm_clock_mhz
+        result.energy_mj = taken.energy_mj
 
     def verify(self, replay: ReplayConfig | None = None) -> list:
         """Compare the device memory now with the recorded epilogue (on the device)."""
@@ -580,7 +608,7 @@ class ReplaySession:
         self.release_memory()
         self._loaded.clear()
         self._verifier = None
-        self._events = []
+        self._clock = None
         if self._stream is not None:
             self._stream.synchronize()
             self._stream = None

@@ -1,0 +1,116 @@
+"""How replay times a kernel: its GPU timestamps from CUPTI (mneme.runtime.kernel_timing),
+in a chosen cache state, with the SM clock and energy beside it.
+
+Cache modes (docs/replay.md, "Timing and fidelity"), what happens before each iteration:
+
+- ``warm``: the recorded bytes are restored (today's replay: the kernel's data stays in
+  L2 from the iteration before).
+- ``cold``: restored, then L2 is flushed: nothing of the kernel's data is cached.
+- ``app``: L2 flushed, then the recorded bytes restored: the regions the kernel writes
+  (which restoring rewrites) are in L2, as the kernel that ran before it in the
+  application leaves its outputs, while read-only inputs come from memory.
+- ``auto``: per instance, whichever of the three gives the time closest to the recorded
+  in-application time (the instance's ``app_time``); warm where there is none.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+WARM, COLD, APP, AUTO = "warm", "cold", "app", "auto"
+CACHE_MODES = (WARM, COLD, APP, AUTO)
+#: the modes auto chooses from, in the order it measures them
+MEASURED_MODES = (WARM, APP, COLD)
+
+
+def prepare(image, stream, mode: str) -> None:
+    """Bring memory and L2 to ``mode``'s state before one iteration."""
+    if mode == APP:
+        image.flush_l2(stream)
+        image.reset(stream)
+    else:
+        image.reset(stream)
+        if mode == COLD:
+            image.flush_l2(stream)
+
+
+@dataclass
+class Measurement:
+    """Timed iterations of one kernel (ms), how they were timed, and the GPU meanwhile."""
+
+    times: list[float]
+    method: str  # "cupti" or "events"
+    note: str = ""  # why events were used, when they were
+    sm_clock_mhz: float | None = None
+    energy_mj: float | None = None  # per iteration
+    mode_times: dict[str, float] = field(default_factory=dict)
+
+
+class KernelClock:
+    """Times launches on one device: CUPTI records where CUPTI works (started once per
+    process), CUDA events otherwise. Events are recorded either way, so a launch CUPTI
+    did not report still has a time."""
+
+    def __init__(self, device, ordinal: int = 0):
+        from mneme.runtime.kernel_timing import GpuMonitor, start_cupti
+
+        self.device = device
+        self.cupti, self.reason = start_cupti()
+        self.monitor = GpuMonitor(ordinal)
+        self._events: list = []
+
+    def measure(self, launch: Callable[[], None], before: Callable[[], None], stream,
+                kernel_name: str, warmup: int, iterations: int,
+                synchronize: Callable[[], None]) -> Measurement:
+        """``before`` then ``launch``, ``warmup`` + ``iterations`` times; ``synchronize``
+        waits for the stream (raising what the kernel's failure is)."""
+        from mneme.runtime.kernel_timing import CUPTI, EVENTS, fallback_line, kernel_timer
+
+        while len(self._events) < 2 * iterations:
+            self._events.append(self.device.event())
+        timer = kernel_timer() if self.cupti else None
+        if timer is not None:
+            timer.drain()  # what ran before (other replays, resets) is not ours
+        self.monitor.begin()
+        for i in range(warmup + iterations):
+            before()
+            timed = i - warmup
+            if timed >= 0:
+                self._events[2 * timed].record(stream)
+            launch()
+            if timed >= 0:
+                self._events[2 * timed + 1].record(stream)
+        synchronize()
+        gpu = self.monitor.end()
+        events = [self._events[2 * i].elapsed_ms(self._events[2 * i + 1])
+                  for i in range(iterations)]
+        result = Measurement(events, EVENTS, fallback_line(self.reason) if not self.cupti else "")
+        if gpu is not None:
+            result.sm_clock_mhz = gpu.sm_clock_mhz
+            if gpu.energy_mj is not None:
+                result.energy_mj = gpu.energy_mj / (warmup + iterations)
+        if timer is None:
+            return result
+        ours = sorted((r for r in timer.drain() if r.name == kernel_name),
+                      key=lambda r: r.start_ns)
+        if len(ours) < iterations:
+            result.note = (f"events (CUPTI reported {len(ours)} of {warmup + iterations} "
+                           f"launches of {kernel_name})")
+            return result
+        result.times = [r.duration_ms for r in ours[-iterations:]]
+        result.method = CUPTI
+        return result
+
+
+def closest_mode(mode_times: dict[str, float], app_ms: float) -> str:
+    """The mode whose median is nearest the in-application time (by ratio: 0.5x and 2x
+    are equally far)."""
+    import math
+
+    return min(mode_times, key=lambda m: abs(math.log(mode_times[m] / app_ms)))
+
+
+def median(times: list[float]) -> float:
+    return statistics.median(times)

@@ -1,0 +1,73 @@
+"""Replay timing on a real GPU: CUPTI timestamps, cache modes (cold slower than warm for
+a read-bound kernel whose data fits L2), auto's choice and fidelity."""
+
+import struct
+
+import numpy as np
+import pytest
+from mneme.replay.db import Database, DatabaseWriter, InstanceRecord
+from mneme.replay.engine import ReplayConfig, ReplaySession
+from mneme.replay.jit import CompileConfig
+from replay_support import (
+    BASE,
+    INFO,
+    KERNELS,
+    SAXPY,
+    compile_bitcode,
+    heap,
+    kernel_record,
+    static_hash,
+)
+
+pytestmark = pytest.mark.gpu
+
+N = 2 << 20  # x and y: 8 MiB each, well inside an H100's 50 MB L2
+
+
+@pytest.fixture(scope="module")
+def big_saxpy(tmp_path_factory):
+    work = tmp_path_factory.mktemp("timing")
+    bitcode = compile_bitcode(KERNELS / "replay_kernels.cu", work / "k.bc")
+    x = np.arange(N, dtype=np.float32) % 97
+    y = np.arange(N, dtype=np.float32) % 89
+    xa, ya = BASE, BASE + (64 << 20)
+    record = InstanceRecord(
+        grid=(N // 256, 1, 1), block=(256, 1, 1),
+        args=struct.pack("<f4xQQi4x", 2.0, xa, ya, N),
+        prologue=(heap(xa, x), heap(ya, y)),
+        epilogue=(heap(xa, x), heap(ya, 2 * x + y)),
+    )
+    with DatabaseWriter.create(work / "t.rdb", INFO) as writer:
+        writer.add_kernel(kernel_record(bitcode, SAXPY, "saxpy(float, float const*, float*, int)"))
+        writer.add_instance(static_hash(SAXPY), record)
+    return Database.open(work / "t.rdb").instance(static_hash(SAXPY))
+
+
+def test_replay_is_timed_by_cupti(big_saxpy, device):
+    with ReplaySession(big_saxpy, device=device) as session:
+        result = session.run(CompileConfig(), ReplayConfig(iterations=10, warmup=2))
+    assert result.verified, result.summary()
+    assert result.timing_method == "cupti", result.timing_note
+    assert result.cache == "warm" and len(result.times) == 10
+    assert result.app_time_ms is None and result.fidelity is None
+    assert "fidelity -" in result.summary()
+    print(result.summary())
+
+
+def test_cold_is_slower_than_warm(big_saxpy, device):
+    medians = {}
+    with ReplaySession(big_saxpy, device=device) as session:
+        for mode in ("warm", "app", "cold"):
+            result = session.run(CompileConfig(), ReplayConfig(iterations=20, warmup=3,
+                                                               cache=mode, verify=False))
+            assert result.timing_method == "cupti" and result.cache == mode
+            medians[mode] = result.time
+    print("saxpy 2M medians (ms):", medians)
+    assert medians["cold"] > 1.1 * medians["warm"], medians
+
+
+def test_auto_without_app_time_is_warm(big_saxpy, device):
+    with ReplaySession(big_saxpy, device=device) as session:
+        result = session.run(CompileConfig(), ReplayConfig(iterations=5, cache="auto"))
+    assert result.cache == "warm" and set(result.mode_times) == {"warm", "app", "cold"}
+    assert any("no in-app time" in note for note in result.notes)
