@@ -97,3 +97,26 @@ def test_without_a_gpu_it_says_so(best):
     if driver_available():
         pytest.skip("a GPU driver is present")
     one_line_error(run_mneme("run", "--apply", best, "--", "true"), "needs a GPU", "--dry-run")
+
+
+def test_the_swappers_report_gives_medians_with_the_first_launch_apart(tmp_path):
+    from mneme.tune.apply_command import _in_app_method
+    from mneme.tune.apply_plan import read_report
+
+    path = tmp_path / "report.txt"
+    path.write_text("mneme-apply-report 2\n"
+                    "kernel _Z1kv launches 12 swapped 12 refused 0 same_config 11 method cupti timed 12 "
+                    "time_s 0.0021 first_ms 0.5 median_ms 0.1 same_config_timed 11 same_config_time_s 0.0011 "
+                    "same_config_median_ms 0.1\n"
+                    "kernel _Z1qv launches 0 swapped 0 refused 0 same_config 0 method cupti timed 0 time_s 0 "
+                    "first_ms 0 median_ms 0 same_config_timed 0 same_config_time_s 0 same_config_median_ms 0\n")
+    report = read_report(path)
+    k = report.get("_Z1kv")
+    assert (k.launches, k.method, k.first_ms, k.median_ms, k.same_config_median_ms) == (12, "cupti", 0.5, 0.1, 0.1)
+    assert report.get("_Z1qv").median_ms is None  # never launched: no time, not 0
+    assert report.get("_Z9missingv").launches == 0
+    assert _in_app_method(report) == "cupti"
+    path.write_text(path.read_text().replace("method cupti", "method events")
+                    + "fallback libcupti.so: cannot open shared object file\n")
+    assert _in_app_method(read_report(path)) == "events (CUPTI unusable: libcupti.so: cannot open shared object file)"
+    assert read_report(tmp_path / "none.txt").kernels == {}

@@ -146,5 +146,5 @@ def test_a_refused_tuned_launch_runs_the_original_code(saxpy):
     # every launch's buffer checksums (MNEME-CHECK lines) and the program's own checks
     assert "MNEME-RESULT ok" in tuned.stdout and tuned.stdout == plain.stdout
     assert "was refused" in tuned.stderr and tuned.stderr.count("was refused") == 1, tuned.stderr
-    [counts] = read_report(report).values()
+    [counts] = read_report(report).kernels.values()
     assert (counts.launches, counts.swapped, counts.refused) == (6, 5, 1)

@@ -18,9 +18,13 @@
 //                            copied into the tuned module before and back after the launch
 //   end
 //
-// With MNEME_APPLY_TIMING=1 each launch of a planned kernel is timed with events on its
-// stream (the fidelity column of `mneme run`); MNEME_APPLY_MODE=measure times the
-// original kernels without swapping. Results go to MNEME_APPLY_REPORT at exit.
+// With MNEME_APPLY_TIMING=1 each launch of a planned kernel is timed (the fidelity column
+// of `mneme run`) by the GPU's own timestamps of the kernel (CUPTI kernel records,
+// mneme::runtime::KernelTimer), the same method replay uses; CUDA events on its stream are
+// recorded too and used when CUPTI is unusable or missed launches (the report says which,
+// and why). Per kernel the report gives the first launch apart (module load, cold caches)
+// and the median of the others. MNEME_APPLY_MODE=measure times the original kernels
+// without swapping. Results go to MNEME_APPLY_REPORT at exit.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -37,9 +41,11 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "interpose.hpp"
+#include "mneme/runtime/kernel_timer.hpp"
 
 namespace {
 
@@ -71,8 +77,29 @@ struct Plan {
   std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
   // what happened, for the report
   unsigned long long launches = 0, swapped = 0, refused = 0, same_config = 0;
-  double time_s = 0, same_config_time_s = 0;
-  unsigned long long timed = 0, same_config_timed = 0;
+  // event times (ms) of each launch in launch order, and whether it had the recorded config
+  std::vector<std::pair<double, bool>> event_times;
+};
+
+// Durations (ms) of one kernel's launches in order: the first apart, the median of the rest.
+struct Durations {
+  std::vector<double> all, same_config;  // same_config: launches with the recorded configuration
+
+  static double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+  }
+  // The median of the launches after the first; the first alone when it is the only one.
+  static double steady(const std::vector<double>& v) {
+    return v.size() > 1 ? median(std::vector<double>(v.begin() + 1, v.end())) : median(v);
+  }
+  static double total(const std::vector<double>& v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return t;
+  }
 };
 
 std::string unhex(const std::string& hex) {
@@ -87,6 +114,9 @@ struct Timing {
   bool same_config;
   CUevent start, stop;
 };
+
+using mneme::runtime::KernelRecord;
+using mneme::runtime::KernelTimer;
 
 struct Driver {
   decltype(&cuModuleLoadData) load = driver_function<decltype(&cuModuleLoadData)>("cuModuleLoadData");
@@ -152,6 +182,7 @@ class Swapper {
     bool timed = timing_ && !capturing(stream);
     CUevent start = nullptr, stop = nullptr;
     if (timed) {
+      start_cupti();
       harvest(false);
       start = event();
       stop = event();
@@ -195,16 +226,39 @@ class Swapper {
     if (finished_) return;
     finished_ = true;
     harvest(true);
+    if (cupti_) {
+      keep(KernelTimer::instance().drain());
+      KernelTimer::instance().stop();
+    }
     std::string path = env("MNEME_APPLY_REPORT");
     if (path.empty()) return;
+    std::map<std::string, Durations> gpu = cupti_durations();
     std::ofstream out(path);
-    out << "mneme-apply-report 1\n";
+    out << "mneme-apply-report 2\n";
+    std::string fallback;  // why events timed a kernel, if any did
     for (auto& [name, p] : plans_) {
+      Durations events;
+      for (auto& [ms, same] : p.event_times) {
+        events.all.push_back(ms);
+        if (same) events.same_config.push_back(ms);
+      }
+      // CUPTI's times when it saw every timed launch; else the events', said so.
+      auto it = gpu.find(name);
+      bool use_cupti = cupti_ && it != gpu.end() && it->second.all.size() >= events.all.size();
+      if (timing_ && !use_cupti && fallback.empty())
+        fallback = !cupti_ ? KernelTimer::instance().reason()
+                           : "CUPTI recorded " + std::to_string(it == gpu.end() ? 0 : it->second.all.size()) +
+                                 " of " + std::to_string(events.all.size()) + " launches of " + name;
+      const Durations& d = use_cupti ? it->second : events;
       out << "kernel " << name << " launches " << p.launches << " swapped " << p.swapped << " refused "
-          << p.refused << " same_config "
-          << p.same_config << " timed " << p.timed << " time_s " << p.time_s << " same_config_timed "
-          << p.same_config_timed << " same_config_time_s " << p.same_config_time_s << "\n";
+          << p.refused << " same_config " << p.same_config << " method " << (use_cupti ? "cupti" : "events")
+          << " timed " << d.all.size() << " time_s " << Durations::total(d.all) * 1e-3 << " first_ms "
+          << (d.all.empty() ? 0 : d.all.front()) << " median_ms " << Durations::steady(d.all)
+          << " same_config_timed " << d.same_config.size() << " same_config_time_s "
+          << Durations::total(d.same_config) * 1e-3 << " same_config_median_ms "
+          << Durations::steady(d.same_config) << "\n";
     }
+    if (!fallback.empty()) out << "fallback " << fallback << "\n";
   }
 
  private:
@@ -244,7 +298,12 @@ class Swapper {
       else if (word == "dims") { std::string v; s >> v; plan.dims_exact = v == "exact"; }
       else if (word == "arg") { unsigned i; std::string hex; s >> i >> hex; plan.args.push_back({i, unhex(hex)}); }
       else if (word == "global") { std::string n; size_t size; s >> n >> size; plan.globals.push_back({n, size}); }
-      else if (word == "end") { plans_[plan.kernel] = plan; plan = Plan(); }
+      else if (word == "end") {
+        timed_names_.insert(plan.kernel);
+        timed_names_.insert(plan.function);
+        plans_[plan.kernel] = plan;
+        plan = Plan();
+      }
       else if (!word.empty()) fatal(path + ": unknown plan line '" + line + "'");
       if (s.fail()) fatal(path + ": malformed plan line '" + line + "'");
     }
@@ -333,26 +392,62 @@ class Swapper {
 
   // Adds the finished launches' times (all of them when `wait`); keeps the queue short.
   void harvest(bool wait) {
+    if (cupti_ && !wait) keep(KernelTimer::instance().take());
     while (!pending_.empty()) {
       Timing& t = pending_.front();
       if (wait) driver_.event_sync(t.stop);
       else if (driver_.event_query(t.stop) != CUDA_SUCCESS) break;
       float ms = 0;
-      if (driver_.elapsed(&ms, t.start, t.stop) == CUDA_SUCCESS) {
-        t.plan->time_s += ms * 1e-3;
-        ++t.plan->timed;
-        if (t.same_config) {
-          t.plan->same_config_time_s += ms * 1e-3;
-          ++t.plan->same_config_timed;
-        }
-      }
+      if (driver_.elapsed(&ms, t.start, t.stop) == CUDA_SUCCESS) t.plan->event_times.push_back({ms, t.same_config});
       spare_.push_back(t.start);
       spare_.push_back(t.stop);
       pending_.pop_front();
     }
   }
 
+  // CUPTI starts on the first timed launch (the application's context exists by then), and
+  // the exit handler is registered again then, so it runs before the runtime's and CUPTI's.
+  void start_cupti() {
+    if (cupti_tried_) return;
+    cupti_tried_ = true;
+    cupti_ = KernelTimer::instance().start();
+    std::atexit(at_exit);
+  }
+
+  // CUPTI records every kernel of the process: only the planned kernels' are kept.
+  void keep(std::vector<KernelRecord> records) {
+    for (auto& r : records)
+      if (timed_names_.count(r.name)) records_.push_back(std::move(r));
+  }
+
+  // The CUPTI durations of the planned kernels (the original's name, or the tuned code's
+  // entry point), in the GPU's order, with the recorded-configuration ones apart.
+  std::map<std::string, Durations> cupti_durations() {
+    std::unordered_map<std::string, Plan*> by_name;
+    for (auto& [name, p] : plans_) {
+      by_name[name] = &p;
+      by_name[p.function] = &p;
+    }
+    std::vector<const KernelRecord*> mine;
+    for (const auto& r : records_)
+      if (by_name.count(r.name)) mine.push_back(&r);
+    std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    std::map<std::string, Durations> out;
+    for (const KernelRecord* r : mine) {
+      Plan& p = *by_name[r->name];
+      Durations& d = out[p.kernel];
+      d.all.push_back(r->duration_ms());
+      Dims grid{{r->grid[0], r->grid[1], r->grid[2]}}, block{{r->block[0], r->block[1], r->block[2]}};
+      if (grid == p.recorded_grid && block == p.recorded_block && r->dynamic_shared == p.recorded_shared)
+        d.same_config.push_back(r->duration_ms());
+    }
+    return out;
+  }
+
   bool active_ = false, timing_ = false, measure_only_ = false, finished_ = false;
+  bool cupti_tried_ = false, cupti_ = false;
+  std::vector<KernelRecord> records_;
+  std::unordered_set<std::string> timed_names_;  // the planned kernels' and their tuned entry points'
   Driver driver_;
   std::map<std::string, Plan> plans_;
   std::unordered_map<const void*, std::string> names_;

@@ -6,8 +6,9 @@ application then runs ``--repeat`` times plain and ``--repeat`` times with the s
 alternating (drift hits both), and its output is compared between the two: what varies
 between the plain runs themselves (timings, thread ids, addresses) is not compared,
 everything else must match (output_compare.py). One more run
-of each with event timing around the planned kernels gives their time inside the
-application, set beside their replayed time: the fidelity column (replay is only
+of each with the planned kernels timed by the GPU's own timestamps (CUPTI kernel
+records; CUDA events where CUPTI is unusable, said so) gives their time inside the
+application (median over launches, the first apart), set beside their replayed time: the fidelity column (replay is only
 useful if it predicts the real run).
 
 Exit status: the application's when it fails; 1 when the output differs from the plain
@@ -33,7 +34,7 @@ from rich.table import Table
 
 from .apply_plan import (
     ApplyError,
-    KernelReport,
+    SwapReport,
     TunedKernel,
     configs_in,
     load_tuned,
@@ -59,7 +60,7 @@ def swapper_library() -> Path:
 class Run:
     seconds: float
     output: str
-    report: dict[str, KernelReport] = field(default_factory=dict)
+    report: SwapReport = field(default_factory=SwapReport)
 
 
 def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None) -> Run:
@@ -73,7 +74,7 @@ def run_once(command: list[str], env: dict[str, str] | None, report: Path | None
         raise ApplicationFailed(
             f"{command[0]} {how}{' under the swap' if env and 'MNEME_APPLY_PLAN' in env else ''}"
             + (f": {' | '.join(tail)}" if tail else ""), done.returncode)
-    return Run(took, done.stdout.decode(errors="replace"), read_report(report) if report else {})
+    return Run(took, done.stdout.decode(errors="replace"), read_report(report) if report else SwapReport())
 
 
 class ApplicationFailed(ApplyError):
@@ -82,24 +83,43 @@ class ApplicationFailed(ApplyError):
         self.code = code
 
 
-def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, float | None]:
+def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, float | None, str]:
     """Median replayed time (ms) of the recorded and of the tuned configuration, on the
-    instance it was tuned on (None without a GPU or when the replay fails)."""
+    instance it was tuned on (None without a GPU or when the replay fails), and how replay
+    timed them."""
     from mneme.replay.engine import ReplayError, ReplaySession
     from mneme.replay.engine.config import ReplaySettings
     from mneme.runtime import DriverError
 
     out: list[float | None] = []
+    method = ""
     with ReplaySession(kernel.instance) as session:
         if not session.gpu:
-            return None, None
+            return None, None, ""
         for settings in (ReplaySettings(), kernel.settings):
             replay = settings.replay.with_(iterations=iterations, verify=False)
             try:
-                out.append(session.run(settings.compile, replay).time)
+                result = session.run(settings.compile, replay)
             except (ReplayError, DriverError):  # the table says "-"; the application ran
                 out.append(None)
-    return out[0], out[1]
+                continue
+            out.append(result.time)
+            method = method or _method_label(getattr(result, "timing_method", ""), getattr(result, "timing_note", ""))
+    return out[0], out[1], method
+
+
+def _method_label(method: str, why: str) -> str:
+    return f"{method} ({why})" if why else method
+
+
+def _in_app_method(*reports: SwapReport) -> str:
+    """How the in-app times were measured: "cupti", or events with the reason CUPTI did not
+    time (the swapper's report says it)."""
+    methods = {k.method for r in reports for k in r.kernels.values() if k.timed}
+    why = next((r.fallback for r in reports if r.fallback), "")
+    if methods == {"cupti"}:
+        return "cupti"
+    return f"events (CUPTI unusable: {why})" if why else ("events" if methods else "-")
 
 
 def _ms(value: float | None) -> str:
@@ -205,6 +225,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
     library = swapper_library()
     configs = configs_in(apply_path)
     from mneme.runtime import driver_available
+    from mneme.runtime.kernel_timing import cupti_wheel_libraries
 
     if not dry_run and not driver_available():
         raise ApplyError("mneme run needs a GPU (use --dry-run to compile the plan without one)")
@@ -230,6 +251,8 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
 
         def swapped_env(**extra: str) -> dict[str, str]:
             env = dict(os.environ)
+            if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
+                env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded swapper cannot ask Python
             env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
             env["MNEME_APPLY_PLAN"] = str(plan)
             env.update(extra)
@@ -264,27 +287,34 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                                              [r.output for r in [*tuned_runs, timed]], pattern)
     differences = next((c.differences for c in comparisons if not c.equal), [])
 
-    table = Table(title="tuned kernels inside the application and in replay (ms per launch)")
-    for column in ("kernel", "launches", "swapped", "in app: original", "in app: tuned", "speedup",
-                   "replay: recorded", "replay: tuned", "speedup", "fidelity"):
+    in_app_method = _in_app_method(measured.report, timed.report)
+    replay_method = next((m for *_, m in replayed.values() if m), "-")
+    table = Table(title="tuned kernels inside the application and in replay (ms per launch: medians, "
+                        "first launch apart)",
+                  caption=f"in app timed by {in_app_method}; replay timed by {replay_method}")
+    for column in ("kernel", "launches", "swapped", "in app: first", "in app: original", "in app: tuned",
+                   "speedup", "replay: recorded", "replay: tuned", "speedup", "fidelity"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
     rows = []
     for k in kernels:
-        original = measured.report.get(k.name, KernelReport())
-        tuned = timed.report.get(k.name, KernelReport())
-        replay_recorded, replay_tuned = replayed[k.name]
+        original = measured.report.get(k.name)
+        tuned = timed.report.get(k.name)
+        replay_recorded, replay_tuned, _ = replayed[k.name]
         # fidelity: replayed time of the recorded launch over its time in the application
-        same = original.same_config_mean_ms
+        same = original.same_config_median_ms
         fidelity = replay_recorded / same if replay_recorded and same else None
         rows.append({"kernel": k.demangled_name, "name": k.name, "instance": k.instance_id,
                      "launches": tuned.launches, "swapped": tuned.swapped, "refused": tuned.refused,
-                     "in_app_original_ms": original.mean_ms, "in_app_tuned_ms": tuned.mean_ms,
+                     "in_app_method": in_app_method, "replay_method": replay_method,
+                     "in_app_original_first_ms": original.first_ms, "in_app_tuned_first_ms": tuned.first_ms,
+                     "in_app_original_ms": original.median_ms, "in_app_tuned_ms": tuned.median_ms,
+                     "in_app_original_mean_ms": original.mean_ms, "in_app_tuned_mean_ms": tuned.mean_ms,
                      "in_app_same_config_ms": same,
                      "replay_recorded_ms": replay_recorded, "replay_tuned_ms": replay_tuned,
                      "fidelity": fidelity})
         swapped = f"{tuned.swapped} ({tuned.refused} refused)" if tuned.refused else str(tuned.swapped)
-        table.add_row(k.demangled_name[:50], str(tuned.launches), swapped,
-                      _ms(original.mean_ms), _ms(tuned.mean_ms), _ratio(original.mean_ms, tuned.mean_ms),
+        table.add_row(k.demangled_name[:50], str(tuned.launches), swapped, _ms(original.first_ms),
+                      _ms(original.median_ms), _ms(tuned.median_ms), _ratio(original.median_ms, tuned.median_ms),
                       _ms(replay_recorded), _ms(replay_tuned), _ratio(replay_recorded, replay_tuned),
                       "-" if fidelity is None else f"{fidelity:.2f}")
     console.print(table)

@@ -171,17 +171,24 @@ def write_plan(kernels: list[TunedKernel], directory: Path) -> Path:
 
 @dataclass
 class KernelReport:
-    """What one run with the swapper preloaded saw of one kernel."""
+    """What one run with the swapper preloaded saw of one kernel. Times come from the GPU's
+    own kernel timestamps (``method`` "cupti") or, where CUPTI could not time, from CUDA
+    events around each launch ("events"); the first launch is kept apart (module load, cold
+    caches) and the medians are over the launches after it."""
 
     launches: int = 0
     swapped: int = 0
     #: tuned launches the driver refused; the original code ran instead
     refused: int = 0
     same_config: int = 0
+    method: str = ""
     timed: int = 0
     time_s: float = 0.0
+    first_ms: float | None = None
+    median_ms: float | None = None
     same_config_timed: int = 0
     same_config_time_s: float = 0.0
+    same_config_median_ms: float | None = None
 
     @property
     def mean_ms(self) -> float | None:
@@ -192,23 +199,43 @@ class KernelReport:
         return 1e3 * self.same_config_time_s / self.same_config_timed if self.same_config_timed else None
 
 
-def read_report(path: Path) -> dict[str, KernelReport]:
-    """The swapper's report (kernel name → counts and times); empty when the application
-    ended without reaching exit handlers."""
-    out: dict[str, KernelReport] = {}
+@dataclass
+class SwapReport:
+    """The swapper's report of one run: per kernel (by name), and why CUPTI did not time
+    (empty when it did)."""
+
+    kernels: dict[str, KernelReport] = field(default_factory=dict)
+    fallback: str = ""
+
+    def get(self, name: str) -> KernelReport:
+        return self.kernels.get(name, KernelReport())
+
+
+def read_report(path: Path) -> SwapReport:
+    """The swapper's report; empty when the application ended without reaching exit
+    handlers."""
+    out = SwapReport()
     if not path.is_file():
         return out
     lines = path.read_text().splitlines()
     for line in lines[1:]:
         words = line.split()
+        if len(words) >= 2 and words[0] == "fallback":
+            out.fallback = line.split(None, 1)[1]
         if len(words) < 2 or words[0] != "kernel":
             continue
         values = dict(zip(words[2::2], words[3::2], strict=False))
-        out[words[1]] = KernelReport(
+        timed = int(values.get("timed", 0))
+        same_timed = int(values.get("same_config_timed", 0))
+
+        def ms(key: str, count: int, values: dict[str, str] = values) -> float | None:
+            return float(values[key]) if count and key in values else None
+
+        out.kernels[words[1]] = KernelReport(
             launches=int(values.get("launches", 0)), swapped=int(values.get("swapped", 0)),
-            refused=int(values.get("refused", 0)),
-            same_config=int(values.get("same_config", 0)), timed=int(values.get("timed", 0)),
-            time_s=float(values.get("time_s", 0)),
-            same_config_timed=int(values.get("same_config_timed", 0)),
-            same_config_time_s=float(values.get("same_config_time_s", 0)))
+            refused=int(values.get("refused", 0)), same_config=int(values.get("same_config", 0)),
+            method=values.get("method", "events"), timed=timed, time_s=float(values.get("time_s", 0)),
+            first_ms=ms("first_ms", timed), median_ms=ms("median_ms", timed),
+            same_config_timed=same_timed, same_config_time_s=float(values.get("same_config_time_s", 0)),
+            same_config_median_ms=ms("same_config_median_ms", same_timed))
     return out
