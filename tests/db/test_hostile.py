@@ -353,7 +353,7 @@ def test_argument_buffer_no_longer_matches_the_dynamic_hash(golden):
 
 
 @pytest.mark.parametrize("change, needle", [
-    (lambda regions, vas: regions.append(dict(regions[-1])), "not sorted or repeat"),
+    (lambda regions, vas: regions.append(dict(regions[-1])), "recorded twice"),
     (lambda regions, vas: regions[1].__setitem__("address", regions[0]["address"] + 4), "overlap"),
     (lambda regions, vas: regions[-1].__setitem__("address", vas["base"] + vas["size"]),
      "outside the recorded address range"),

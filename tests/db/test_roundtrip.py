@@ -94,7 +94,7 @@ def test_regions_at_one_address_are_refused(db_path):
                             (Region("heap", BASE, empty), Region("global", BASE, empty, "g")))
     with DatabaseWriter.create(db_path, INFO) as writer:
         writer.add_kernel(kernel_record())
-        with pytest.raises(DatabaseError, match="overlap"):
+        with pytest.raises(DatabaseError, match="region r-00007f0000000000 is recorded twice"):
             writer.add_instance(STATIC, record)
 
 

@@ -517,6 +517,13 @@ uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, 
 
 void RecordingWriter::write_instance_metadata(const fs::path& node, const std::string& dyn, const InstanceInfo& inst,
                                               const std::vector<RegionRecord>& regions, uint64_t occurrences) const {
+  // The last point before the commit: whatever the caller did, no instance the reader
+  // refuses gets a zarr.json (the records are in the order they are stored).
+  std::vector<size_t> stored(regions.size());
+  for (size_t k = 0; k < stored.size(); ++k) stored[k] = k;
+  std::string problem = region_list_problem(regions, stored, info_.vas_base, info_.vas_size);
+  if (!problem.empty())
+    throw InvalidRegionsError("instance " + dyn + " not written: " + problem);
   std::ostringstream rs;
   for (size_t i = 0; i < regions.size(); ++i) {
     const auto& r = regions[i];
@@ -532,7 +539,8 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
     << inst.block[1] << ", " << inst.block[2] << "], \"shared_mem\": " << inst.shared_mem
     << ", \"stream\": " << inst.stream << ", \"args_size\": " << inst.args.size()
     << ", \"occurrences\": " << occurrences << ", \"epilogue_format\": " << json_string(epilogue_format_)
-    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso());
+    << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
+    << ", \"address_space\": {\"base\": " << info_.vas_base << ", \"size\": " << info_.vas_size << "}";
   if (inst.capture != "all") a << ", \"capture\": " << json_string(inst.capture);
   a << "}";
   write_json(node / "zarr.json", group_json(a.str()));
@@ -543,7 +551,17 @@ bool RecordingWriter::commit_instance(const fs::path& node, const std::string& s
   return commit(node, root_ / "kernels" / static_hash / "instances" / dyn);
 }
 
+std::string RecordingWriter::kernel_label(const std::string& static_hash) const {
+  std::lock_guard<std::mutex> lock(names_->mutex);
+  auto it = names_->by_hash.find(static_hash);
+  return it == names_->by_hash.end() ? static_hash : it->second + " (" + static_hash + ")";
+}
+
 bool RecordingWriter::add_kernel(const KernelInfo& k) {
+  {
+    std::lock_guard<std::mutex> lock(names_->mutex);
+    names_->by_hash[k.static_hash] = k.demangled_name.empty() ? k.name : k.demangled_name;
+  }
   fs::path final_path = root_ / "kernels" / k.static_hash;
   if (fs::exists(final_path / "zarr.json")) return false;
   Staging stage(staging() / (std::to_string(getpid()) + "-" + hex16(std::random_device{}())));
@@ -609,8 +627,14 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
     count_occurrence(static_hash, dyn);
     return {dyn, false};
   }
-  std::vector<RegionSnapshot> regions = inst.regions;
-  std::sort(regions.begin(), regions.end(), [](auto& a, auto& b) { return a.address < b.address; });
+  std::vector<size_t> order(inst.regions.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  order_regions(inst.regions, order);
+  std::string problem = region_list_problem(inst.regions, order, info_.vas_base, info_.vas_size);
+  if (!problem.empty())
+    throw InvalidRegionsError("instance " + dyn + " of kernel " + kernel_label(static_hash) + " not written: " + problem);
+  std::vector<RegionSnapshot> regions;
+  for (size_t index : order) regions.push_back(inst.regions[index]);
   Staging stage(new_staging_dir());
   fs::path node = stage.dir() / dyn;
   fs::create_directories(node / "prologue");

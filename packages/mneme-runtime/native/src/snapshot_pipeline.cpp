@@ -136,6 +136,10 @@ struct SnapshotPipeline::Instance {
   InstanceInfo info;                // launch configuration and arguments (no regions)
   std::vector<RegionSpec> regions;  // address order
   std::vector<size_t> order;        // address-order position -> caller's index
+  size_t given = 0;                 // regions the caller listed (exact repeats are stored once)
+  // The region list breaks the layout rules: nothing is copied or committed; repeats of
+  // it only count (and are never written).
+  bool rejected = false;
   std::vector<uint64_t> chunk;      // each region's chunk length
   fs::path stage, node;
   // Diff epilogues need the prologue: kept in its staging block when the whole capture
@@ -413,12 +417,21 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
   inst->info.regions.clear();
   inst->dyn = dynamic_hash(static_hash, info.grid, info.block, info.shared_mem, info.args);
   inst->key = static_hash + "/" + inst->dyn;
+  inst->given = regions.size();
   inst->order.resize(regions.size());
   std::iota(inst->order.begin(), inst->order.end(), size_t(0));
-  std::stable_sort(inst->order.begin(), inst->order.end(),
-                   [&](size_t a, size_t b) { return regions[a].address < regions[b].address; });
+  order_regions(regions, inst->order);
+  std::string problem = region_list_problem(regions, inst->order, writer_.vas_base(), writer_.vas_size());
+  if (!problem.empty()) {
+    // The reader would refuse the instance, and with it every listing of the database:
+    // this launch runs unrecorded, the others are recorded as usual.
+    std::fprintf(stderr, "mneme record: instance %s of kernel %s not recorded: %s\n", inst->dyn.c_str(),
+                 writer_.kernel_label(static_hash).c_str(), problem.c_str());
+    inst->rejected = true;
+    inst->order.clear();
+  }
   uint64_t blocks = 0, used = block_;  // staging blocks one side needs (packing as capture does)
-  for (size_t k = 0; k < regions.size(); ++k) {
+  for (size_t k = 0; k < inst->order.size(); ++k) {
     inst->regions.push_back(regions[inst->order[k]]);
     uint64_t size = inst->regions.back().size, chunk = writer_.chunk_for(size);
     uint64_t chunks = (size + chunk - 1) / chunk;
@@ -436,8 +449,8 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
       used = (used + n + kAlign - 1) / kAlign * kAlign;
     }
   }
-  inst->diff_stored.assign(regions.size(), 0);
-  inst->bytes_stored.assign(regions.size(), 0);
+  inst->diff_stored.assign(inst->regions.size(), 0);
+  inst->bytes_stored.assign(inst->regions.size(), 0);
   // Retaining the prologue must leave at least one block for the epilogue to stream through.
   inst->retain = writer_.epilogue_format() != "bytes" && (blocks + 1) * block_ <= cap_;
   {
@@ -489,9 +502,10 @@ void SnapshotPipeline::abandon(Instance& instance) {
 }
 
 void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vector<uint64_t>& sources) {
-  if (sources.size() != instance.regions.size())
+  if (sources.size() != instance.given)
     throw Error("snapshot: " + std::to_string(sources.size()) + " sources for " +
-                std::to_string(instance.regions.size()) + " regions");
+                std::to_string(instance.given) + " regions");
+  if (instance.rejected) return;  // nothing of it is stored
   std::shared_ptr<Instance> self;
   {
     std::lock_guard<std::mutex> lock(known_mutex_);
@@ -724,7 +738,7 @@ void SnapshotPipeline::finalize(Instance& inst) {
   };
   release_held();  // normally none is left: each epilogue chunk released its prologue
   std::error_code ec;
-  if (!inst.abandoned && !inst.failed) {
+  if (!inst.abandoned && !inst.failed && !inst.rejected) {
     try {
       fs::path node = inst.node;
       writer_.write_array(node / "args", reinterpret_cast<const uint8_t*>(inst.info.args.data()),
@@ -777,6 +791,9 @@ void SnapshotPipeline::finalize(Instance& inst) {
       std::lock_guard<std::mutex> s(stats_mutex_);
       ++stats_.committed;
       stats_.stored_bytes += stored;
+    } catch (const InvalidRegionsError& e) {  // begin refuses these: only a bug gets here
+      std::fprintf(stderr, "mneme record: instance of kernel %s not recorded: %s\n",
+                   writer_.kernel_label(inst.static_hash).c_str(), e.what());
     } catch (const std::exception& e) {
       fail(inst, e.what());
     }

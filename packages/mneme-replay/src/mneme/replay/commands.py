@@ -14,12 +14,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
-from rich.table import Table
 
+from . import tables
 from .db import Database, DatabaseError, Kernel, content_store
 from .db.integrity import abandoned_staging, check_database, region_bytes
 from .db.transfer import copy_kernel, open_destination, remove_kernel, remove_staging
 from .engine.determinism import load_profile
+from .tables import Column
 
 DB_ARG = click.argument("db", type=click.Path(path_type=Path))
 
@@ -42,13 +43,6 @@ def os_errors(command):
 warnings.filterwarnings("ignore", message="Object at .mneme is not recognized")
 
 
-def _console() -> Console:
-    console = Console(highlight=False)
-    if not console.is_terminal:  # pipes and CI logs: don't squeeze tables to 80 columns
-        console.width = max(console.width, 160)
-    return console
-
-
 def human(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -66,17 +60,43 @@ def _ratio(raw: int, stored: int) -> str:
     return f"{raw / stored:.1f}x" if stored else "-"
 
 
-@click.command("ls")
-@DB_ARG
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@os_errors
-def ls(db: Path, as_json: bool):
-    """List the kernels and instances of a recording database."""
-    database = Database.open(db)
-    rows = []
+def _app_ms(inst) -> float | None:
+    """The in-application median time (ms) recorded with the instance, if any."""
+    app = inst.app_time
+    return app.median_ms if app is not None else None
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+LS_COLUMNS = (
+    Column("kernel", role="name"),
+    Column("instance", role="id"),
+    *(Column(header, justify="right") for header in
+      ("grid", "block", "smem", "occ", "app ms", "regions", "raw", "stored", "unique", "ratio")),
+)
+
+
+def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
+    """(rows of the readable instances, rows of the broken ones: kernel, id, reason). A
+    kernel or instance whose metadata is damaged is named, never hides the others."""
+    rows, broken = [], []
     for kernel in database.kernels():
+        problem = kernel.problem()
+        if problem:
+            broken.append({"kernel": kernel.display_name, "instance": kernel.static_hash, "broken": problem})
+            continue
         for inst in kernel.instances():
-            raw, stored, unique = inst.raw_bytes(), inst.stored_bytes(), inst.unique_bytes()
+            problem = inst.problem()
+            if problem is None:
+                try:
+                    raw, stored, unique = inst.raw_bytes(), inst.stored_bytes(), inst.unique_bytes()
+                except DatabaseError as error:
+                    problem = str(error)
+            if problem:
+                broken.append({"kernel": kernel.demangled_name, "instance": inst.id, "broken": problem})
+                continue
             rows.append({
                 "kernel": kernel.demangled_name,
                 "instance": inst.id,
@@ -84,40 +104,57 @@ def ls(db: Path, as_json: bool):
                 "block": list(inst.block),
                 "shared_mem": inst.shared_mem,
                 "occurrences": inst.occurrences,
+                "app_ms": _app_ms(inst),
                 "regions": len(inst.regions),
                 "raw_bytes": raw,
                 "stored_bytes": stored,
                 "unique_bytes": unique,
             })
+    return rows, broken
+
+
+@click.command("ls")
+@DB_ARG
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@os_errors
+def ls(db: Path, as_json: bool):
+    """List the kernels and instances of a recording database.
+
+    Instances (or kernels) whose metadata is damaged are listed as broken, with the
+    reason; the others are listed as usual (mneme check verifies every chunk)."""
+    database = Database.open(db)
+    rows, broken = _ls_rows(database)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(rows + broken, indent=2))
         return
     info = database.info
-    console = _console()
+    console = tables.console()
     console.print(
         f"[bold]{db}[/bold]  format {info.format_version}, {info.gpu_name or 'unknown GPU'} "
-        f"(sm {info.compute_capability or '?'}), address range {info.vas_base:#x}+{human(info.vas_size)}"
+        f"(sm {info.compute_capability or '?'}), address range {info.vas_base:#x}+{human(info.vas_size)}",
+        soft_wrap=True,
     )
-    table = Table(show_lines=False)
-    table.add_column("kernel", no_wrap=True, max_width=48, overflow="ellipsis")
-    table.add_column("instance", no_wrap=True)
-    for col in ("grid", "block", "smem", "occ", "regions", "raw", "stored", "unique", "ratio"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in rows:
-        table.add_row(
-            r["kernel"], r["instance"], _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
-            str(r["occurrences"]), str(r["regions"]), human(r["raw_bytes"]),
-            human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"]),
-        )
-    console.print(table)
+    cells = [
+        [r["kernel"], r["instance"], _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
+         str(r["occurrences"]), _ms(r["app_ms"]), str(r["regions"]), human(r["raw_bytes"]),
+         human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"])]
+        for r in rows
+    ]
+    cells += [[b["kernel"], b["instance"], *["-"] * 9, "broken"] for b in broken]
+    tables.print_table(console, LS_COLUMNS, cells)
+    for b in broken:
+        console.print(f"broken: {b['instance']} ({b['kernel']}): {b['broken']}", soft_wrap=True, markup=False)
     kernels = len({r["instance"].split("/")[0] for r in rows})
-    console.print(f"{len(database.kernels())} kernels ({kernels} with instances), {len(rows)} instances")
+    console.print(f"{len(database.kernels())} kernels ({kernels} with instances), {len(rows)} instances"
+                  + (f", {len(broken)} broken (mneme check lists every problem)" if broken else ""),
+                  soft_wrap=True)
     # raw: the snapshots' bytes; stored: their chunk files; on disk: shared chunks once
     raw = sum(r["raw_bytes"] for r in rows)
     stored = sum(r["stored_bytes"] for r in rows)
     disk = database.disk_bytes()
     console.print(f"raw {human(raw)}, stored {human(stored)}, on disk {human(disk)} "
-                  f"({_ratio(raw, disk)} of raw; chunks shared between instances stored once)")
+                  f"({_ratio(raw, disk)} of raw; chunks shared between instances stored once)",
+                  soft_wrap=True)
 
 
 def _kernel_json(kernel) -> dict:
@@ -148,6 +185,8 @@ def show(db: Path, target: str, as_json: bool):
         inst = database.instance(target)
         doc = inst.describe()
         doc["changes"] = [c.__dict__ for c in inst.changes()]
+        app = inst.app_time  # the kernel's time inside the recorded application
+        doc["app_time"] = (app.to_json() if as_json else app.describe()) if app else None
         # What the unchanged kernel reproduces (measured on its first GPU replay).
         profile = load_profile(inst)
         doc["reproduces"] = (
@@ -161,25 +200,20 @@ def show(db: Path, target: str, as_json: bool):
     if as_json:
         click.echo(json.dumps(doc, indent=2))
         return
-    console = _console()
-    table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
-    for key, value in doc.items():
-        if key in ("regions", "changes", "params", "globals"):
-            continue
-        table.add_row(key, str(value))
-    console.print(table)
+    console = tables.console()
+    # key, value lines rather than a table: a value (the id) is never wrapped or cut
+    keys = [key for key in doc if key not in ("regions", "changes", "params", "globals")]
+    width = max(map(len, keys), default=0)
+    for key in keys:
+        console.print(f"[bold]{key:<{width}}[/bold]  ", end="")
+        console.print(str(doc[key]), soft_wrap=True, markup=False)
     for key in ("params", "globals", "regions", "changes"):
         items = doc.get(key)
         if not items:
             continue
-        sub = Table(title=key, title_justify="left")
-        for col in items[0]:
-            sub.add_column(col)
-        for item in items:
-            sub.add_row(*(hex(v) if k == "address" else str(v) for k, v in item.items()))
-        console.print(sub)
+        columns = [Column(col, role="id" if col == "name" else "data") for col in items[0]]
+        rows = [[hex(v) if k == "address" else str(v) for k, v in item.items()] for item in items]
+        tables.print_table(console, columns, rows, title=key)
 
 
 @click.command("check")

@@ -32,6 +32,10 @@ PRIVATE_DIR = ".mneme"
 DEFAULT_CHUNK_SIZE = 4 << 20
 #: zstd level of chunks written by default.
 DEFAULT_ZSTD_LEVEL = 1
+#: Kinds of an instance's memory regions; regions of IN_RANGE_KIND lie inside the
+#: recorded address range (the others where the driver put them).
+REGION_KINDS = ("heap", "global", "managed")
+IN_RANGE_KIND = "heap"
 #: FNV-1a 64 (dynamic hashes of instances).
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3
@@ -57,6 +61,8 @@ def c_header() -> str:
 #define MNEME_RECORDING_PRIVATE_DIR "{PRIVATE_DIR}"
 #define MNEME_RECORDING_DEFAULT_CHUNK_SIZE {DEFAULT_CHUNK_SIZE}ull
 #define MNEME_RECORDING_DEFAULT_ZSTD_LEVEL {DEFAULT_ZSTD_LEVEL}
+#define MNEME_RECORDING_REGION_KINDS {", ".join(f'"{k}"' for k in REGION_KINDS)}
+#define MNEME_RECORDING_IN_RANGE_KIND "{IN_RANGE_KIND}"
 #define MNEME_RECORDING_FNV1A64_OFFSET 0x{FNV_OFFSET:016x}ull
 #define MNEME_RECORDING_FNV1A64_PRIME 0x{FNV_PRIME:x}ull
 

@@ -36,6 +36,7 @@ from .chunks import (
 from .errors import CorruptDataError, DatabaseError
 from .hashing import dynamic_hash
 from .reader import Database, Instance, Kernel
+from .region_layout import address_space_problem
 from .schema import MAX_ARGS_SIZE, combine_checksums, content_checksum
 
 
@@ -342,6 +343,11 @@ def check_database(db: Database, progress: Callable[[int], None] = lambda n: Non
         if name not in ("zarr.json", layout.KERNELS, layout.PRIVATE_DIR):
             problems.append(Problem(f"{db.root}/{name}", "unexpected entry", fatal=False))
     _guard(problems, str(db.root), lambda: _group(db.root))
+    # A changed range shows in the instances too: regions outside it, or the range each
+    # instance records (format 2 writers) disagreeing with it (check_instance).
+    vas_problem = address_space_problem(db.info.vas_base, db.info.vas_size)
+    if vas_problem:
+        problems.append(Problem(str(db.root), vas_problem))
     base = db.root / layout.KERNELS
     if base.is_symlink() or not (base / "zarr.json").is_file():
         problems.append(Problem(str(db.root), "kernels group metadata is missing"))

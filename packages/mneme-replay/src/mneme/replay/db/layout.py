@@ -17,11 +17,13 @@ from mneme.runtime.recording_format import (  # noqa: F401 (re-exported)
     ATTRS_KEY,
     EPILOGUE,
     FORMAT_VERSION,
+    IN_RANGE_KIND,
     INSTANCES,
     IR,
     KERNELS,
     PRIVATE_DIR,
     PROLOGUE,
+    REGION_KINDS,
 )
 
 from .errors import CorruptDataError, InvalidNameError
@@ -30,7 +32,6 @@ STAGING_DIR = "staging"
 LOCK_FILE = "lock"
 
 EPILOGUE_FORMATS = ("diff", "bytes", "best")
-REGION_KINDS = ("heap", "global", "managed")
 #: what a kernel's ``ir`` array holds: LLVM bitcode (instrumented builds), the CUDA
 #: fatbinary the kernel was registered from (nvcc builds: PTX and/or cubin inside), or the
 #: PTX text or cubin of a module the application loaded itself (NVRTC output, say)

@@ -29,12 +29,14 @@ from .chunks import (
 )
 from .errors import (
     CorruptDataError,
+    DatabaseError,
     FormatVersionError,
     InvalidNameError,
     NotADatabaseError,
     NotFoundError,
 )
 from .metadata import Spec
+from .region_layout import region_layout_problem
 from .schema import (
     INSTANCE_SCHEMA,
     KERNEL_SCHEMA,
@@ -123,23 +125,25 @@ class Database:
         return sorted(n for n in names if _is_hash(n) and _is_node(base / n))
 
     def kernels(self) -> list[Kernel]:
+        """Every committed kernel by name; one whose metadata is damaged comes last (by
+        hash) instead of hiding the others (``Kernel.problem`` says what is wrong)."""
         kernels = [Kernel(self, h) for h in self.kernel_hashes()]
-        return sorted(kernels, key=lambda k: (k.demangled_name, k.static_hash))
+        return sorted(kernels, key=lambda k: (k.problem() is not None, _names(k)[-1:], k.static_hash))
 
     def kernel(self, key: str) -> Kernel:
         """A kernel by static hash (or a unique prefix of it), mangled or demangled name."""
         hashes = self.kernel_hashes()
         if key in hashes:
             return Kernel(self, key)
-        matches = [k for k in self.kernels() if key in (k.name, k.demangled_name)]
+        matches = [k for k in self.kernels() if key in _names(k)]
         if not matches:  # the bare function name, as people type it: saxpy, box_sum<float, 1>
-            matches = [k for k in self.kernels() if _base_name(k.demangled_name) == key]
+            matches = [k for k in self.kernels() if key in map(_base_name, _names(k)[1:])]
         if not matches and key and all(c in "0123456789abcdef" for c in key):
             matches = [Kernel(self, h) for h in hashes if h.startswith(key)]
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            known = ", ".join(f"{k.static_hash} ({k.demangled_name})" for k in self.kernels())
+            known = ", ".join(f"{k.static_hash} ({k.display_name})" for k in self.kernels())
             raise NotFoundError(f"no kernel {key!r} in {self.root}; recorded: {known or 'none'}")
         raise NotFoundError(
             f"{key!r} names {len(matches)} kernels in {self.root}: use a static hash ("
@@ -174,6 +178,14 @@ class Database:
 
     def __repr__(self) -> str:
         return f"Database({str(self.root)!r})"
+
+
+def _names(kernel: Kernel) -> tuple[str, ...]:
+    """(mangled, demangled) name of a kernel; () when its metadata is damaged."""
+    try:
+        return kernel.name, kernel.demangled_name
+    except DatabaseError:
+        return ()
 
 
 def _base_name(demangled: str) -> str:
@@ -224,6 +236,19 @@ class Kernel:
     @property
     def demangled_name(self) -> str:
         return self._attrs["demangled_name"]
+
+    @property
+    def display_name(self) -> str:
+        """The demangled name, or "damaged metadata" when it cannot be read."""
+        return _names(self)[-1] if _names(self) else "damaged metadata"
+
+    def problem(self) -> str | None:
+        """Why this kernel's metadata cannot be read, as one line; None when it reads."""
+        try:
+            self._attrs  # noqa: B018 - validated on first use
+        except DatabaseError as error:
+            return str(error)
+        return None
 
     @property
     def params(self) -> list[Param]:
@@ -387,18 +412,27 @@ class Instance:
         """The regions, checked against the layout rules of docs/format.md: sorted by
         address, not overlapping, heap regions inside the recorded address range."""
         regions = [RegionInfo.from_json(r) for r in self._attrs["regions"]]
-        where = f"instance {self.id}"
-        for a, b in zip(regions, regions[1:], strict=False):
-            if b.address <= a.address:
-                raise CorruptDataError(f"{where}: regions {a.name} and {b.name} are not sorted or repeat")
-            if a.address + a.size > b.address:
-                raise CorruptDataError(f"{where}: regions {a.name} and {b.name} overlap")
         info = self.kernel.db.info
-        lo, hi = info.vas_base, info.vas_base + info.vas_size
-        for r in regions:
-            if r.kind == "heap" and not (lo <= r.address and r.address + r.size <= hi):
-                raise CorruptDataError(f"{where}: heap region {r.name} lies outside the recorded address range")
+        recorded = self._attrs.get("address_space")  # absent before writers stored it
+        if recorded is not None and (recorded["base"], recorded["size"]) != (info.vas_base, info.vas_size):
+            raise CorruptDataError(
+                f"instance {self.id} was recorded in address range {recorded['base']:#x}+"
+                f"{recorded['size']:#x}, but the database's root metadata says "
+                f"{info.vas_base:#x}+{info.vas_size:#x} (the root metadata was changed)"
+            )
+        problem = region_layout_problem(regions, info.vas_base, info.vas_size)
+        if problem:
+            raise CorruptDataError(f"instance {self.id}: {problem}")
         return regions
+
+    def problem(self) -> str | None:
+        """Why this instance cannot be read (its metadata breaks the schema or the layout
+        rules), as one line; None when it reads. Its chunks are not read (``mneme check``)."""
+        try:
+            self._attrs, self.regions, self.annotations  # noqa: B018 - validated on first use
+        except DatabaseError as error:
+            return str(error)
+        return None
 
     def region_checksums(self, name: str) -> tuple[int, int] | None:
         """(prologue, epilogue) CRC-32C of the region's full bytes recorded at write time

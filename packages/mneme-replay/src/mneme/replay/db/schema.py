@@ -60,6 +60,7 @@ def _vas_rule(doc: dict, where: str) -> None:
         raise CorruptDataError(f"{where}: address space runs past 2^64")
 
 
+ADDRESS_SPACE_SCHEMA = Obj({"base": U64, "size": Int(1, 1 << 64)})
 ROOT_SCHEMA = Obj(
     {
         "format_version": Int(1, 1 << 31),
@@ -69,7 +70,7 @@ ROOT_SCHEMA = Obj(
         "gpu": Obj({"name": Str(), "compute_capability": Str()}),
         "driver_version": Str(),
         "runtime_version": Str(),
-        "address_space": Obj({"base": U64, "size": Int(1, 1 << 64)}),
+        "address_space": ADDRESS_SPACE_SCHEMA,
         "command_line": Array(Str()),
     },
     rule=_vas_rule,
@@ -130,8 +131,13 @@ INSTANCE_SCHEMA = Obj(
         "annotations": Mapping(REGION_NAME, ANNOTATION_SCHEMA),
         "recorded": Str(),
     },
-    # "reachable": only the allocations the launch could reach were captured
-    {"capture": OneOf(("all", "reachable"))},
+    {
+        # "reachable": only the allocations the launch could reach were captured
+        "capture": OneOf(("all", "reachable")),
+        # the root's address range when the instance was written: a later edit of the
+        # root's range disagrees with it (mneme check)
+        "address_space": ADDRESS_SPACE_SCHEMA,
+    },
 )
 
 

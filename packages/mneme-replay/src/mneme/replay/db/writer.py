@@ -44,6 +44,7 @@ from .errors import (
 )
 from .hashing import dynamic_hash
 from .reader import Database
+from .region_layout import region_layout_problem
 from .schema import (
     InstanceRecord,
     KernelRecord,
@@ -210,13 +211,10 @@ class DatabaseWriter:
         if sorted(pro, key=lambda r: r.address) != sorted(epi, key=lambda r: r.address):
             raise DatabaseError("prologue and epilogue must hold the same regions")
         pro.sort(key=lambda r: r.address)
-        for a, b in zip(pro, pro[1:], strict=False):
-            if a.address + a.size > b.address or a.address == b.address:
-                raise DatabaseError(f"regions {a.name} and {b.name} overlap (same name or bytes)")
-        lo, hi = self.info.vas_base, self.info.vas_base + self.info.vas_size
-        for r in pro:
-            if r.kind == "heap" and not (lo <= r.address and r.address + r.size <= hi):
-                raise DatabaseError(f"heap region {r.name} lies outside the recorded address range")
+        # The reader's rules: an instance it would refuse is never committed.
+        problem = region_layout_problem(pro, self.info.vas_base, self.info.vas_size)
+        if problem:
+            raise DatabaseError(f"instance not written: {problem}")
         names = {r.name for r in pro}
         unknown = set(record.annotations) - names
         if unknown:
@@ -268,6 +266,7 @@ class DatabaseWriter:
             ],
             "annotations": {k: v.to_json() for k, v in sorted(record.annotations.items())},
             "recorded": _now(),
+            "address_space": {"base": self.info.vas_base, "size": self.info.vas_size},
         }
         write_json(node / "zarr.json", group_metadata({layout.ATTRS_KEY: attrs}))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..db import Database, DatabaseError
+from ..db import CorruptDataError, Database, DatabaseError
 from .errors import InstanceNotFoundError
 
 
@@ -41,7 +41,16 @@ def instance_ids(db: Database) -> list[str]:
 def select_instance(db: Database, kernel: str | None = None, record_id: str | None = None):
     """The instance named by ``record_id`` (``KERNEL/INSTANCE`` or an instance hash or
     prefix), within ``kernel`` if given; without a record id the kernel (or the database)
-    must hold exactly one instance."""
+    must hold exactly one instance. One whose metadata is broken is refused, saying why
+    (CorruptDataError), whatever the replay would read of it."""
+    instance = _find_instance(db, kernel, record_id)
+    problem = instance.problem()
+    if problem:
+        raise CorruptDataError(f"{problem} (mneme check {db.root} lists every problem)")
+    return instance
+
+
+def _find_instance(db: Database, kernel: str | None, record_id: str | None):
     if record_id and "/" in record_id:
         return db.instance(record_id)
     if kernel is not None:

@@ -5,12 +5,17 @@
 // and with mneme's Python reader.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "mneme/runtime/errors.hpp"
 #include "mneme/runtime/recording_format.h"  // the one definition (mneme/runtime/recording_format.py)
 
 namespace mneme::runtime {
@@ -105,6 +110,63 @@ class ChunkCodec {
 // "r-<address as 16 hex digits>": a region's array name inside prologue/ and epilogue/.
 std::string region_name(uint64_t address);
 
+// An instance whose region list breaks the format's layout rules: never written (the
+// reader would refuse it, and with it every listing of the database).
+class InvalidRegionsError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+// --- The layout rules of an instance's region list (docs/format.md, "Layout rules"; the
+// reader's mneme/replay/db/region_layout.py): sorted by address, no address twice, no two
+// overlapping, known kinds, heap regions inside the recorded address range. They work on
+// any region type with `kind`, `address`, `size` and `symbol` (RegionSnapshot,
+// RegionSpec, RegionRecord), through an index order so that callers keep their own.
+
+// `order` (indices into `regions`) sorted by address, exact repeats removed: the same
+// address, size, kind and symbol listed twice (one allocation reached by two paths) is
+// one region, its bytes the same, so keeping one is safe. Anything else stays for
+// region_list_problem to refuse.
+template <class Region>
+void order_regions(const std::vector<Region>& regions, std::vector<size_t>& order) {
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return regions[a].address < regions[b].address; });
+  auto same = [&](size_t a, size_t b) {
+    const Region &x = regions[a], &y = regions[b];
+    return x.address == y.address && x.size == y.size && x.kind == y.kind && x.symbol == y.symbol;
+  };
+  order.erase(std::unique(order.begin(), order.end(), same), order.end());
+}
+
+// "" when `regions` taken in `order` obey the rules; otherwise one line saying which
+// regions break which rule (the reader's words).
+template <class Region>
+std::string region_list_problem(const std::vector<Region>& regions, const std::vector<size_t>& order,
+                                uint64_t vas_base, uint64_t vas_size) {
+  static const char* const kinds[] = {MNEME_RECORDING_REGION_KINDS};
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Region& r = regions[order[k]];
+    if (std::find(std::begin(kinds), std::end(kinds), r.kind) == std::end(kinds))
+      return "region " + region_name(r.address) + " has an unknown kind '" + r.kind + "'";
+    if (r.size > UINT64_MAX - r.address)
+      return "region " + region_name(r.address) + " runs past the end of the address space";
+    if (k == 0) continue;
+    const Region& p = regions[order[k - 1]];
+    if (r.address == p.address) return "region " + region_name(r.address) + " is recorded twice";
+    if (r.address < p.address)
+      return "regions " + region_name(p.address) + " and " + region_name(r.address) + " are not sorted by address";
+    if (p.address + p.size > r.address)
+      return "regions " + region_name(p.address) + " and " + region_name(r.address) + " overlap";
+  }
+  for (size_t index : order) {
+    const Region& r = regions[index];
+    if (r.kind == MNEME_RECORDING_IN_RANGE_KIND &&
+        !(vas_base <= r.address && r.address - vas_base <= vas_size && r.size <= vas_size - (r.address - vas_base)))
+      return "heap region " + region_name(r.address) + " lies outside the recorded address range";
+  }
+  return "";
+}
+
 // CRC-32C (Castagnoli) as Zarr's crc32c codec computes it (SSE4.2 where available).
 uint32_t crc32c(const uint8_t* data, size_t size);
 // The CRC-32C of A followed by B from crc32c(A), crc32c(B) and B's length: chunks are
@@ -134,12 +196,19 @@ class RecordingWriter {
   bool has_instance(const std::string& static_hash, const std::string& dynamic_hash) const;
   // False when the kernel was already stored.
   bool add_kernel(const KernelInfo& kernel);
-  // (dynamic hash, newly stored); a repeat only increments the occurrence count.
+  // (dynamic hash, newly stored); a repeat only increments the occurrence count. Exact
+  // repeats in the region list are stored once (order_regions); a list that breaks the
+  // layout rules otherwise throws InvalidRegionsError before anything is written.
   std::pair<std::string, bool> add_instance(const std::string& static_hash, const InstanceInfo& instance);
   // Counts one more occurrence of a stored instance.
   void count_occurrence(const std::string& static_hash, const std::string& dynamic_hash);
 
   const std::filesystem::path& root() const { return root_; }
+  uint64_t vas_base() const { return info_.vas_base; }
+  uint64_t vas_size() const { return info_.vas_size; }
+  // "<demangled name> (<static hash>)" of a kernel this writer stored or found stored
+  // (add_kernel); the hash alone for others. For messages about an instance.
+  std::string kernel_label(const std::string& static_hash) const;
 
   // Building blocks of the background snapshot pipeline (snapshot_pipeline.hpp), which
   // writes an instance chunk by chunk from several threads; add_instance uses them too.
@@ -162,7 +231,8 @@ class RecordingWriter {
   void write_array_metadata(const std::filesystem::path& dir, uint64_t size, const std::string& encoding) const;
   uint64_t write_array(const std::filesystem::path& dir, const uint8_t* data, uint64_t size,
                        const std::string& encoding, bool skip_zero_chunks) const;
-  // The instance's zarr.json inside its staged node.
+  // The instance's zarr.json inside its staged node. Throws InvalidRegionsError, writing
+  // nothing, when `regions` break the layout rules: no such instance is committed.
   void write_instance_metadata(const std::filesystem::path& node, const std::string& dynamic_hash,
                                const InstanceInfo& instance, const std::vector<RegionRecord>& regions,
                                uint64_t occurrences) const;
@@ -180,6 +250,12 @@ class RecordingWriter {
   std::string epilogue_format_;
   uint64_t chunk_size_;
   int level_;
+  // kernel names by static hash, for kernel_label (shared: the writer stays copyable)
+  struct Names {
+    std::mutex mutex;
+    std::map<std::string, std::string> by_hash;
+  };
+  std::shared_ptr<Names> names_ = std::make_shared<Names>();
 };
 
 }  // namespace mneme::runtime
