@@ -33,6 +33,7 @@
 #include "mneme/runtime/cuda_device.hpp"
 #include "mneme/runtime/recording_writer.hpp"
 #include "mneme/runtime/snapshot_pipeline.hpp"
+#include "app_timing.hpp"
 #include "graph_mirror.hpp"
 #include "interpose.hpp"
 #include "managed_arena.hpp"
@@ -333,6 +334,7 @@ class Recorder {
   std::unique_ptr<rt::RecordingWriter> writer_;
   std::unique_ptr<CudaSource> source_;
   std::unique_ptr<rt::SnapshotPipeline> pipeline_;
+  AppTiming timing_;  // in-app kernel times (app_timing.hpp)
 };
 
 // ---- the allocation service (allocations.cpp)

@@ -204,6 +204,10 @@ class RecordingWriter {
   void count_occurrence(const std::string& static_hash, const std::string& dynamic_hash);
 
   const std::filesystem::path& root() const { return root_; }
+  // Replaces or adds `key` (its value: JSON text) in a stored instance's mneme attributes,
+  // atomically (instance_attributes.cpp): the recorder's in-application times.
+  void set_instance_attribute(const std::string& static_hash, const std::string& dynamic_hash,
+                              const std::string& key, const std::string& json_value);
   uint64_t vas_base() const { return info_.vas_base; }
   uint64_t vas_size() const { return info_.vas_size; }
   // "<demangled name> (<static hash>)" of a kernel this writer stored or found stored

@@ -1,0 +1,44 @@
+"""The application's own time of every recorded instance (format revision app_time):
+recording a program that launches one kernel many times stores its in-app median (CUPTI),
+and replay prints its fidelity."""
+
+from __future__ import annotations
+
+import pytest
+from mneme.replay.db import Database
+from mneme.replay.engine import ReplayConfig, ReplaySession
+from mneme.replay.jit import CompileConfig
+from mneme.runtime import driver_available
+from record_support import executable, mneme_record
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _gpu():
+    if not driver_available():
+        pytest.skip("no usable CUDA driver")
+
+
+def test_recorded_instance_carries_app_time_and_replay_prints_fidelity(tmp_path):
+    exe = executable("fidelity_jacobi", tmp_path)
+    db_path = tmp_path / "rec.rdb"
+    run = mneme_record(db_path, exe)
+    assert run.returncode == 0, run.stderr
+    assert "in-app kernel times not measured" not in run.stderr
+    instances = Database.open(db_path).instances()
+    assert instances
+    timed = [i for i in instances if i.app_time is not None]
+    assert timed, [i.id for i in instances]
+    app = timed[0].app_time
+    print(timed[0].id, app.describe())
+    assert app.method == "cupti" and app.launches >= 10 and app.snapshotted >= 1
+    assert 0 < app.p25_ms <= app.median_ms <= app.p75_ms
+    lines = []
+    with ReplaySession(timed[0]) as session:
+        for mode in ("warm", "app", "cold", "auto"):
+            result = session.run(CompileConfig(), ReplayConfig(iterations=20, cache=mode))
+            assert result.timing_method == "cupti" and result.fidelity is not None
+            lines.append(f"{mode}: {result.time:.4f} ms {result.timing_line()}")
+    print("\n".join(lines))
+    assert "fidelity" in result.summary()
