@@ -1,0 +1,273 @@
+"""Does replay predict the application? Fidelity and ranking on the fidelity corpus.
+
+For every kernel of the ``fidelity_*`` corpus programs (tests/corpus/cuda, README there):
+
+1. the program is recorded (``mneme record -mr 2``) and one recorded instance taken;
+2. its in-application time: the instance's recorded ``app_time`` (median over launches,
+   first apart) where the recording has one, else the median that ``mneme run --apply``'s
+   swapper measures in the unmodified application (CUPTI kernel records; events where
+   CUPTI is unusable);
+3. per replay cache mode (warm, cold, app, auto; those ``mneme replay --cache`` offers),
+   the replayed time of the recorded configuration over the in-app time: the fidelity;
+4. five candidate launch configurations (other block sizes, grid covering the same
+   threads) that replay verified: their replayed times per mode, and their in-app times
+   (each swapped into the application by the ``mneme run --apply`` machinery), ranked;
+   Kendall's tau between the replay ranking and the application's.
+
+Goals (issue 20, on the H100): fidelity within 0.9-1.1 for at least 90 % of kernels with
+10 or more launches in ``auto``; tau >= 0.8.
+
+    python benchmarks/fidelity.py [--prebuilt DIR] [--programs fidelity_jacobi ...]
+                                  [--iterations 20] [--json out.json]
+
+Needs a GPU; executables come from DIR/<program>/<program> (MNEME_RECORD_PREBUILT) or are
+built with mneme-clang++.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "corpus"
+GOAL_LOW, GOAL_HIGH, GOAL_SHARE, GOAL_TAU, MIN_LAUNCHES = 0.9, 1.1, 0.9, 0.8, 10
+
+
+def _corpus_build():
+    spec = importlib.util.spec_from_file_location("corpus_build", CORPUS / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["corpus_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def kendall_tau(a: list[float], b: list[float]) -> float | None:
+    """Kendall's tau-b of two paired lists (None for fewer than 2 pairs or no order)."""
+    concordant = discordant = ties_a = ties_b = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            da, db = a[i] - a[j], b[i] - b[j]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    n0 = concordant + discordant
+    denominator = math.sqrt((n0 + ties_a) * (n0 + ties_b))
+    return (concordant - discordant) / denominator if denominator else None
+
+
+def cache_modes() -> list[str]:
+    """The cache modes this mneme's replay offers (warm only before they existed)."""
+    try:
+        from mneme.replay.engine.timing import CACHE_MODES
+    except ImportError:
+        return ["warm"]
+    return list(CACHE_MODES)
+
+
+def candidate_blocks(block: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    """Block shapes around the recorded one: x for 1-D blocks, y for 2-D ones."""
+    x, y, z = block
+    if y == 1 and z == 1:
+        return [(b, 1, 1) for b in (64, 128, 256, 512, 1024)]
+    return [(x, v, z) for v in (1, 2, 4, 8, 16, 32) if x * v * z <= 1024]
+
+
+def cover(grid, block, new_block) -> tuple[int, int, int]:
+    return tuple(max(1, math.ceil(g * b / nb)) for g, b, nb in zip(grid, block, new_block, strict=True))
+
+
+def executable(name: str, prebuilt: Path | None, out: Path) -> Path:
+    if prebuilt is not None:
+        return prebuilt / name / name
+    return _corpus_build().build_program(CORPUS / "cuda" / name, out / name, compiler="mneme-clang++").executable
+
+
+def record(exe: Path, args: list[str], db: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), "-mr", "2", "--",
+                           str(exe), *args], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"recording {exe.name} failed: {done.stderr.strip()[-400:]}")
+
+
+def in_app_times(exe: Path, args: list[str], db: Path, instance, settings_list, work: Path):
+    """The kernel's in-app median (ms) under each configuration (None: the recorded code,
+    measured without swapping), its launches and the timing method."""
+    from mneme.replay.engine.config import ReplaySettings
+    from mneme.replay.identity import make_identity
+    from mneme.runtime.kernel_timing import cupti_wheel_libraries
+    from mneme.tune.apply_command import swapper_library
+    from mneme.tune.apply_plan import load_tuned, read_report, write_plan
+
+    times, launches, methods = [], 0, set()
+    for index, settings in enumerate(settings_list):
+        folder = work / f"candidate{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        best = folder / "best.json"
+        base = settings or ReplaySettings()
+        best.write_text(json.dumps({**base.to_dict(), "identity": make_identity(db, [instance])}))
+        plan = write_plan([load_tuned(best)], folder)
+        report = folder / "report.txt"
+        env = {**os.environ, "LD_PRELOAD": str(swapper_library()), "MNEME_APPLY_PLAN": str(plan),
+               "MNEME_APPLY_TIMING": "1", "MNEME_APPLY_REPORT": str(report)}
+        if settings is None:
+            env["MNEME_APPLY_MODE"] = "measure"
+        if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
+            env["MNEME_CUPTI_LIBRARY"] = wheels[0]
+        done = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=600)
+        kernel = read_report(report).get(instance.kernel.name)
+        if done.returncode != 0:
+            times.append(None)
+            continue
+        times.append(kernel.same_config_median_ms if settings is None else kernel.median_ms)
+        launches = max(launches, kernel.launches)
+        methods.add(kernel.method)
+    return times, launches, "/".join(sorted(m for m in methods if m)) or "-"
+
+
+def replay_time(session, settings, mode: str, iterations: int) -> float | None:
+    from mneme.replay.engine import ReplayError
+    from mneme.runtime import DriverError
+
+    replay = settings.replay.with_(iterations=iterations, verify=False)
+    if mode != "warm":  # a replay without cache modes knows warm only
+        replay = replay.with_(cache=mode)
+    try:
+        return session.run(settings.compile, replay).time
+    except (ReplayError, DriverError):  # auto without a recorded in-app time, say: "-"
+        return None
+
+
+def verified_candidates(session, instance, wanted: int = 5):
+    """Up to ``wanted`` launch configurations other than the recorded one that replay
+    verified (a kernel that hard-codes its block size fails most)."""
+    from mneme.replay.engine import ReplayError
+    from mneme.replay.engine.config import ReplaySettings
+    from mneme.runtime import DriverError
+
+    grid, block = tuple(instance.grid), tuple(instance.block)
+    out = []
+    for new_block in candidate_blocks(block):
+        base = ReplaySettings()
+        settings = ReplaySettings(base.compile, base.replay.with_(block=list(new_block),
+                                                                  grid=list(cover(grid, block, new_block))))
+        try:
+            if session.run(settings.compile, settings.replay.with_(iterations=1)).verified:
+                out.append((new_block, settings))
+        except (ReplayError, DriverError):
+            continue
+        if len(out) == wanted:
+            break
+    return out
+
+
+def bench_kernel(program, exe: Path, db: Path, kernel, modes: list[str], iterations: int, work: Path) -> dict:
+    from mneme.replay.engine import ReplaySession
+    from mneme.replay.engine.config import ReplaySettings
+
+    instance = kernel.instances()[-1]
+    row = {"program": program.name, "kernel": kernel.demangled_name, "instance": instance.id}
+    app_time = getattr(instance, "app_time", None)
+    with ReplaySession(instance) as session:
+        candidates = verified_candidates(session, instance)
+        row["candidates"] = [list(b) for b, _ in candidates]
+        replayed = {mode: replay_time(session, ReplaySettings(), mode, iterations) for mode in modes}
+        candidate_replay = {mode: [replay_time(session, s, mode, iterations) for _, s in candidates]
+                            for mode in modes}
+    in_app, launches, method = in_app_times(exe, list(program.args), db, instance,
+                                            [None, *[s for _, s in candidates]], work / kernel.static_hash)
+    recorded_in_app = app_time.median_ms if app_time and app_time.median_ms else in_app[0]
+    row.update(launches=app_time.launches if app_time else launches, in_app_ms=recorded_in_app,
+               in_app_source="app_time (recorded)" if app_time and app_time.median_ms else f"run --apply ({method})",
+               replay_ms=replayed, in_app_candidates_ms=in_app[1:])
+    row["fidelity"] = {m: (t / recorded_in_app if t and recorded_in_app else None) for m, t in replayed.items()}
+    row["tau"] = {}
+    for mode in modes:
+        pairs = [(r, a) for r, a in zip(candidate_replay[mode], in_app[1:], strict=True) if r and a]
+        row["tau"][mode] = kendall_tau(*map(list, zip(*pairs, strict=True))) if len(pairs) >= 3 else None
+    row["candidate_replay_ms"] = candidate_replay
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prebuilt", type=Path, default=os.environ.get("MNEME_RECORD_PREBUILT"))
+    parser.add_argument("--programs", nargs="*", default=None)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--json", type=Path, default=None)
+    options = parser.parse_args()
+    from mneme.runtime import driver_available
+
+    if not driver_available():
+        print("fidelity.py: needs a GPU", file=sys.stderr)
+        return 2
+    build = _corpus_build()
+    programs = [p for p in build.discover_programs("cuda") if "fidelity" in p.features
+                and (not options.programs or p.name in options.programs)]
+    modes = cache_modes()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mneme-fidelity-") as tmp:
+        work = Path(tmp)
+        for program in programs:
+            exe = executable(program.name, options.prebuilt, work / "build")
+            db = work / f"{program.name}.rdb"
+            record(exe, list(program.args), db)
+            from mneme.replay.db import Database
+
+            for kernel in Database.open(db).kernels():
+                rows.append(bench_kernel(program, exe, db, kernel, modes, options.iterations,
+                                         work / program.name))
+                print_row(rows[-1], modes)
+    print_summary(rows, modes)
+    if options.json:
+        options.json.write_text(json.dumps(rows, indent=2, default=str))
+    return 0
+
+
+def _f(value, digits=2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_row(row: dict, modes: list[str]) -> None:
+    ratios = "  ".join(f"{m} {_f(row['fidelity'][m])}" for m in modes)
+    taus = "  ".join(f"{m} {_f(row['tau'][m])}" for m in modes)
+    print(f"{row['program']:<28} {row['kernel'][:44]:<44} launches {row['launches']:>4}  "
+          f"in-app {_f(row['in_app_ms'], 4)} ms [{row['in_app_source']}]", flush=True)
+    print(f"    replayed/in-app: {ratios}\n    Kendall tau over {len(row['candidates'])} candidates: {taus}",
+          flush=True)
+
+
+def print_summary(rows: list[dict], modes: list[str]) -> None:
+    print("\nsummary (goals: fidelity 0.9-1.1 for >= 90 % of kernels with >= 10 launches in auto; tau >= 0.8)")
+    eligible = [r for r in rows if (r["launches"] or 0) >= MIN_LAUNCHES]
+    for mode in modes:
+        within = [r for r in eligible if r["fidelity"][mode] and GOAL_LOW <= r["fidelity"][mode] <= GOAL_HIGH]
+        taus = [r["tau"][mode] for r in rows if r["tau"][mode] is not None]
+        ratios = [r["fidelity"][mode] for r in eligible if r["fidelity"][mode]]
+        print(f"  {mode:<5} fidelity within 0.9-1.1: {len(within)}/{len(eligible)}"
+              f" (median ratio {_f(statistics.median(ratios)) if ratios else '-'})"
+              f"; tau >= 0.8: {sum(t >= GOAL_TAU for t in taus)}/{len(taus)}"
+              f" (median tau {_f(statistics.median(taus)) if taus else '-'})")
+    if "auto" in modes and eligible:
+        share = sum(1 for r in eligible if r["fidelity"]["auto"] and GOAL_LOW <= r["fidelity"]["auto"] <= GOAL_HIGH)
+        print(f"  goal (auto): {'met' if share >= GOAL_SHARE * len(eligible) else 'NOT met'} "
+              f"({share}/{len(eligible)})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
