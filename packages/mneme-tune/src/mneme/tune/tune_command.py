@@ -80,7 +80,9 @@ def _format_values(values, objectives) -> str:
 
 
 def best_table(outcome: TuneOutcome, top: int) -> Table:
-    table = Table(title=f"best configurations: {outcome.study.study_name}", title_justify="left")
+    # the study name (it holds the instance id) is printed whole above the table, by the
+    # caller: a table title would wrap it in a narrow terminal
+    table = Table()
     table.add_column("trial", justify="right")
     table.add_column("parameters")
     table.add_column(", ".join(outcome.objectives), justify="right")
@@ -183,12 +185,14 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
         outcome = _run_one(tuner, console, suffix)
+        out.print(f"best configurations: {outcome.study.study_name}", soft_wrap=True, markup=False)
         out.print(best_table(outcome, top))
         out.print(
             f"{outcome.ran} trials this run: {outcome.trials_per_second:.1f} trials/s over "
             f"{outcome.search_seconds:.1f} s of search ({outcome.elapsed:.1f} s in all), "
             f"{outcome.failed} failed; "
-            f"study {outcome.study.study_name!r} holds {len(outcome.trials)} finished trials"
+            f"study {outcome.study.study_name!r} holds {len(outcome.trials)} finished trials",
+            soft_wrap=True, markup=False,
         )
         if outcome.best:
             from .report import verdict
@@ -240,7 +244,7 @@ def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
             devices = ", ".join(sorted({d.get("name", "?") for d in info["devices"]}))
             progress.console.print(
                 f"study {info['study']}: sampler {info['sampler']}, {info['workers']} worker(s) "
-                f"on {devices}, {info['space_size']} points in the space")
+                f"on {devices}, {info['space_size']} points in the space", soft_wrap=True, markup=False)
             base = info["baseline"]
             if "failure" in base:
                 progress.console.print(f"baseline failed: {base['failure']}: {base['reason']}")
