@@ -73,19 +73,19 @@ def own_results(stdout: str) -> list[str]:
 # ------------------------------------------------------------------ CPU
 
 
-def test_static_cudart_is_refused_saying_how_to_relink(tmp_path):
+def test_static_cudart_build_is_accepted(tmp_path):
+    """nvcc's default static runtime is recorded through the driver entry points it takes
+    (entry_points.cpp); without a GPU the application stops at its first CUDA call."""
     exe = nvcc_build("atomics", tmp_path, cudart="static")
     result = run_record(tmp_path / "db", exe)
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in result.stderr
-    assert "statically" in lines[0] and "-cudart shared" in lines[0]
+    assert "statically" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert "learned as the process registers or loads them" in result.stderr
 
 
 def test_shared_cudart_build_is_accepted(tmp_path):
     exe = nvcc_build("atomics", tmp_path)
     result = run_record(tmp_path / "db", exe)
-    assert "recordable kernels" in result.stderr and "mneme-clang++" not in result.stderr, result.stderr
+    assert "learned as the process registers or loads them" in result.stderr, result.stderr
     # without a GPU the application itself stops at its first CUDA call, exit 1
 
 

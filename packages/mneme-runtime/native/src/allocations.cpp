@@ -12,17 +12,19 @@ namespace mneme::recorder {
 class RelaxedCapture {
  public:
   RelaxedCapture() {
-    REAL(cudaThreadExchangeStreamCaptureMode);
-    mode_ = cudaStreamCaptureModeRelaxed;
-    real_cudaThreadExchangeStreamCaptureMode(&mode_);
+    if (exchange()) exchange()(&mode_);
   }
   ~RelaxedCapture() {
-    REAL(cudaThreadExchangeStreamCaptureMode);
-    real_cudaThreadExchangeStreamCaptureMode(&mode_);
+    if (exchange()) exchange()(&mode_);
   }
 
  private:
-  cudaStreamCaptureMode mode_;
+  using Exchange = CUresult (*)(CUstreamCaptureMode*);
+  static Exchange exchange() {
+    static auto fn = driver_function<Exchange>("cuThreadExchangeStreamCaptureMode");
+    return fn;
+  }
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
 };
 
 // Whether the recorder serves an allocation now (recording, on the recorded device).
@@ -58,8 +60,7 @@ bool release(void* ptr) {
   // Freed inside a stream capture (cudaFreeAsync into a graph): the graph's allocation
   // keeps its address for every launch of the graph, so the memory stays mapped.
   if (r.capturing(0)) return true;
-  REAL(cudaDeviceSynchronize);
-  real_cudaDeviceSynchronize();  // never unmap memory a kernel may still use
+  synchronize_device();  // never unmap memory a kernel may still use
   r.space().free(address);
   r.untrack(address);
   return true;
@@ -72,8 +73,7 @@ bool forget_managed(uint64_t address) {
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!r.untrack_managed(address)) return false;
   if (!r.in_arena(address, 1)) return false;
-  REAL(cudaDeviceSynchronize);
-  real_cudaDeviceSynchronize();  // no running kernel loses its memory
+  synchronize_device();  // no running kernel loses its memory
   return r.free_managed(address);
 }
 

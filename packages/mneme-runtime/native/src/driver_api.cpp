@@ -1,115 +1,191 @@
 // The CUDA driver API entry points the recorder interposes: launches, modules and
-// libraries the application loads itself, allocations.
+// libraries the application loads itself, allocations. They are reached by name
+// (LD_PRELOAD) and, through entry_points.cpp, by dlsym on libcuda and cuGetProcAddress:
+// that is how the CUDA runtime (shared or static), cuBLAS, Triton, CuPy and JAX call them.
+// While a runtime-API wrapper of the recorder runs (Forwarding), the driver calls the real
+// runtime makes for it pass straight through: that launch or allocation is the runtime
+// wrapper's to record.
 #include "recorder.hpp"
 
 using namespace mneme::recorder;
+
+// The driver function `name` itself (by its exact, versioned name), for the wrapper of it.
+#define DRIVER(name)                                                                             \
+  static auto real_##name = ::mneme::recorder::driver_function<decltype(&name)>(#name);          \
+  if (!real_##name) return CUDA_ERROR_NOT_FOUND
+
+// Per-thread-default-stream variants (cuda.h declares them only under
+// CUDA_API_PER_THREAD_DEFAULT_STREAM, which would rename the plain ones).
+extern "C" {
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+}
+
+namespace {
+
+// A launch with its arguments in `params` (the usual form) is recorded; one with only a
+// packed buffer in `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER) runs unrecorded, said once.
+CUresult launch_through(CUfunction f, dim3 grid, dim3 block, unsigned shmem, CUstream stream, void** params,
+                        void** extra, const char* call, const std::function<int()>& do_launch) {
+  auto& r = Recorder::get();
+  if (!r.active() || Forwarding::active()) return CUresult(do_launch());
+  std::lock_guard<std::mutex> lock(r.mutex);
+  if (!params) {
+    if (extra) r.unrecorded_call(call, "its arguments come as one packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER)");
+    return CUresult(do_launch());
+  }
+  return CUresult(r.launch_driver(f, grid, block, params, shmem, reinterpret_cast<uint64_t>(stream), do_launch));
+}
+
+CUresult serve_driver(CUdeviceptr* ptr, size_t size) {
+  void* p = nullptr;
+  CUresult status = serve(&p, size) == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  return status;
+}
+
+bool served_by_driver_wrapper() { return !Forwarding::active() && served_here(); }
+
+bool released(CUdeviceptr ptr) {
+  if (Forwarding::active() || !Recorder::get().active()) return false;
+  return release(reinterpret_cast<void*>(ptr)) || forget_managed(uint64_t(ptr));
+}
+
+}  // namespace
 
 extern "C" {
 
 // Driver-API launches of functions and of CUkernels cast to CUfunction.
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shmem, CUstream stream, void** params, void** extra) {
-  REAL(cuLaunchKernel);
-  auto& r = Recorder::get();
-  auto launch = [&] { return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); };
-  if (!r.active() || !params) return CUresult(launch());
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return CUresult(r.launch_driver(f, dim3(gx, gy, gz), dim3(bx, by, bz), params, shmem,
-                                  reinterpret_cast<uint64_t>(stream), launch));
+  DRIVER(cuLaunchKernel);
+  return launch_through(f, dim3(gx, gy, gz), dim3(bx, by, bz), shmem, stream, params, extra, "cuLaunchKernel", [&] {
+    return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra));
+  });
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shmem, CUstream stream, void** params, void** extra) {
+  DRIVER(cuLaunchKernel_ptsz);
+  return launch_through(f, dim3(gx, gy, gz), dim3(bx, by, bz), shmem, stream, params, extra, "cuLaunchKernel_ptsz",
+                        [&] { return int(real_cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); });
+}
+
+// Triton's launchers, CUTLASS and the runtime's cudaLaunchKernelEx use this form.
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  DRIVER(cuLaunchKernelEx);
+  auto launch = [&] { return int(real_cuLaunchKernelEx(config, f, params, extra)); };
+  if (!config) return CUresult(launch());
+  return launch_through(f, dim3(config->gridDimX, config->gridDimY, config->gridDimZ),
+                        dim3(config->blockDimX, config->blockDimY, config->blockDimZ), config->sharedMemBytes,
+                        config->hStream, params, extra, "cuLaunchKernelEx", launch);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  DRIVER(cuLaunchKernelEx_ptsz);
+  auto launch = [&] { return int(real_cuLaunchKernelEx_ptsz(config, f, params, extra)); };
+  if (!config) return CUresult(launch());
+  return launch_through(f, dim3(config->gridDimX, config->gridDimY, config->gridDimZ),
+                        dim3(config->blockDimX, config->blockDimY, config->blockDimZ), config->sharedMemBytes,
+                        config->hStream, params, extra, "cuLaunchKernelEx_ptsz", launch);
 }
 
 CUresult cuModuleLoad(CUmodule* module, const char* path) {
-  REAL(cuModuleLoad);
+  DRIVER(cuModuleLoad);
   CUresult status = real_cuModuleLoad(module, path);
-  if (status == CUDA_SUCCESS) note_module_file(*module, path, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module_file(*module, path, ModuleApi::module);
   return status;
 }
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  REAL(cuModuleLoadData);
+  DRIVER(cuModuleLoadData);
   CUresult status = real_cuModuleLoadData(module, image);
-  if (status == CUDA_SUCCESS) note_module(*module, image, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*module, image, ModuleApi::module);
   return status;
 }
 
 CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int count, CUjit_option* options,
                             void** values) {
-  REAL(cuModuleLoadDataEx);
+  DRIVER(cuModuleLoadDataEx);
   CUresult status = real_cuModuleLoadDataEx(module, image, count, options, values);
-  if (status == CUDA_SUCCESS) note_module(*module, image, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*module, image, ModuleApi::module);
   return status;
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule* module, const void* image) {
-  REAL(cuModuleLoadFatBinary);
+  DRIVER(cuModuleLoadFatBinary);
   CUresult status = real_cuModuleLoadFatBinary(module, image);
-  if (status == CUDA_SUCCESS) note_module(*module, image, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*module, image, ModuleApi::module);
   return status;
 }
 
 CUresult cuModuleUnload(CUmodule module) {
-  REAL(cuModuleUnload);
-  note_unload(module);
+  DRIVER(cuModuleUnload);
+  if (!Forwarding::active()) note_unload(module);
   return real_cuModuleUnload(module);
 }
 
 CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
-  REAL(cuModuleGetFunction);
+  DRIVER(cuModuleGetFunction);
   CUresult status = real_cuModuleGetFunction(function, module, name);
-  if (status == CUDA_SUCCESS) note_kernel(*function, module, name, false);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_kernel(*function, module, name, false);
   return status;
 }
 
 // cuModuleGetGlobal is a macro for the _v2 function (64-bit CUdeviceptr).
 CUresult cuModuleGetGlobal_v2(CUdeviceptr* address, size_t* bytes, CUmodule module, const char* name) {
-  REAL(cuModuleGetGlobal_v2);
+  DRIVER(cuModuleGetGlobal_v2);
   CUresult status = real_cuModuleGetGlobal_v2(address, bytes, module, name);
-  if (status == CUDA_SUCCESS) note_global(module, name);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_global(module, name);
   return status;
 }
 
 CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jit_options, void** jit_values,
                            unsigned int jit_count, CUlibraryOption* options, void** values, unsigned int count) {
-  REAL(cuLibraryLoadData);
+  DRIVER(cuLibraryLoadData);
   CUresult status = real_cuLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
-  if (status == CUDA_SUCCESS) note_module(*library, code, ModuleApi::library);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*library, code, ModuleApi::library);
   return status;
 }
 
 CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, CUjit_option* jit_options, void** jit_values,
                                unsigned int jit_count, CUlibraryOption* options, void** values, unsigned int count) {
-  REAL(cuLibraryLoadFromFile);
+  DRIVER(cuLibraryLoadFromFile);
   CUresult status = real_cuLibraryLoadFromFile(library, path, jit_options, jit_values, jit_count, options, values, count);
-  if (status == CUDA_SUCCESS) note_module_file(*library, path, ModuleApi::library);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module_file(*library, path, ModuleApi::library);
   return status;
 }
 
 CUresult cuLibraryUnload(CUlibrary library) {
-  REAL(cuLibraryUnload);
-  note_unload(library);
+  DRIVER(cuLibraryUnload);
+  if (!Forwarding::active()) note_unload(library);
   return real_cuLibraryUnload(library);
 }
 
 CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char* name) {
-  REAL(cuLibraryGetKernel);
+  DRIVER(cuLibraryGetKernel);
   CUresult status = real_cuLibraryGetKernel(kernel, library, name);
-  if (status == CUDA_SUCCESS) note_kernel(*kernel, library, name, true);  // launched cast to a CUfunction
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_kernel(*kernel, library, name, true);
   return status;
 }
 
 CUresult cuLibraryGetGlobal(CUdeviceptr* address, size_t* bytes, CUlibrary library, const char* name) {
-  REAL(cuLibraryGetGlobal);
+  DRIVER(cuLibraryGetGlobal);
   CUresult status = real_cuLibraryGetGlobal(address, bytes, library, name);
-  if (status == CUDA_SUCCESS) note_global(library, name);
+  if (status == CUDA_SUCCESS && !Forwarding::active()) note_global(library, name);
   return status;
 }
 
 // The function of a library's kernel in the current context, launched like any other.
 CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
-  REAL(cuKernelGetFunction);
+  DRIVER(cuKernelGetFunction);
   CUresult status = real_cuKernelGetFunction(function, kernel);
   auto& r = Recorder::get();
-  if (status == CUDA_SUCCESS && r.active()) {
+  if (status == CUDA_SUCCESS && r.active() && !Forwarding::active()) {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.function_of_kernel(*function, kernel);
   }
@@ -117,25 +193,59 @@ CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t size) {
-  REAL(cuMemAlloc_v2);
-  if (!served_here()) return real_cuMemAlloc_v2(ptr, size);
-  void* p = nullptr;
-  serve(&p, size);
-  *ptr = reinterpret_cast<CUdeviceptr>(p);
-  return CUDA_SUCCESS;
+  DRIVER(cuMemAlloc_v2);
+  return served_by_driver_wrapper() ? serve_driver(ptr, size) : real_cuMemAlloc_v2(ptr, size);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* ptr, size_t* pitch, size_t width, size_t height, unsigned int element) {
+  DRIVER(cuMemAllocPitch_v2);
+  if (!served_by_driver_wrapper() || !pitch) return real_cuMemAllocPitch_v2(ptr, pitch, width, height, element);
+  *pitch = (width + 511) / 512 * 512;
+  return serve_driver(ptr, *pitch * height);
+}
+
+// Stream-ordered allocations (memory pools): served from the fixed range at once, so
+// replay finds them where the kernels saw them.
+CUresult cuMemAllocAsync(CUdeviceptr* ptr, size_t size, CUstream stream) {
+  DRIVER(cuMemAllocAsync);
+  return served_by_driver_wrapper() ? serve_driver(ptr, size) : real_cuMemAllocAsync(ptr, size, stream);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* ptr, size_t size, CUstream stream) {
+  DRIVER(cuMemAllocAsync_ptsz);
+  return served_by_driver_wrapper() ? serve_driver(ptr, size) : real_cuMemAllocAsync_ptsz(ptr, size, stream);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* ptr, size_t size, CUmemoryPool pool, CUstream stream) {
+  DRIVER(cuMemAllocFromPoolAsync);
+  return served_by_driver_wrapper() ? serve_driver(ptr, size) : real_cuMemAllocFromPoolAsync(ptr, size, pool, stream);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* ptr, size_t size, CUmemoryPool pool, CUstream stream) {
+  DRIVER(cuMemAllocFromPoolAsync_ptsz);
+  return served_by_driver_wrapper() ? serve_driver(ptr, size)
+                                    : real_cuMemAllocFromPoolAsync_ptsz(ptr, size, pool, stream);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
-  REAL(cuMemFree_v2);
-  if (Recorder::get().active() && release(reinterpret_cast<void*>(ptr))) return CUDA_SUCCESS;
-  if (forget_managed(uint64_t(ptr))) return CUDA_SUCCESS;
-  return real_cuMemFree_v2(ptr);
+  DRIVER(cuMemFree_v2);
+  return released(ptr) ? CUDA_SUCCESS : real_cuMemFree_v2(ptr);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
+  DRIVER(cuMemFreeAsync);
+  return released(ptr) ? CUDA_SUCCESS : real_cuMemFreeAsync(ptr, stream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
+  DRIVER(cuMemFreeAsync_ptsz);
+  return released(ptr) ? CUDA_SUCCESS : real_cuMemFreeAsync_ptsz(ptr, stream);
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
-  REAL(cuMemAllocManaged);
+  DRIVER(cuMemAllocManaged);
   auto& r = Recorder::get();
-  if (!r.active() || !size || !ptr) return real_cuMemAllocManaged(ptr, size, flags);
+  if (!r.active() || Forwarding::active() || !size || !ptr) return real_cuMemAllocManaged(ptr, size, flags);
   std::lock_guard<std::mutex> lock(r.mutex);
   if (uint64_t at = r.allocate_managed(size)) {
     r.track_managed(at, size);
@@ -149,13 +259,13 @@ CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
 
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigned int flags,
                                CUstream stream) {
-  REAL(cuMemPrefetchAsync_v2);
+  DRIVER(cuMemPrefetchAsync_v2);
   if (arena_owned(reinterpret_cast<const void*>(ptr), count)) return CUDA_SUCCESS;
   return real_cuMemPrefetchAsync_v2(ptr, count, location, flags, stream);
 }
 
 CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, CUmem_advise advice, CUmemLocation location) {
-  REAL(cuMemAdvise_v2);
+  DRIVER(cuMemAdvise_v2);
   if (arena_owned(reinterpret_cast<const void*>(ptr), count)) return CUDA_SUCCESS;
   return real_cuMemAdvise_v2(ptr, count, advice, location);
 }

@@ -137,33 +137,39 @@ extern "C" {
 // ---- stream capture and graphs (docs/record.md, "CUDA Graphs")
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  Forwarding forwarding;
   REAL(cudaStreamBeginCapture);
   return capture_begin(stream, real_cudaStreamBeginCapture(stream, mode));
 }
 
 cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  Forwarding forwarding;
   REAL(cudaStreamBeginCapture_ptsz);
   return capture_begin(stream, real_cudaStreamBeginCapture_ptsz(stream, mode));
 }
 
 cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
                                           const cudaGraphEdgeData* data, size_t count, cudaStreamCaptureMode mode) {
+  Forwarding forwarding;
   REAL(cudaStreamBeginCaptureToGraph);
   return capture_begin(stream, real_cudaStreamBeginCaptureToGraph(stream, graph, deps, data, count, mode));
 }
 
 cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t* deps,
                                                const cudaGraphEdgeData* data, size_t count, cudaStreamCaptureMode mode) {
+  Forwarding forwarding;
   REAL(cudaStreamBeginCaptureToGraph_ptsz);
   return capture_begin(stream, real_cudaStreamBeginCaptureToGraph_ptsz(stream, graph, deps, data, count, mode));
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  Forwarding forwarding;
   REAL(cudaStreamEndCapture);
   return capture_end(stream, real_cudaStreamEndCapture(stream, graph));
 }
 
 cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  Forwarding forwarding;
   REAL(cudaStreamEndCapture_ptsz);
   return capture_end(stream, real_cudaStreamEndCapture_ptsz(stream, graph));
 }
@@ -183,22 +189,26 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  Forwarding forwarding;
   REAL(cudaGraphInstantiate);
   return instantiated(exec, graph, flags, real_cudaGraphInstantiate(exec, graph, flags));
 }
 
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  Forwarding forwarding;
   REAL(cudaGraphInstantiateWithFlags);
   return instantiated(exec, graph, flags, real_cudaGraphInstantiateWithFlags(exec, graph, flags));
 }
 
 cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* exec, cudaGraph_t graph, cudaGraphInstantiateParams* params) {
+  Forwarding forwarding;
   REAL(cudaGraphInstantiateWithParams);
   return instantiated(exec, graph, params ? params->flags : 0, real_cudaGraphInstantiateWithParams(exec, graph, params));
 }
 
 cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* exec, cudaGraph_t graph,
                                                 cudaGraphInstantiateParams* params) {
+  Forwarding forwarding;
   REAL(cudaGraphInstantiateWithParams_ptsz);
   return instantiated(exec, graph, params ? params->flags : 0,
                       real_cudaGraphInstantiateWithParams_ptsz(exec, graph, params));
@@ -221,6 +231,7 @@ CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRA
 }
 
 cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaKernelNodeParams* p) {
+  Forwarding forwarding;
   REAL(cudaGraphExecKernelNodeSetParams);
   return follow(exec, real_cudaGraphExecKernelNodeSetParams(exec, node, p),
                 [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params(node, p); });
@@ -235,6 +246,7 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, c
 }
 
 cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemcpy3DParms* p) {
+  Forwarding forwarding;
   REAL(cudaGraphExecMemcpyNodeSetParams);
   return follow(exec, real_cudaGraphExecMemcpyNodeSetParams(exec, node, p),
                 [&](mneme::recorder::GraphMirror& m) { m.set_memcpy_params(node, p); });
@@ -242,6 +254,7 @@ cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode
 
 cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNode_t node, void* dst, const void* src,
                                                size_t count, cudaMemcpyKind kind) {
+  Forwarding forwarding;
   REAL(cudaGraphExecMemcpyNodeSetParams1D);
   return follow(exec, real_cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, src, count, kind),
                 [&](mneme::recorder::GraphMirror& m) {
@@ -255,48 +268,56 @@ cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t exec, cudaGraphNo
 }
 
 cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemsetParams* p) {
+  Forwarding forwarding;
   REAL(cudaGraphExecMemsetNodeSetParams);
   return follow(exec, real_cudaGraphExecMemsetNodeSetParams(exec, node, p),
                 [&](mneme::recorder::GraphMirror& m) { m.set_memset_params(node, p); });
 }
 
 cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaHostNodeParams* p) {
+  Forwarding forwarding;
   REAL(cudaGraphExecHostNodeSetParams);
   return follow(exec, real_cudaGraphExecHostNodeSetParams(exec, node, p),
                 [&](mneme::recorder::GraphMirror& m) { m.set_host_params(node, p); });
 }
 
 cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event) {
+  Forwarding forwarding;
   REAL(cudaGraphExecEventRecordNodeSetEvent);
   return follow(exec, real_cudaGraphExecEventRecordNodeSetEvent(exec, node, event),
                 [&](mneme::recorder::GraphMirror& m) { m.set_event(node, event, true); });
 }
 
 cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t exec, cudaGraphNode_t node, cudaEvent_t event) {
+  Forwarding forwarding;
   REAL(cudaGraphExecEventWaitNodeSetEvent);
   return follow(exec, real_cudaGraphExecEventWaitNodeSetEvent(exec, node, event),
                 [&](mneme::recorder::GraphMirror& m) { m.set_event(node, event, false); });
 }
 
 cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraph_t child) {
+  Forwarding forwarding;
   REAL(cudaGraphExecChildGraphNodeSetParams);
   return follow(exec, real_cudaGraphExecChildGraphNodeSetParams(exec, node, child),
                 [&](mneme::recorder::GraphMirror& m) { m.lose_track("a child graph node was replaced"); });
 }
 
 cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraphNodeParams* p) {
+  Forwarding forwarding;
   REAL(cudaGraphExecNodeSetParams);
   return follow(exec, real_cudaGraphExecNodeSetParams(exec, node, p),
                 [&](mneme::recorder::GraphMirror& m) { m.set_node_params(node, p); });
 }
 
 cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t exec, cudaGraphNode_t node, unsigned int enabled) {
+  Forwarding forwarding;
   REAL(cudaGraphNodeSetEnabled);
   return follow(exec, real_cudaGraphNodeSetEnabled(exec, node, enabled),
                 [&](mneme::recorder::GraphMirror& m) { m.set_enabled(node, enabled != 0); });
 }
 
 cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info) {
+  Forwarding forwarding;
   REAL(cudaGraphExecUpdate);
   return follow(exec, real_cudaGraphExecUpdate(exec, graph, info),
                 [&](mneme::recorder::GraphMirror& m) { m.update_from(graph); });
@@ -311,6 +332,7 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdate
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  Forwarding forwarding;
   REAL(cudaGraphExecDestroy);
   graph_gone(exec);
   return real_cudaGraphExecDestroy(exec);
@@ -323,11 +345,13 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaGraphLaunch);
   return graph_launch(exec, stream, __builtin_return_address(0), [&] { return int(real_cudaGraphLaunch(exec, stream)); });
 }
 
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaGraphLaunch_ptsz);
   return graph_launch(exec, stream, __builtin_return_address(0),
                       [&] { return int(real_cudaGraphLaunch_ptsz(exec, stream)); });

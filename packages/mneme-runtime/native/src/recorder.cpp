@@ -78,7 +78,7 @@ Recorder::Recorder() {
   active_ = !env("MNEME_RECORD_DB").empty() && rank_selected(env("MNEME_RECORD_RANKS", "0"));
   if (!active_) return;
   db_ = env("MNEME_RECORD_DB");
-  vass_ = std::strtoull(env("MNEME_RECORD_VASS", "17179869184").c_str(), nullptr, 0);
+  vass_ = std::strtoull(env("MNEME_RECORD_VASS", "274877906944").c_str(), nullptr, 0);
   base_ = std::strtoull(env("MNEME_RECORD_BASE", "0").c_str(), nullptr, 0);
   if (!base_) base_ = rt::kDefaultBase;
   max_ = std::atoi(env("MNEME_RECORD_MAX", "0").c_str());
@@ -100,13 +100,14 @@ Recorder::Recorder() {
   stats_ = !env("MNEME_RECORD_STATS").empty() && env("MNEME_RECORD_STATS") != "0";
   crash_wait_ = std::strtod(env("MNEME_RECORD_CRASH_WAIT", "60").c_str(), nullptr);
   load_manifest(env("MNEME_RECORD_MANIFEST"));
-  if (stats_) std::atexit(at_exit);  // the statistics line even when nothing is recorded
+  std::atexit(at_exit);  // the statistics line, or why nothing was recorded, even then
 }
 
 
 void Recorder::finish() {
   if (finished_) return;
   finished_ = true;
+  write_report();
   if (pipeline_ && getpid() != owner_) return;  // a forked child: the threads stayed in the parent
   if (pipeline_) {
     auto start = Clock::now();
@@ -117,7 +118,11 @@ void Recorder::finish() {
       std::fflush(nullptr);
       fatal("writing the recording failed: " + error, 2);
     }
+    timing_.write(*writer_);  // the instances are committed now
   }
+  // Preloaded by hand (no `mneme record` to sum the processes up): each says for itself.
+  if (seen_.recorded == 0 && seen_.launches > 0 && env("MNEME_RECORD_REPORT_DIR").empty())
+    explain_nothing_recorded();
   if (stats_) {
     rt::PipelineStats none;  // nothing recorded: the same keys, zero
     none.host_memory_bytes = options_.host_memory ? options_.host_memory : rt::default_host_memory();
@@ -125,6 +130,47 @@ void Recorder::finish() {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
   }
+}
+
+void Recorder::unrecorded_call(const char* call, const char* why) {
+  if (unrecorded_calls_.insert(std::string(call) + ": " + why).second)
+    std::fprintf(stderr, "mneme record: launches through %s run unrecorded: %s\n", call, why);
+}
+
+void Recorder::explain_nothing_recorded() const {
+  std::string why;
+  if (seen_.launches == 0)
+    why = "no kernel launch was seen (no CUDA use in this process, or launches through calls the "
+          "recorder does not follow; docs/record.md lists them)";
+  else if (seen_.unknown == seen_.launches)
+    why = std::to_string(seen_.launches) + " launches of kernels whose code or parameter layout was not found";
+  else
+    why = std::to_string(seen_.launches) + " launches, " + std::to_string(seen_.not_selected) +
+          " of kernels not selected (--kernel " + (filter_ ? "matched none of them" : "unset") + ", -mr " +
+          std::to_string(max_) + ")";
+  std::fprintf(stderr, "mneme record: nothing recorded in process %d: %s\n", int(getpid()), why.c_str());
+}
+
+// What this process saw, for `mneme record`'s summary over the command's processes: one
+// file per process in MNEME_RECORD_REPORT_DIR (keys docs/record.md lists).
+void Recorder::write_report() const {
+  std::string dir = env("MNEME_RECORD_REPORT_DIR");
+  if (dir.empty()) return;
+  std::string path = dir + "/" + std::to_string(getpid()) + ".txt";
+  if (FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {
+    std::fprintf(f, "launches %llu\nrecorded %llu\nunknown %llu\nnot_selected %llu\n",
+                 (unsigned long long)seen_.launches, (unsigned long long)seen_.recorded,
+                 (unsigned long long)seen_.unknown, (unsigned long long)seen_.not_selected);
+    for (const auto& call : unrecorded_calls_) std::fprintf(f, "unrecorded_call %s\n", call.c_str());
+    std::fclose(f);
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  }
+}
+
+bool synchronize_device() {
+  using CtxSynchronize = CUresult (*)();
+  static auto synchronize = driver_function<CtxSynchronize>("cuCtxSynchronize");
+  return synchronize && synchronize() == CUDA_SUCCESS;
 }
 
 void Recorder::load_manifest(const std::string& path) {
@@ -167,11 +213,23 @@ void Recorder::load_manifest(const std::string& path) {
 }
 
 void Recorder::init_device() {
-  REAL(cudaFree);
-  REAL(cudaGetDevice);
-  real_cudaFree(nullptr);  // the runtime's primary context, which the driver calls below share
+  // The device the application works on: the runtime's current one when a shared CUDA
+  // runtime is loaded (its primary context made now, which the driver calls below share),
+  // else the current context's (a driver-API program, the static runtime), else device 0.
   int ordinal = 0;
-  real_cudaGetDevice(&ordinal);
+  using RuntimeFree = cudaError_t (*)(void*);
+  using RuntimeGetDevice = cudaError_t (*)(int*);
+  auto runtime_free = reinterpret_cast<RuntimeFree>(dlsym(RTLD_NEXT, "cudaFree"));
+  auto runtime_get_device = reinterpret_cast<RuntimeGetDevice>(dlsym(RTLD_NEXT, "cudaGetDevice"));
+  if (runtime_free && runtime_get_device) {
+    runtime_free(nullptr);
+    runtime_get_device(&ordinal);
+  } else {
+    using CtxGetDevice = CUresult (*)(CUdevice*);
+    static auto get_device = driver_function<CtxGetDevice>("cuCtxGetDevice");
+    CUdevice current = 0;
+    if (get_device && get_device(&current) == CUDA_SUCCESS) ordinal = current;
+  }
   ordinal_ = ordinal;
   try {
     device_ = std::dynamic_pointer_cast<rt::cuda::CudaDevice>(rt::open_device("cuda", ordinal));
@@ -192,12 +250,13 @@ rt::RecordingWriter& Recorder::writer() {
     info.gpu_name = p.name;
     info.compute_capability = std::to_string(p.compute_capability_major) + "." + std::to_string(p.compute_capability_minor);
     int driver = 0, runtime = 0;
-    REAL(cudaDriverGetVersion);
-    REAL(cudaRuntimeGetVersion);
-    real_cudaDriverGetVersion(&driver);
-    real_cudaRuntimeGetVersion(&runtime);
-    info.driver_version = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
-    info.runtime_version = std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10);
+    device_->driver().cuDriverGetVersion(&driver);
+    // A static runtime (or none: Triton, a driver-API program) has no version to ask.
+    using RuntimeVersion = cudaError_t (*)(int*);
+    auto runtime_version = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_NEXT, "cudaRuntimeGetVersion"));
+    auto dotted = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    info.driver_version = dotted(driver);
+    info.runtime_version = runtime_version && runtime_version(&runtime) == cudaSuccess ? dotted(runtime) : "none";
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     info.host = host;
@@ -227,11 +286,11 @@ void at_exit() { Recorder::get().finish(); }
 // Every live allocation and every registered device global: what a snapshot copies.
 void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
                            const std::string* args, void* module) {
-  REAL(cudaGetSymbolAddress);
   regions.clear();
   sources.clear();
   std::vector<std::pair<uint64_t, uint64_t>> globals;
-  for (const auto& g : globals_) {
+  for (const auto& g : globals_) {  // registered through the shared runtime: it is there
+    REAL(cudaGetSymbolAddress);
     void* address = nullptr;
     if (real_cudaGetSymbolAddress(&address, g.host_var) != cudaSuccess || !address) continue;
     regions.push_back({"global", reinterpret_cast<uint64_t>(address), g.size, g.name});
@@ -265,6 +324,32 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
       sources.push_back(address);
     }
   }
+  drop_repeated_regions(regions, sources);
+}
+
+// One region per address: a global registered twice (one variable in several fatbinaries
+// of a library, or a runtime variable the module lookups found again) resolves to one
+// address, and a snapshot holding it twice is one no reader accepts. The larger wins.
+void Recorder::drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources) {
+  std::map<uint64_t, size_t> first;  // address -> index of the region kept
+  std::vector<bool> keep(regions.size(), true);
+  for (size_t i = 0; i < regions.size(); ++i) {
+    auto [at, inserted] = first.emplace(regions[i].address, i);
+    if (inserted) continue;
+    size_t& kept = at->second;
+    bool larger = regions[i].size > regions[kept].size;
+    keep[larger ? kept : i] = false;
+    if (larger) kept = i;
+  }
+  size_t out = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (!keep[i]) continue;
+    regions[out] = regions[i];
+    sources[out] = sources[i];
+    ++out;
+  }
+  regions.resize(out);
+  sources.resize(out);
 }
 
 // The allocations a launch can reach: those an 8-byte word of the argument buffer or of a
@@ -319,11 +404,12 @@ std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vecto
 
 bool Recorder::capturing(uint64_t stream) const {
   if (!capturing_.empty()) return true;
-  REAL(cudaStreamIsCapturing);
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+  static auto is_capturing = driver_function<IsCapturing>("cuStreamIsCapturing");
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   // A capture begun where the recorder cannot see it (a handle from another library)
-  return real_cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status) != cudaSuccess ||
-         status != cudaStreamCaptureStatusNone;
+  return !is_capturing || is_capturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS ||
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
@@ -365,15 +451,22 @@ bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 bloc
 int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
                      uint64_t stream, const std::function<int()>& do_launch, CUfunction function,
                      const void* host_function, void* module) {
-  REAL(cudaDeviceSynchronize);
   // A launch into a capturing stream only adds a graph node: it is recorded when the
   // graph runs. Any synchronisation now would invalidate the capture.
   if (capturing(stream) || foreign_device()) return do_launch();
+  seen_.launches++;
+  timing_.on_launch();
   Pending launch;
-  if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function, module))
+  if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function, module)) {
+    void* from = module;
+    KernelEntry* known = device_name ? entry(*device_name, function, host_function, from) : nullptr;
+    (known && !known->info.static_hash.empty() ? seen_.not_selected : seen_.unknown)++;
     return do_launch();
+  }
   KernelEntry* kernel = launch.kernel;
   rt::InstanceInfo& inst = launch.inst;
+  timing_.instance(kernel->info.static_hash, launch.dyn,
+                   {*device_name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, uint32_t(shmem)});
   auto& w = writer();
   auto& pipeline = *pipeline_;
   std::string failure = pipeline.error();
@@ -403,7 +496,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   }
   // Complete outstanding work so the prologue is what the kernel will see.
   auto t0 = Clock::now();
-  if (real_cudaDeviceSynchronize() != cudaSuccess) return do_launch();
+  if (!synchronize_device()) return do_launch();
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
@@ -417,14 +510,16 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
     fatal(std::string("copying the prologue to the host failed: ") + e.what());
   }
   auto t2 = Clock::now();
+  timing_.snapshot_begins();
   int status = do_launch();
   if (status != 0) {
     pipeline.abandon(*snap);
     return status;
   }
-  cudaError_t done = real_cudaDeviceSynchronize();
+  bool done = synchronize_device();
+  timing_.snapshot_ends();
   auto t3 = Clock::now();
-  if (done != cudaSuccess) {  // a failed launch is not recorded; the app sees the error
+  if (!done) {  // a failed launch is not recorded; the app sees the error
     pipeline.abandon(*snap);
     return status;
   }
@@ -437,6 +532,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   }
   auto t4 = Clock::now();
   kernel->recorded++;
+  seen_.recorded++;
   pipeline.note_launch(seconds(t1, t2) + seconds(t3, t4), seconds(t2, t3), seconds(t0, t1));
   return status;
 }

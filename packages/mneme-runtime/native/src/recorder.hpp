@@ -43,6 +43,9 @@ namespace mneme::recorder {
 
 namespace rt = mneme::runtime;
 
+// cuCtxSynchronize of the current context: false when a kernel failed.
+bool synchronize_device();
+
 // One line on stderr, then exit with `code` (instances captured so far are committed first).
 [[noreturn]] void fatal(const std::string& message, int code = 70);
 std::string env(const char* name, const char* fallback = "");
@@ -68,6 +71,22 @@ struct GlobalEntry {
 };
 
 void at_exit();
+
+// Set on a thread while a runtime-API wrapper of the recorder runs. The real runtime
+// reaches the driver through the wrappers too (it takes its entry points from
+// cuGetProcAddress, entry_points.cpp): those calls pass straight through, so a launch is
+// recorded once, by the runtime wrapper, and Recorder::mutex is never taken twice.
+class Forwarding {
+ public:
+  Forwarding() { ++depth_; }
+  ~Forwarding() { --depth_; }
+  Forwarding(const Forwarding&) = delete;
+  Forwarding& operator=(const Forwarding&) = delete;
+  static bool active() { return depth_ > 0; }
+
+ private:
+  static inline thread_local int depth_ = 0;
+};
 
 class Recorder {
  public:
@@ -165,10 +184,10 @@ class Recorder {
   // through unrecorded (one recorded device per process; docs/record.md).
   bool foreign_device() {
     if (ordinal_ < 0) return false;
-    REAL(cudaGetDevice);
-    int current = ordinal_;
-    real_cudaGetDevice(&current);
-    if (current == ordinal_) return false;
+    using CtxGetDevice = CUresult (*)(CUdevice*);
+    static auto get_device = driver_function<CtxGetDevice>("cuCtxGetDevice");
+    CUdevice current = ordinal_;
+    if (!get_device || get_device(&current) != CUDA_SUCCESS || current == ordinal_) return false;
     if (!warned_device_) {
       warned_device_ = true;
       std::fprintf(stderr, "mneme record: device %d is recorded; allocations and launches on device %d "
@@ -257,6 +276,8 @@ class Recorder {
  public:
   // At exit (return from main or exit()): every captured instance is committed first.
   void finish();
+  // A launch through `call` that cannot be recorded: one line per call and reason.
+  void unrecorded_call(const char* call, const char* why);
 
  private:
   Recorder();
@@ -276,8 +297,20 @@ class Recorder {
   // --capture reachable) the globals and the allocations reachable from them and `args`.
   void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
                    const std::string* args = nullptr, void* module = nullptr);
+  static void drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources);
   std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
   bool capture_reachable_ = false;
+
+  // Why nothing was recorded, said at exit when nothing was (docs/record.md).
+  struct Seen {
+    uint64_t launches = 0;        // kernel launches the recorder saw
+    uint64_t unknown = 0;         // ... of kernels whose code or parameters it could not find
+    uint64_t not_selected = 0;    // ... not selected by --kernel / -mr
+    uint64_t recorded = 0;        // instances captured
+  } seen_;
+  std::set<std::string> unrecorded_calls_;
+  void explain_nothing_recorded() const;
+  void write_report() const;
 
   bool active_ = false;
   bool stats_ = false;

@@ -11,6 +11,7 @@ extern "C" {
 
 void __cudaRegisterFunction(void** handle, const char* hostFun, char* deviceFun, const char* deviceName,
                             int threadLimit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize) {
+  Forwarding forwarding;
   using Fn = void (*)(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*);
   static auto next = real<Fn>("__cudaRegisterFunction");
   Recorder::get().register_function(handle, hostFun, deviceName);
@@ -26,6 +27,7 @@ struct FatbinWrapper {
 };
 
 void** __cudaRegisterFatBinary(void* wrapper) {
+  Forwarding forwarding;
   using Fn = void** (*)(void*);
   static auto next = real<Fn>("__cudaRegisterFatBinary");
   void** handle = next(wrapper);
@@ -46,6 +48,7 @@ void** __cudaRegisterFatBinary(void* wrapper) {
 
 void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const char* deviceName, int ext,
                        size_t size, int constant, int global) {
+  Forwarding forwarding;
   using Fn = void (*)(void**, char*, char*, const char*, int, size_t, int, int);
   static auto next = real<Fn>("__cudaRegisterVar");
   Recorder::get().register_var(hostVar, deviceName, size);
@@ -53,6 +56,7 @@ void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const 
 }
 
 cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem, cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaLaunchKernel);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernel(func, grid, block, args, shmem, stream);
@@ -64,6 +68,7 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
 // Built with --default-stream per-thread, <<<>>> lands here.
 cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
                                   cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaLaunchKernel_ptsz);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream);
@@ -76,6 +81,7 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
 // What nvcc 13's launch stubs call (crt/host_runtime.h): the kernel handle once per stub,
 // then __cudaLaunchKernel with it.
 cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  Forwarding forwarding;
   using Fn = cudaError_t (*)(cudaKernel_t*, const void*);
   static auto next = real<Fn>("__cudaGetKernel");
   cudaError_t status = next(kernel, host_function);
@@ -89,6 +95,7 @@ cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
 
 // The public form: a cudaKernel_t for a registered kernel, launched as (void*)kernel.
 cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
+  Forwarding forwarding;
   REAL(cudaGetKernel);
   cudaError_t status = real_cudaGetKernel(kernel, host_function);
   auto& r = Recorder::get();
@@ -111,6 +118,7 @@ static cudaError_t launch_kernel_handle(cudaKernel_t kernel, dim3 grid, dim3 blo
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
                                cudaStream_t stream) {
+  Forwarding forwarding;
   using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
   static auto next = real<Fn>("__cudaLaunchKernel");
   return launch_kernel_handle(kernel, grid, block, args, shmem, stream,
@@ -119,6 +127,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void*
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t shmem,
                                     cudaStream_t stream) {
+  Forwarding forwarding;
   using Fn = cudaError_t (*)(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
   static auto next = real<Fn>("__cudaLaunchKernel_ptsz");
   return launch_kernel_handle(kernel, grid, block, args, shmem, stream,
@@ -127,6 +136,7 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, 
 
 // cudaLaunchKernelEx (a template in the headers) lands here.
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  Forwarding forwarding;
   REAL(cudaLaunchKernelExC);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernelExC(config, func, args);
@@ -138,6 +148,7 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
 
 // Built with --default-stream per-thread, cudaLaunchKernelEx lands here.
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  Forwarding forwarding;
   REAL(cudaLaunchKernelExC_ptsz);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernelExC_ptsz(config, func, args);
@@ -152,6 +163,7 @@ cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const voi
 cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJitOption* jit_options,
                                 void** jit_values, unsigned int jit_count, cudaLibraryOption* options, void** values,
                                 unsigned int count) {
+  Forwarding forwarding;
   REAL(cudaLibraryLoadData);
   cudaError_t status = real_cudaLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
   if (status == cudaSuccess) note_module(*library, code, ModuleApi::runtime_library);
@@ -161,6 +173,7 @@ cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJi
 cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t* library, const char* path, cudaJitOption* jit_options,
                                     void** jit_values, unsigned int jit_count, cudaLibraryOption* options,
                                     void** values, unsigned int count) {
+  Forwarding forwarding;
   REAL(cudaLibraryLoadFromFile);
   cudaError_t status =
       real_cudaLibraryLoadFromFile(library, path, jit_options, jit_values, jit_count, options, values, count);
@@ -169,12 +182,14 @@ cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t* library, const char* path, cu
 }
 
 cudaError_t cudaLibraryUnload(cudaLibrary_t library) {
+  Forwarding forwarding;
   REAL(cudaLibraryUnload);
   note_unload(library);
   return real_cudaLibraryUnload(library);
 }
 
 cudaError_t cudaLibraryGetKernel(cudaKernel_t* kernel, cudaLibrary_t library, const char* name) {
+  Forwarding forwarding;
   REAL(cudaLibraryGetKernel);
   cudaError_t status = real_cudaLibraryGetKernel(kernel, library, name);
   if (status == cudaSuccess) note_kernel(*kernel, library, name, true);  // launched as (void*)kernel
@@ -182,6 +197,7 @@ cudaError_t cudaLibraryGetKernel(cudaKernel_t* kernel, cudaLibrary_t library, co
 }
 
 cudaError_t cudaLibraryGetGlobal(void** address, size_t* bytes, cudaLibrary_t library, const char* name) {
+  Forwarding forwarding;
   REAL(cudaLibraryGetGlobal);
   cudaError_t status = real_cudaLibraryGetGlobal(address, bytes, library, name);
   if (status == cudaSuccess) note_global(library, name);
@@ -189,21 +205,25 @@ cudaError_t cudaLibraryGetGlobal(void** address, size_t* bytes, cudaLibrary_t li
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
+  Forwarding forwarding;
   REAL(cudaMalloc);
   return served_here() ? serve(ptr, size) : real_cudaMalloc(ptr, size);
 }
 
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaMallocAsync);
   return served_here() ? serve(ptr, size) : real_cudaMallocAsync(ptr, size, stream);
 }
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaMallocFromPoolAsync);
   return served_here() ? serve(ptr, size) : real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
 }
 
 cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
+  Forwarding forwarding;
   REAL(cudaMallocPitch);
   if (!served_here()) return real_cudaMallocPitch(ptr, pitch, width, height);
   *pitch = (width + 511) / 512 * 512;
@@ -211,6 +231,7 @@ cudaError_t cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t heig
 }
 
 cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
+  Forwarding forwarding;
   REAL(cudaMalloc3D);
   if (!served_here()) return real_cudaMalloc3D(pitched, extent);
   size_t pitch = (extent.width + 511) / 512 * 512;
@@ -224,6 +245,7 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr* pitched, cudaExtent extent) {
 }
 
 cudaError_t cudaFree(void* ptr) {
+  Forwarding forwarding;
   REAL(cudaFree);
   if (Recorder::get().active() && release(ptr)) return cudaSuccess;
   if (forget_managed(reinterpret_cast<uint64_t>(ptr))) return cudaSuccess;
@@ -231,6 +253,7 @@ cudaError_t cudaFree(void* ptr) {
 }
 
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaFreeAsync);
   if (Recorder::get().active() && release(ptr)) return cudaSuccess;
   return real_cudaFreeAsync(ptr, stream);
@@ -240,6 +263,7 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
 // Its regions are snapshotted at their driver-chosen addresses (kind "managed"); replay
 // maps device memory at exactly those addresses (docs/record.md).
 cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
+  Forwarding forwarding;
   REAL(cudaMallocManaged);
   auto& r = Recorder::get();
   if (!r.active() || !size || !ptr) return real_cudaMallocManaged(ptr, size, flags);
@@ -259,12 +283,14 @@ cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
 // (the driver would refuse them for memory that is not its managed memory).
 cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
                                  cudaStream_t stream) {
+  Forwarding forwarding;
   REAL(cudaMemPrefetchAsync);
   if (arena_owned(ptr, count)) return cudaSuccess;
   return real_cudaMemPrefetchAsync(ptr, count, location, flags, stream);
 }
 
 cudaError_t cudaMemAdvise(const void* ptr, size_t count, cudaMemoryAdvise advice, cudaMemLocation location) {
+  Forwarding forwarding;
   REAL(cudaMemAdvise);
   if (arena_owned(ptr, count)) return cudaSuccess;
   return real_cudaMemAdvise(ptr, count, advice, location);

@@ -23,43 +23,29 @@ from .address_space import DEFAULT_BASE
 from .errors import UserError
 
 RECORDER = Path(__file__).with_name("libmneme_recorder.so")
+#: The default range fits a framework process on the largest GPUs (PyTorch's caching
+#: allocator, JAX's pool): reserving address space costs nothing until memory is mapped.
+DEFAULT_VASS_GIB = 256
 
 
-def _manifest(executable: Path, out: Path) -> int:
-    """Write the recorder's kernel manifest (one tab-separated line per kernel)."""
+def _manifest(executable: Path, out: Path) -> str:
+    """Write the recorder's kernel manifest (one tab-separated line per kernel of an
+    instrumented executable; empty otherwise) and say what the command starts."""
     try:
-        from mneme.instrument.section import read_kernels
+        from mneme.instrument.section import SectionError, read_kernels
     except ImportError:
         raise UserError("mneme record needs mneme-instrument: pip install mneme-instrument") from None
     from mneme.instrument.section import NotInstrumentedError
 
     try:
         kernels = read_kernels(executable)
-    except NotInstrumentedError as not_instrumented:
-        # An nvcc build: its kernels are recorded with the fatbinary they are registered
-        # from (PTX and/or cubin); the recorder learns them at registration.
-        from mneme.instrument.fatbin import FatbinError, fatbin_kernels, read_fatbin
-        from mneme.instrument.section import read_elf_section
-
-        try:
-            found = fatbin_kernels(read_fatbin(executable))
-        except FatbinError:
-            found = None
-        if found is None:
-            raise UserError(
-                f"{executable} has neither mneme's kernel section (build it with mneme-clang++) "
-                "nor CUDA device code (an nvcc build)"
-            ) from not_instrumented
-        if b"libcudart.so" not in (read_elf_section(executable, ".dynstr") or b""):
-            # The registration and launch calls are inside the executable: nothing to
-            # interpose. Relinking is enough; the device code stays as it is.
-            raise UserError(
-                f"{executable} links the CUDA runtime statically (nvcc's default), so mneme "
-                "record cannot see its launches: relink it with nvcc -cudart shared (or CMake's "
-                "CMAKE_CUDA_RUNTIME_LIBRARY=Shared); no recompilation is needed"
-            ) from None
+    except (NotInstrumentedError, SectionError, OSError):
+        # Not instrumented (an nvcc build, python, a shell script, a launcher): the
+        # recorder learns kernels as they are registered (fatbinaries of the executable and
+        # of every shared object) or loaded (modules, libraries, NVRTC and Triton output),
+        # with their PTX and/or cubin, in this process and its children.
         (out / "kernels.tsv").write_text("")
-        return len({k.name for k in found})
+        return "kernels are learned as the process registers or loads them"
     lines = []
     for index, k in enumerate(kernels):
         if not k.static_hash or not k.ir:
@@ -73,14 +59,47 @@ def _manifest(executable: Path, out: Path) -> int:
         demangled = k.demangled.replace("\t", " ").replace("\n", " ")
         lines.append("\t".join([k.name, k.static_hash, demangled, str(ir_path), params, globals_]))
     (out / "kernels.tsv").write_text("\n".join(lines) + "\n")
-    return len(lines)
+    return f"{len(lines)} kernels with IR, others learned as they are registered or loaded"
+
+
+def summarize_reports(directory: Path) -> str:
+    """One line over what every process of the command saw (the recorder leaves a report
+    per process that used CUDA): instances recorded, or why there are none."""
+    totals: dict[str, int] = {}
+    processes = 0
+    calls: set[str] = set()
+    for report in sorted(directory.glob("*.txt")):
+        processes += 1
+        for line in report.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "unrecorded_call":
+                calls.add(value)
+            elif value.isdigit():
+                totals[key] = totals.get(key, 0) + int(value)
+    launches, recorded = totals.get("launches", 0), totals.get("recorded", 0)
+    where = f"{processes} process{'es' if processes != 1 else ''} used CUDA"
+    if recorded:
+        return f"{recorded} instances recorded ({launches} launches seen; {where})"
+    if processes == 0 or launches == 0:
+        why = "no kernel launch was seen (the command ran no CUDA code the recorder could follow"
+        why += "; " + "; ".join(sorted(calls)) + ")" if calls else ")"
+        return f"nothing recorded: {why}"
+    unknown, unselected = totals.get("unknown", 0), totals.get("not_selected", 0)
+    if unselected and not unknown:
+        why = f"none of the {launches} launches seen was of a kernel --kernel/-mr selected"
+    else:
+        why = (f"{launches} launches seen, {unknown} of kernels whose code or parameter layout "
+               f"was not found, {unselected} not selected by --kernel/-mr")
+    return f"nothing recorded: {why} ({where})"
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True})
 @click.option("-rdb", "--record-db-dir", "db", required=True, type=click.Path(path_type=Path),
               help="Recording database directory (created; may hold an earlier recording of the same range).")
-@click.option("-vass", "--virtual-address-space-size", "vass", type=click.IntRange(1, 1 << 16), default=16,
-              show_default=True, help="GiB of virtual address space to reserve for device allocations.")
+@click.option("-vass", "--virtual-address-space-size", "vass", type=click.IntRange(1, 1 << 16),
+              default=DEFAULT_VASS_GIB, show_default=True,
+              help="GiB of virtual address space to reserve for device allocations (address "
+                   "space only: memory is mapped as the application allocates).")
 @click.option("--vass-base", type=str, default=hex(DEFAULT_BASE), show_default=True,
               help="Fixed base address of that range (replay recreates it there).")
 @click.option("-mr", "--per-kernel-max-recordings", "max_recordings", type=click.IntRange(0), default=0,
@@ -100,8 +119,9 @@ def _manifest(executable: Path, out: Path) -> int:
 def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
            epilogue_format: str, record_ranks: str, host_memory: float | None, stats: bool,
            capture: str, command: tuple[str, ...]):
-    """Run COMMAND and record its kernel launches: an executable built with mneme-clang++
-    (kernels with their LLVM IR) or with nvcc (kernels with their PTX/cubin)."""
+    """Run COMMAND and record its kernel launches: any command (an executable, python, a
+    script or launcher that starts the application). Kernels of executables built with
+    mneme-clang++ come with their LLVM IR; all others with their PTX and/or cubin."""
     executable = shutil.which(command[0]) or command[0]
     if not Path(executable).is_file():
         raise UserError(f"{command[0]}: no such executable")
@@ -123,10 +143,10 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
     from . import _native
 
     with tempfile.TemporaryDirectory(prefix="mneme-record-") as tmp:
-        count = _manifest(Path(executable), Path(tmp))  # refuses non-instrumented executables
+        kernels = _manifest(Path(executable), Path(tmp))
         # Create or check the database before the application runs (one line if unusable).
         _native.RecordingWriter(str(db), base, vass << 30, epilogue_format=epilogue_format)
-        click.echo(f"mneme record: {count} recordable kernels; recording into {db}", err=True)
+        click.echo(f"mneme record: {kernels}; recording into {db}", err=True)
         env = dict(os.environ)
         env.update({
             "LD_PRELOAD": ":".join(filter(None, [str(RECORDER), env.get("LD_PRELOAD", "")])),
@@ -144,7 +164,16 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
             env["MNEME_RECORD_HOST_MEMORY"] = str(max(1, int(host_memory * (1 << 30))))
         if stats:
             env["MNEME_RECORD_STATS"] = "1"
+        if "MNEME_CUPTI_LIBRARY" not in env:  # in-app kernel times (app_timing.cpp)
+            from .kernel_timing import cupti_wheel_libraries
+
+            if wheels := cupti_wheel_libraries():
+                env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded recorder cannot ask Python
+        reports = Path(tmp) / "reports"
+        reports.mkdir()
+        env["MNEME_RECORD_REPORT_DIR"] = str(reports)
         code = subprocess.call([executable, *command[1:]], env=env)
+        click.echo(f"mneme record: {summarize_reports(reports)}", err=True)
     if code < 0:  # killed by a signal: exit as a shell would
         click.echo(f"mneme record: the application died of signal {-code}; "
                    "every instance recorded before that is complete", err=True)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Ship this checkout to the lent GPU host (no network there): build the wheels of every
+# mneme distribution and put them, with the wheels and LLVM runtime the host lacks, into
+# one folder that the device tool carries.
+#
+#   bash scripts/gpu_bundle.sh [DIR]      # DIR defaults to .gpu (git-ignored)
+#   # then, on the host:   source DIR/setup.sh && python3 -m pytest ... -m gpu
+#
+# The wheels are built fast rather than portable (mneme-replay links libLLVM.so.22, which
+# the bundle carries; no auditwheel), so they are for the GPU host only: release wheels
+# come from scripts/build_wheels.sh. Several sessions may bundle at once: the wheel build
+# (shared build/ folders) takes a lock.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+dir="${1:-.gpu}"
+case "$dir" in /*|*..*) echo "gpu_bundle: DIR must be a folder name inside the checkout" >&2; exit 2 ;; esac
+source scripts/setup.sh >/dev/null
+grep -qx '/.gpu*/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.gpu*/' >> .git/info/exclude; }
+
+wheels="$(mktemp -d)"
+trap 'rm -rf "$wheels"' EXIT
+(
+  flock 9
+  for pkg in packages/mneme-instrument packages/mneme-runtime packages/mneme-replay \
+             packages/mneme-tune packages/mneme-cli; do
+    MNEME_LLVM_STATIC=OFF hatch run pip wheel -q --no-deps --no-build-isolation -w "$wheels" "$pkg" \
+      2>&1 | grep -v 'is ignored' || true
+  done
+) 9>/tmp/mneme-gpu-bundle.lock
+[ "$(ls "$wheels"/*.whl | wc -l)" -ge 5 ] || { echo "gpu_bundle: a wheel failed to build" >&2; exit 1; }
+
+# bundle.sh writes ./.gpu of the folder it runs in.
+stage="$(mktemp -d)"
+( cd "$stage" && bash "$root/../shared/gpu/bundle.sh" "$wheels"/*.whl >/dev/null )
+rm -rf "$dir" && mv "$stage/.gpu" "$dir" && rmdir "$stage"
+echo "gpu_bundle: $(du -sh "$dir" | cut -f1) in $dir (carry it; on the host: source $dir/setup.sh)"

@@ -1,0 +1,45 @@
+/* Takes driver functions the ways CUDA's libraries do (dlopen + dlsym, cuGetProcAddress)
+ * and prints, per lookup, the library that answered and what calling it returned. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef int (*GetProc)(const char*, void**, int, unsigned long long, int*);
+typedef int (*Launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
+typedef int (*Alloc)(void*, unsigned long);
+void* next_which_library(void);
+int which_library(void);
+
+static const char* owner(void* p) {
+  Dl_info info;
+  if (!p || !dladdr(p, &info) || !info.dli_fname) return "none";
+  const char* slash = strrchr(info.dli_fname, '/');
+  return slash ? slash + 1 : info.dli_fname;
+}
+
+int main(void) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cuda) { printf("no libcuda: %s\n", dlerror()); return 1; }
+  void* params[1] = {0};
+  Launch launch = (Launch)dlsym(cuda, "cuLaunchKernel");
+  printf("dlsym cuLaunchKernel %s %d\n", owner((void*)launch), launch(0, 1, 1, 1, 1, 1, 1, 0, 0, params, 0));
+  printf("dlsym cuMemcpy %s\n", owner(dlsym(cuda, "cuMemcpy")));
+  GetProc get = (GetProc)dlsym(cuda, "cuGetProcAddress_v2");
+  printf("dlsym cuGetProcAddress_v2 %s\n", owner((void*)get));
+  void* pfn = 0;
+  int status = -1;
+  get("cuLaunchKernel", &pfn, 13000, 0, &status);
+  printf("proc cuLaunchKernel %s %d\n", owner(pfn), ((Launch)pfn)(0, 1, 1, 1, 1, 1, 1, 0, 0, params, 0));
+  get("cuMemAlloc", &pfn, 13000, 0, &status);
+  printf("proc cuMemAlloc@13000 %s\n", owner(pfn));
+  get("cuMemAlloc", &pfn, 2000, 0, &status);
+  printf("proc cuMemAlloc@2000 %s %d\n", owner(pfn), ((Alloc)pfn)(0, 0));
+  get("cuMemcpy", &pfn, 13000, 0, &status);
+  printf("proc cuMemcpy %s\n", owner(pfn));
+  get("cuGetProcAddress", &pfn, 13000, 0, &status);
+  printf("proc cuGetProcAddress %s\n", owner(pfn));
+  printf("rtld_next %d %s\n", ((int (*)(void))next_which_library())(), owner(next_which_library()));
+  printf("dlsym getpid %s\n", owner(dlsym(RTLD_DEFAULT, "getpid")));
+  return which_library() == 1 ? 0 : 2;
+}

@@ -1,0 +1,1 @@
+int which_library(void) { return 2; }
