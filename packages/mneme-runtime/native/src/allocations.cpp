@@ -31,13 +31,13 @@ class RelaxedCapture {
 bool served_here() {
   auto& r = Recorder::get();
   if (!r.active()) return false;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return !r.foreign_device();
 }
 
 cudaError_t serve(void** ptr, uint64_t size) {
   auto& r = Recorder::get();
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   RelaxedCapture relaxed;
   try {
     auto a = r.space().allocate(size ? size : 1);
@@ -54,7 +54,7 @@ cudaError_t serve(void** ptr, uint64_t size) {
 
 bool release(void* ptr) {
   auto& r = Recorder::get();
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   auto address = reinterpret_cast<uint64_t>(ptr);
   if (!ptr || !r.owns(address)) return false;
   // Freed inside a stream capture (cudaFreeAsync into a graph): the graph's allocation
@@ -70,7 +70,7 @@ bool release(void* ptr) {
 bool forget_managed(uint64_t address) {
   auto& r = Recorder::get();
   if (!r.active() || !address) return false;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   if (!r.untrack_managed(address)) return false;
   if (!r.in_arena(address, 1)) return false;
   synchronize_device();  // no running kernel loses its memory
@@ -80,7 +80,7 @@ bool forget_managed(uint64_t address) {
 bool arena_owned(const void* ptr, size_t count) {
   auto& r = Recorder::get();
   if (!r.active() || !ptr) return false;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return r.in_arena(reinterpret_cast<uint64_t>(ptr), count ? count : 1);
 }
 

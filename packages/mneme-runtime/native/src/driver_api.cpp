@@ -27,17 +27,47 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 
 namespace {
 
-// A launch with its arguments in `params` (the usual form) is recorded; one with only a
-// packed buffer in `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER) runs unrecorded, said once.
+// The argument pointers of a launch whose arguments come packed in one buffer (`extra`:
+// CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE, as cuBLASLt and CUTLASS launch): one pointer per
+// parameter into the buffer, at the offsets the driver gives. False when it cannot tell.
+bool unpack_arguments(CUfunction f, void** extra, std::vector<void*>& params) {
+  char* buffer = nullptr;
+  size_t size = 0;
+  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<char*>(extra[i + 1]);
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) size = *static_cast<size_t*>(extra[i + 1]);
+    else return false;  // an option this recorder does not know
+  }
+  using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+  static auto param_info = driver_function<ParamInfo>("cuFuncGetParamInfo");
+  if (!buffer || !param_info) return false;
+  params.clear();
+  for (size_t index = 0;; ++index) {
+    size_t offset = 0, bytes = 0;
+    if (param_info(f, index, &offset, &bytes) != CUDA_SUCCESS) break;
+    if (offset + bytes > size) return false;
+    params.push_back(buffer + offset);
+  }
+  return true;
+}
+
+// A launch with its arguments in `params` (the usual form) or packed in `extra` is
+// recorded; one the recorder cannot read runs unrecorded, said once.
 CUresult launch_through(CUfunction f, dim3 grid, dim3 block, unsigned shmem, CUstream stream, void** params,
                         void** extra, const char* call, const std::function<int()>& do_launch) {
   auto& r = Recorder::get();
   if (!r.active() || Forwarding::active()) return CUresult(do_launch());
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (!params) {
-    if (extra) r.unrecorded_call(call, "its arguments come as one packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER)");
-    return CUresult(do_launch());
+  RecorderLock lock(r);
+  std::vector<void*> unpacked;
+  if (!params && extra) {
+    if (!unpack_arguments(f, extra, unpacked)) {
+      r.unrecorded_call(call, "its packed argument buffer (extra) could not be read");
+      return CUresult(do_launch());
+    }
+    params = unpacked.data();
   }
+  void* none[1] = {nullptr};
+  if (!params) params = none;  // a kernel without parameters may pass none
   return CUresult(r.launch_driver(f, grid, block, params, shmem, reinterpret_cast<uint64_t>(stream), do_launch));
 }
 
@@ -186,7 +216,7 @@ CUresult cuKernelGetFunction(CUfunction* function, CUkernel kernel) {
   CUresult status = real_cuKernelGetFunction(function, kernel);
   auto& r = Recorder::get();
   if (status == CUDA_SUCCESS && r.active() && !Forwarding::active()) {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     r.function_of_kernel(*function, kernel);
   }
   return status;
@@ -246,7 +276,7 @@ CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
   DRIVER(cuMemAllocManaged);
   auto& r = Recorder::get();
   if (!r.active() || Forwarding::active() || !size || !ptr) return real_cuMemAllocManaged(ptr, size, flags);
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   if (uint64_t at = r.allocate_managed(size)) {
     r.track_managed(at, size);
     *ptr = at;

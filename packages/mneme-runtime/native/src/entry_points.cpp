@@ -43,6 +43,7 @@ const char* const kWrappedDriverFunctions[] = {
     "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
     "cuMemAllocManaged", "cuMemPrefetchAsync_v2", "cuMemAdvise_v2",
+    "cuGraphLaunch",  // graph_api.cpp: says when a graph runs unrecorded
 };
 
 namespace {
@@ -72,6 +73,17 @@ const Dl_info& recorder_object() {
     return info;
   }();
   return self;
+}
+
+// Whether `address` is code of the shared CUDA runtime (libcudart.so). It is followed at
+// its own API (runtime_api.cpp, graph_api.cpp), so the driver functions it takes for
+// itself stay the driver's: one launch is seen once, and the runtime's internal locks
+// never wait on the recorder's.
+bool in_shared_runtime(const void* address) {
+  Dl_info where{};
+  if (!dladdr(address, &where) || !where.dli_fname) return false;
+  const char* slash = std::strrchr(where.dli_fname, '/');
+  return std::strncmp(slash ? slash + 1 : where.dli_fname, "libcudart.so", 12) == 0;
 }
 
 // Whether `address` is code of this library (the recorder's own lookups).
@@ -139,6 +151,8 @@ void* next_after(const void* caller, const char* name) {
   return nullptr;
 }
 
+bool served_to(const void* caller) { return !in_recorder(caller) && !in_shared_runtime(caller); }
+
 // What a driver lookup hands out for the real function `real`: its wrapper, if any.
 void* served_entry_point(void* real) {
   void* wrapper = table().wrapper_for(real);
@@ -153,7 +167,7 @@ extern "C" {
 
 void* dlsym(void* handle, const char* name) {
   const void* caller = __builtin_return_address(0);
-  if (in_recorder(caller)) return real_dlsym()(handle, name);
+  if (in_recorder(caller) || in_shared_runtime(caller)) return real_dlsym()(handle, name);
   void* found = handle == RTLD_NEXT ? next_after(caller, name) : real_dlsym()(handle, name);
   // Runtime functions (cuda*) and the driver functions of the table are substituted by
   // exact name, as LD_PRELOAD would: a library that dlopens libcudart or libcuda gets the
@@ -171,7 +185,7 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
   static auto next = driver_function<Fn>("cuGetProcAddress_v2");
   if (!next) return CUDA_ERROR_NOT_SUPPORTED;
   CUresult result = next(symbol, pfn, version, flags, status);
-  if (result == CUDA_SUCCESS && pfn && !in_recorder(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
+  if (result == CUDA_SUCCESS && pfn && served_to(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
   return result;
 }
 
@@ -181,7 +195,29 @@ CUresult mneme_cuGetProcAddress_v1(const char* symbol, void** pfn, int version, 
   static auto next = driver_function<Fn>("cuGetProcAddress");
   if (!next) return CUDA_ERROR_NOT_SUPPORTED;
   CUresult result = next(symbol, pfn, version, flags);
-  if (result == CUDA_SUCCESS && pfn && !in_recorder(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
+  if (result == CUDA_SUCCESS && pfn && served_to(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
+  return result;
+}
+
+// The shared runtime's own lookup of driver entry points (PyTorch takes cuMemCreate & co.
+// this way): the runtime asks the real driver, the caller gets the wrapper.
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** pfn, unsigned int version,
+                                             unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
+  using Fn = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long, cudaDriverEntryPointQueryResult*);
+  static auto next = real<Fn>("cudaGetDriverEntryPointByVersion");
+  cudaError_t result = next(symbol, pfn, version, flags, status);
+  if (result == cudaSuccess && pfn && served_to(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
+  return result;
+}
+
+cudaError_t mneme_cudaGetDriverEntryPoint(const char* symbol, void** pfn, unsigned long long flags,
+                                          cudaDriverEntryPointQueryResult* status) __asm__("cudaGetDriverEntryPoint");
+cudaError_t mneme_cudaGetDriverEntryPoint(const char* symbol, void** pfn, unsigned long long flags,
+                                          cudaDriverEntryPointQueryResult* status) {
+  using Fn = cudaError_t (*)(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);
+  static auto next = real<Fn>("cudaGetDriverEntryPoint");
+  cudaError_t result = next(symbol, pfn, flags, status);
+  if (result == cudaSuccess && pfn && served_to(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
   return result;
 }
 

@@ -30,7 +30,10 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
   // Launched into a capture, the graph becomes a child node of the graph being captured.
   if (capturing(stream) || foreign_device()) return do_launch();
   auto* graph = mirror(exec);
-  if (!graph) return do_launch();
+  if (!graph) {  // instantiated where the recorder could not follow (a static CUDA runtime)
+    unrecorded_call("cuGraphLaunch", "the graph was instantiated where the recorder cannot follow it (a static CUDA runtime, or the driver API reached through a lookup)");
+    return do_launch();
+  }
   auto steps = graph->steps();
   if (!graph->why_not().empty()) {
     if (warned_graphs_.insert(exec).second)
@@ -78,7 +81,7 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
 cudaError_t capture_begin(cudaStream_t stream, cudaError_t status) {
   auto& r = Recorder::get();
   if (status == cudaSuccess && r.active()) {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     r.capture_began(reinterpret_cast<uint64_t>(stream));
   }
   return status;
@@ -87,7 +90,7 @@ cudaError_t capture_begin(cudaStream_t stream, cudaError_t status) {
 cudaError_t capture_end(cudaStream_t stream, cudaError_t status) {
   auto& r = Recorder::get();
   if (r.active()) {  // the capture ends whether or not it produced a graph
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     r.capture_ended(reinterpret_cast<uint64_t>(stream));
   }
   return status;
@@ -96,7 +99,7 @@ cudaError_t capture_end(cudaStream_t stream, cudaError_t status) {
 cudaError_t instantiated(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags, cudaError_t status) {
   auto& r = Recorder::get();
   if (status == cudaSuccess && r.active() && exec && *exec) {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     r.graph_instantiated(*exec, graph, flags);
   }
   return status;
@@ -107,7 +110,7 @@ cudaError_t follow(cudaGraphExec_t exec, cudaError_t status,
                    const std::function<void(mneme::recorder::GraphMirror&)>& change) {
   auto& r = Recorder::get();
   if (status == cudaSuccess && r.active()) {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     if (auto* m = r.mirror(exec)) change(*m);
   }
   return status;
@@ -116,7 +119,7 @@ cudaError_t follow(cudaGraphExec_t exec, cudaError_t status,
 void graph_gone(cudaGraphExec_t exec) {
   auto& r = Recorder::get();
   if (!r.active()) return;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   r.graph_destroyed(exec);
 }
 
@@ -124,7 +127,7 @@ cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, const void* 
                          const std::function<int()>& do_launch) {
   auto& r = Recorder::get();
   if (!r.active()) return cudaError_t(do_launch());
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return cudaError_t(r.launch_graph(exec, reinterpret_cast<uint64_t>(stream), caller, do_launch));
 }
 
@@ -357,8 +360,12 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
                       [&] { return int(real_cudaGraphLaunch_ptsz(exec, stream)); });
 }
 
+// Also served to libraries that take it from cuGetProcAddress (entry_points.cpp), so the
+// driver is asked for it by name rather than through RTLD_NEXT.
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  REAL(cuGraphLaunch);
+  static auto real_cuGraphLaunch = driver_function<decltype(&cuGraphLaunch)>("cuGraphLaunch");
+  if (!real_cuGraphLaunch) return CUDA_ERROR_NOT_FOUND;
+  if (Forwarding::active()) return real_cuGraphLaunch(exec, stream);
   CUresult status = CUDA_SUCCESS;
   cudaError_t e = graph_launch(reinterpret_cast<cudaGraphExec_t>(exec), reinterpret_cast<cudaStream_t>(stream),
                                __builtin_return_address(0), [&] {

@@ -240,7 +240,8 @@ KernelEntry* Recorder::discover(const std::string& name, CUfunction function, co
     cudaFunction_t f = nullptr;
     if (real_cudaGetFuncBySymbol(&f, host_function) == cudaSuccess) function = reinterpret_cast<CUfunction>(f);
   }
-  return describe(k, name, function, "cuda-fatbin", fatbin->second) ? &k : nullptr;
+  k.fatbin = fatbin->second.handle;
+  return describe(k, name, function, "cuda-fatbin", fatbin->second.bytes) ? &k : nullptr;
 }
 
 KernelEntry* Recorder::loaded_kernel(const std::string& name, const LoadedModule& module, CUfunction function) {
@@ -289,35 +290,35 @@ bool Recorder::describe(KernelEntry& k, const std::string& name, CUfunction func
 void note_module(void* module, const void* image, ModuleApi api) {
   auto& r = Recorder::get();
   if (!r.active() || !module) return;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   r.module_loaded(module, image, api);
 }
 
 void note_module_file(void* module, const char* path, ModuleApi api) {
   auto& r = Recorder::get();
   if (!r.active() || !module) return;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   r.module_file_loaded(module, path, api);
 }
 
 void note_kernel(const void* handle, void* module, const char* name, bool is_kernel) {
   auto& r = Recorder::get();
   if (!r.active() || !handle) return;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   r.kernel_of_module(handle, module, name, is_kernel);
 }
 
 void note_unload(void* module) {
   auto& r = Recorder::get();
   if (!r.active()) return;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   r.module_unloaded(module);
 }
 
 void note_global(void* module, const char* name) {
   auto& r = Recorder::get();
   if (!r.active()) return;
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   r.global_of_module(module, name);
 }
 

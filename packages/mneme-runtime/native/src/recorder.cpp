@@ -285,11 +285,12 @@ void at_exit() { Recorder::get().finish(); }
 
 // Every live allocation and every registered device global: what a snapshot copies.
 void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                           const std::string* args, void* module) {
+                           const std::string* args, void* module, void** fatbin) {
   regions.clear();
   sources.clear();
   std::vector<std::pair<uint64_t, uint64_t>> globals;
   for (const auto& g : globals_) {  // registered through the shared runtime: it is there
+    if (fatbin && g.fatbin != fatbin) continue;  // another module's: replay cannot bind it
     REAL(cudaGetSymbolAddress);
     void* address = nullptr;
     if (real_cudaGetSymbolAddress(&address, g.host_var) != cudaSuccess || !address) continue;
@@ -500,7 +501,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
-  regions_now(regions, sources, capture_reachable_ ? &inst.args : nullptr, launch.module);
+  regions_now(regions, sources, capture_reachable_ ? &inst.args : nullptr, launch.module, kernel->fatbin);
   inst.capture = capture_reachable_ ? "reachable" : "all";
   std::shared_ptr<rt::SnapshotPipeline::Instance> snap;
   try {

@@ -62,12 +62,17 @@ struct KernelEntry {
   uint64_t args_size = 0;
   int recorded = 0;
   bool stored = false;
+  // Discovered from a registered fatbinary: its handle. Its launches snapshot only that
+  // fatbinary's globals (replay binds globals in the module it loads; a framework
+  // registers thousands in other modules).
+  void** fatbin = nullptr;
 };
 
 struct GlobalEntry {
   std::string name;
   const void* host_var;
   uint64_t size;
+  void** fatbin;  // the registration handle of the fatbinary that declares it
 };
 
 void at_exit();
@@ -101,7 +106,7 @@ class Recorder {
   void register_function(void** handle, const void* host, const char* device_name) {
     functions_[host] = device_name;
     auto it = fatbins_.find(handle);
-    if (it != fatbins_.end()) fatbin_of_.emplace(device_name, it->second);
+    if (it != fatbins_.end()) fatbin_of_.emplace(device_name, RegisteredCode{handle, it->second});
   }
   // The fatbinary an nvcc-built module registers: kernels missing from the manifest are
   // recorded with it as their code (PTX and/or cubin inside; docs/record.md).
@@ -133,7 +138,9 @@ class Recorder {
     auto it = modules_.find(module);
     if (it != modules_.end() && name) it->second.globals.insert(name);
   }
-  void register_var(const void* host, const char* name, uint64_t size) { globals_.push_back({name, host, size}); }
+  void register_var(void** handle, const void* host, const char* name, uint64_t size) {
+    globals_.push_back({name, host, size, handle});
+  }
 
   rt::AddressSpace& space() {
     if (!space_) init_device();
@@ -296,7 +303,7 @@ class Recorder {
   // `module`, the application-loaded module the kernel came from), or (`args` given:
   // --capture reachable) the globals and the allocations reachable from them and `args`.
   void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                   const std::string* args = nullptr, void* module = nullptr);
+                   const std::string* args = nullptr, void* module = nullptr, void** fatbin = nullptr);
   static void drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources);
   std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
   bool capture_reachable_ = false;
@@ -346,7 +353,11 @@ class Recorder {
   static std::shared_ptr<const CodeImage> image_of_bytes(std::string bytes);
   static std::set<std::string> declared_globals(const CodeImage& image);
   static bool global_address(void* module, ModuleApi api, const std::string& name, uint64_t& address, uint64_t& size);
-  std::unordered_map<std::string, std::string_view> fatbin_of_;
+  struct RegisteredCode {
+    void** handle;
+    std::string_view bytes;
+  };
+  std::unordered_map<std::string, RegisteredCode> fatbin_of_;
   bool discover_ = true;
   std::vector<GlobalEntry> globals_;
   std::map<std::string, KernelEntry> kernels_;
@@ -368,6 +379,18 @@ class Recorder {
   std::unique_ptr<CudaSource> source_;
   std::unique_ptr<rt::SnapshotPipeline> pipeline_;
   AppTiming timing_;  // in-app kernel times (app_timing.hpp)
+};
+
+// Recorder::mutex held, with the thread marked Forwarding: the CUDA runtime calls the
+// recorder makes while holding it (symbol addresses, lazy module loading) may come back
+// through the wrappers, which then pass straight through instead of locking again.
+class RecorderLock {
+ public:
+  explicit RecorderLock(Recorder& r) : lock_(r.mutex) {}
+
+ private:
+  Forwarding forwarding_;
+  std::lock_guard<std::mutex> lock_;
 };
 
 // ---- the allocation service (allocations.cpp)

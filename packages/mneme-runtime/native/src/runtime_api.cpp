@@ -51,7 +51,7 @@ void __cudaRegisterVar(void** handle, char* hostVar, char* deviceAddress, const 
   Forwarding forwarding;
   using Fn = void (*)(void**, char*, char*, const char*, int, size_t, int, int);
   static auto next = real<Fn>("__cudaRegisterVar");
-  Recorder::get().register_var(hostVar, deviceName, size);
+  Recorder::get().register_var(handle, hostVar, deviceName, size);
   next(handle, hostVar, deviceAddress, deviceName, ext, size, constant, global);
 }
 
@@ -60,7 +60,7 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** arg
   REAL(cudaLaunchKernel);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernel(func, grid, block, args, shmem, stream);
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream),
                                       [&] { return int(real_cudaLaunchKernel(func, grid, block, args, shmem, stream)); }));
 }
@@ -72,7 +72,7 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
   REAL(cudaLaunchKernel_ptsz);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream);
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream), [&] {
     return int(real_cudaLaunchKernel_ptsz(func, grid, block, args, shmem, stream));
   }));
@@ -87,7 +87,7 @@ cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
   cudaError_t status = next(kernel, host_function);
   auto& r = Recorder::get();
   if (status == cudaSuccess && kernel && r.active()) {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     r.register_kernel_handle(*kernel, host_function);
   }
   return status;
@@ -100,7 +100,7 @@ cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* host_function) {
   cudaError_t status = real_cudaGetKernel(kernel, host_function);
   auto& r = Recorder::get();
   if (status == cudaSuccess && kernel && r.active()) {
-    std::lock_guard<std::mutex> lock(r.mutex);
+    RecorderLock lock(r);
     r.register_kernel_handle(*kernel, host_function);
   }
   return status;
@@ -110,7 +110,7 @@ static cudaError_t launch_kernel_handle(cudaKernel_t kernel, dim3 grid, dim3 blo
                                         cudaStream_t stream, const std::function<int()>& do_launch) {
   auto& r = Recorder::get();
   if (!r.active()) return cudaError_t(do_launch());
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   const void* host = r.host_of(kernel);
   return cudaError_t(r.launch(host ? r.name_of(host) : nullptr, grid, block, args, shmem,
                               reinterpret_cast<uint64_t>(stream), do_launch, nullptr, host));
@@ -140,7 +140,7 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   REAL(cudaLaunchKernelExC);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernelExC(config, func, args);
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                       reinterpret_cast<uint64_t>(config->stream),
                                       [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
@@ -152,7 +152,7 @@ cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const voi
   REAL(cudaLaunchKernelExC_ptsz);
   auto& r = Recorder::get();
   if (!r.active()) return real_cudaLaunchKernelExC_ptsz(config, func, args);
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                       reinterpret_cast<uint64_t>(config->stream),
                                       [&] { return int(real_cudaLaunchKernelExC_ptsz(config, func, args)); }));
@@ -267,7 +267,7 @@ cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
   REAL(cudaMallocManaged);
   auto& r = Recorder::get();
   if (!r.active() || !size || !ptr) return real_cudaMallocManaged(ptr, size, flags);
-  std::lock_guard<std::mutex> lock(r.mutex);
+  RecorderLock lock(r);
   if (uint64_t at = r.allocate_managed(size)) {
     r.track_managed(at, size);
     *ptr = reinterpret_cast<void*>(at);
