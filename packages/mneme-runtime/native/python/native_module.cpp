@@ -178,13 +178,14 @@ rt::RecordingInfo recording_info(uint64_t vas_base, uint64_t vas_size, const std
   return info;
 }
 
-// A kernel as the bound writers' add_kernel receives it from Python.
+// A kernel as the bound writers' add_kernel receives it from Python (origin: docs/format.md).
 using ParamTuples = std::vector<std::tuple<uint32_t, uint32_t, uint32_t, bool, bool>>;
 using GlobalTuples = std::vector<std::tuple<std::string, uint64_t, uint32_t>>;
 rt::KernelInfo kernel_info(const std::string& static_hash, const std::string& name,
                            const std::string& demangled, nb::bytes ir, const ParamTuples& params,
-                           const GlobalTuples& globals) {
+                           const GlobalTuples& globals, const std::string& origin) {
   rt::KernelInfo k{static_hash, name, demangled, {}, {}, std::string(ir.c_str(), ir.size())};
+  k.origin = origin;
   for (auto& [size, align, offset, ptr, byval] : params) k.params.push_back({size, align, offset, ptr, byval});
   for (auto& [gname, size, space] : globals) k.globals.push_back({gname, size, space});
   return k;
@@ -427,9 +428,10 @@ NB_MODULE(_native, m) {
       .def("add_kernel",
            [](rt::RecordingWriter& w, const std::string& static_hash, const std::string& name,
               const std::string& demangled, nb::bytes ir, const ParamTuples& params,
-              const GlobalTuples& globals) {
-             return w.add_kernel(kernel_info(static_hash, name, demangled, ir, params, globals));
-           })
+              const GlobalTuples& globals, const std::string& origin) {
+             return w.add_kernel(kernel_info(static_hash, name, demangled, ir, params, globals, origin));
+           },
+           "static_hash"_a, "name"_a, "demangled"_a, "ir"_a, "params"_a, "globals"_a, "origin"_a = "")
       .def("add_instance",
            [](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
               std::tuple<uint32_t, uint32_t, uint32_t> block, uint32_t shared_mem, nb::bytes args,
@@ -487,9 +489,10 @@ NB_MODULE(_native, m) {
       .def("add_kernel",
            [](SnapshotWriterObject& w, const std::string& static_hash, const std::string& name,
               const std::string& demangled, nb::bytes ir, const ParamTuples& params,
-              const GlobalTuples& globals) {
-             return w.writer().add_kernel(kernel_info(static_hash, name, demangled, ir, params, globals));
-           })
+              const GlobalTuples& globals, const std::string& origin) {
+             return w.writer().add_kernel(kernel_info(static_hash, name, demangled, ir, params, globals, origin));
+           },
+           "static_hash"_a, "name"_a, "demangled"_a, "ir"_a, "params"_a, "globals"_a, "origin"_a = "")
       // Like RecordingWriter.add_instance, but returns once the bytes are staged: the
       // instance is committed in the background ((dynamic hash, captured now)).
       .def("add_instance",

@@ -134,7 +134,8 @@ CUresult cuModuleLoad(CUmodule* module, const char* path) {
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   DRIVER(cuModuleLoadData);
   CUresult status = real_cuModuleLoadData(module, image);
-  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*module, image, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active())
+    note_module(*module, image, ModuleApi::module, __builtin_return_address(0));
   return status;
 }
 
@@ -142,14 +143,16 @@ CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int co
                             void** values) {
   DRIVER(cuModuleLoadDataEx);
   CUresult status = real_cuModuleLoadDataEx(module, image, count, options, values);
-  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*module, image, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active())
+    note_module(*module, image, ModuleApi::module, __builtin_return_address(0));
   return status;
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule* module, const void* image) {
   DRIVER(cuModuleLoadFatBinary);
   CUresult status = real_cuModuleLoadFatBinary(module, image);
-  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*module, image, ModuleApi::module);
+  if (status == CUDA_SUCCESS && !Forwarding::active())
+    note_module(*module, image, ModuleApi::module, __builtin_return_address(0));
   return status;
 }
 
@@ -178,7 +181,8 @@ CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* j
                            unsigned int jit_count, CUlibraryOption* options, void** values, unsigned int count) {
   DRIVER(cuLibraryLoadData);
   CUresult status = real_cuLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
-  if (status == CUDA_SUCCESS && !Forwarding::active()) note_module(*library, code, ModuleApi::library);
+  if (status == CUDA_SUCCESS && !Forwarding::active())
+    note_module(*library, code, ModuleApi::library, __builtin_return_address(0));
   return status;
 }
 

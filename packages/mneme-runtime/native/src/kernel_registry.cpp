@@ -4,13 +4,17 @@
 // nvcc-built code registers (__cudaRegisterFatBinary/__cudaRegisterFunction), and from
 // modules the application loads itself (cuModuleLoad*, cuLibraryLoad*, cudaLibraryLoad*).
 // A kernel without IR gets its parameter layout from cuFuncGetParamInfo and is stored
-// with the code it came from (docs/record.md, "Applications built with nvcc").
+// with the code it came from (docs/record.md, "Applications built with nvcc"), and with
+// that code's origin: the object or file it came from (docs/record.md, "Origins").
 #include <cxxabi.h>
 #include <elf.h>
+#include <link.h>
+#include <limits.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -25,12 +29,69 @@ Recorder::CodeImage::CodeImage(std::string k, std::string b) : kind(std::move(k)
   digest = h;
 }
 
-void Recorder::module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api) {
+const std::string& executable_path() {
+  static const std::string path = [] {
+    char resolved[PATH_MAX];
+    return std::string(realpath("/proc/self/exe", resolved) ? resolved : "");
+  }();
+  return path;
+}
+
+// dl_iterate_phdr rather than dladdr: dladdr also looks for the nearest symbol, a scan of
+// the whole symbol table per call (libtorch_cuda registers thousands of fatbinaries).
+std::string code_origin(const void* address) {
+  if (!address) return {};
+  struct Search {
+    uintptr_t address;
+    bool found = false;
+    std::string name;
+  } search;
+  search.address = reinterpret_cast<uintptr_t>(address);
+  dl_iterate_phdr(
+      [](dl_phdr_info* object, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        for (int i = 0; i < object->dlpi_phnum; ++i) {
+          const auto& segment = object->dlpi_phdr[i];
+          uintptr_t start = object->dlpi_addr + segment.p_vaddr;
+          if (segment.p_type != PT_LOAD || s->address < start || s->address >= start + segment.p_memsz) continue;
+          s->found = true;
+          s->name = object->dlpi_name ? object->dlpi_name : "";
+          return 1;
+        }
+        return 0;
+      },
+      &search);
+  if (!search.found) return {};
+  if (search.name.empty()) return executable_path();  // the main program has no name here
+  // As the loader opened it (an RPATH's "$ORIGIN/../.." left in), without resolving the
+  // file's own link: libcublasLt.so.13, not the versioned file it points to.
+  return std::filesystem::path(search.name).lexically_normal().string();
+}
+
+std::string load_origin(const void* caller, const void* image) {
+  std::string origin = code_origin(caller);
+  std::string file = std::filesystem::path(origin).filename().string();
+  if (file.rfind("libcudart.so", 0) == 0) {
+    std::string holder = code_origin(image);
+    if (!holder.empty()) return holder;  // a registered fatbinary keeps its own origin
+  }
+  return origin;
+}
+
+std::string file_origin(const char* path) {
+  if (!path) return {};
+  std::error_code error;
+  auto absolute = std::filesystem::absolute(path, error);
+  return error ? std::string(path) : absolute.lexically_normal().string();
+}
+
+void Recorder::module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api,
+                            std::string origin) {
   if (!code) {
     modules_.erase(module);  // a handle the driver reuses must not keep an earlier module's code
     return;
   }
-  LoadedModule m{code, api, declared_globals(*code)};
+  LoadedModule m{code, api, declared_globals(*code), std::move(origin)};
   modules_[module] = std::move(m);
 }
 
@@ -241,6 +302,8 @@ KernelEntry* Recorder::discover(const std::string& name, CUfunction function, co
     if (real_cudaGetFuncBySymbol(&f, host_function) == cudaSuccess) function = reinterpret_cast<CUfunction>(f);
   }
   k.fatbin = fatbin->second.handle;
+  auto registered = fatbins_.find(k.fatbin);
+  if (registered != fatbins_.end()) k.info.origin = registered->second.origin;
   return describe(k, name, function, "cuda-fatbin", fatbin->second.bytes) ? &k : nullptr;
 }
 
@@ -250,6 +313,7 @@ KernelEntry* Recorder::loaded_kernel(const std::string& name, const LoadedModule
   if (it != loaded_kernels_.end()) return &it->second;
   KernelEntry& k = loaded_kernels_[key];  // an entry without a static hash is never recorded
   if (!discover_) return nullptr;
+  k.info.origin = module.origin;  // of the first load of this image: one kernel, one entry
   return describe(k, name, function, module.code->kind, module.code->bytes) ? &k : nullptr;
 }
 
@@ -287,18 +351,22 @@ bool Recorder::describe(KernelEntry& k, const std::string& name, CUfunction func
   return true;
 }
 
-void note_module(void* module, const void* image, ModuleApi api) {
+// The origin is found before the recorder's lock is taken: finding it takes the dynamic
+// loader's lock, which a thread in dlopen holds while constructors may call the recorder.
+void note_module(void* module, const void* image, ModuleApi api, const void* caller) {
   auto& r = Recorder::get();
   if (!r.active() || !module) return;
+  std::string origin = load_origin(caller, image);
   RecorderLock lock(r);
-  r.module_loaded(module, image, api);
+  r.module_loaded(module, image, api, std::move(origin));
 }
 
 void note_module_file(void* module, const char* path, ModuleApi api) {
   auto& r = Recorder::get();
   if (!r.active() || !module) return;
+  std::string origin = file_origin(path);
   RecorderLock lock(r);
-  r.module_file_loaded(module, path, api);
+  r.module_file_loaded(module, path, api, std::move(origin));
 }
 
 void note_kernel(const void* handle, void* module, const char* name, bool is_kernel) {

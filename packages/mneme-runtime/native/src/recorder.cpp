@@ -185,6 +185,7 @@ void Recorder::load_manifest(const std::string& path) {
     k.info.static_hash = f[1];
     k.info.demangled_name = f[2];
     k.ir_path = f[3];
+    k.info.origin = executable_path();  // the instrumented executable the manifest was read from
     if (f.size() > 4)
       for (const auto& p : split(f[4], ',')) {
         auto v = split(p, ':');

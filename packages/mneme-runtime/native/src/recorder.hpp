@@ -106,18 +106,26 @@ class Recorder {
   void register_function(void** handle, const void* host, const char* device_name) {
     functions_[host] = device_name;
     auto it = fatbins_.find(handle);
-    if (it != fatbins_.end()) fatbin_of_.emplace(device_name, RegisteredCode{handle, it->second});
+    if (it != fatbins_.end()) fatbin_of_.emplace(device_name, RegisteredCode{handle, it->second.bytes});
   }
   // The fatbinary an nvcc-built module registers: kernels missing from the manifest are
-  // recorded with it as their code (PTX and/or cubin inside; docs/record.md).
-  void register_fatbin(void** handle, std::string_view bytes) { fatbins_[handle] = bytes; }
+  // recorded with it as their code (PTX and/or cubin inside; docs/record.md). `origin`:
+  // the object holding its bytes (code_origin).
+  void register_fatbin(void** handle, std::string_view bytes, std::string origin) {
+    fatbins_[handle] = {bytes, std::move(origin)};
+  }
   // Code images the application loads itself (cuModuleLoad*, cuLibraryLoad*,
   // cudaLibraryLoad*; NVRTC output): copied, since the caller may free its buffer once
   // the module is loaded. Handles are the driver's CUmodule / CUlibrary or the runtime's
-  // cudaLibrary_t; `api` says which functions find their globals.
+  // cudaLibrary_t; `api` says which functions find their globals; `origin` is where the
+  // code came from (load_origin, file_origin).
   enum class ModuleApi { module, library, runtime_library };
-  void module_loaded(void* module, const void* image, ModuleApi api) { module_image(module, image_of(image), api); }
-  void module_file_loaded(void* module, const char* path, ModuleApi api) { module_image(module, image_of_file(path), api); }
+  void module_loaded(void* module, const void* image, ModuleApi api, std::string origin) {
+    module_image(module, image_of(image), api, std::move(origin));
+  }
+  void module_file_loaded(void* module, const char* path, ModuleApi api, std::string origin) {
+    module_image(module, image_of_file(path), api, std::move(origin));
+  }
   // A kernel handle taken from such a module (CUfunction, CUkernel, cudaKernel_t): launches
   // of it are recorded with the module's code. `is_kernel`: a CUkernel / cudaKernel_t,
   // whose CUfunction in the current context cuKernelGetFunction gives.
@@ -330,7 +338,11 @@ class Recorder {
   int max_ = 0;
   std::unique_ptr<std::regex> filter_;
   std::unordered_map<const void*, std::string> functions_;
-  std::unordered_map<void**, std::string_view> fatbins_;
+  struct RegisteredFatbin {
+    std::string_view bytes;
+    std::string origin;
+  };
+  std::unordered_map<void**, RegisteredFatbin> fatbins_;
   std::unordered_map<cudaKernel_t, const void*> kernel_hosts_;
   struct CodeImage {
     CodeImage(std::string k, std::string b);
@@ -343,11 +355,12 @@ class Recorder {
     ModuleApi api;
     // declared in the image (PTX, cubin) or looked up by the application
     std::set<std::string> globals;
+    std::string origin;  // the loader (or the file loaded): its kernels' origin
   };
   std::unordered_map<void*, LoadedModule> modules_;               // CUmodule/CUlibrary/cudaLibrary_t
   std::unordered_map<const void*, KernelHandle> handles_;         // CUfunction/CUkernel/cudaKernel_t
   std::map<std::pair<uint64_t, std::string>, KernelEntry> loaded_kernels_;  // (image digest, name)
-  void module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api);
+  void module_image(void* module, std::shared_ptr<const CodeImage> code, ModuleApi api, std::string origin);
   static std::shared_ptr<const CodeImage> image_of(const void* image);
   static std::shared_ptr<const CodeImage> image_of_file(const char* path);
   static std::shared_ptr<const CodeImage> image_of_bytes(std::string bytes);
@@ -406,10 +419,25 @@ bool forget_managed(uint64_t address);
 // Whether [ptr, ptr + count) is managed memory of the recorder's arena.
 bool arena_owned(const void* ptr, size_t count);
 
+// ---- where kernels' code came from (kernel_registry.cpp; docs/record.md, "Origins")
+
+// The file of the object whose memory holds `address`: a shared object's path as the
+// loader opened it, the executable's resolved path; empty when no object holds it (heap).
+std::string code_origin(const void* address);
+// The origin of an image loaded from memory by code at `caller`: the caller's object; when
+// that is the shared CUDA runtime (loading its own registered fatbinaries), the object
+// holding the image, if any.
+std::string load_origin(const void* caller, const void* image);
+// The origin of a file-based load: the file, as an absolute path.
+std::string file_origin(const char* path);
+// The executable's resolved path (/proc/self/exe): the origin of manifest kernels.
+const std::string& executable_path();
+
 // ---- modules and kernels the application loads itself (kernel_registry.cpp)
 
 using ModuleApi = Recorder::ModuleApi;
-void note_module(void* module, const void* image, ModuleApi api);
+// `caller`: the return address of the load wrapper (__builtin_return_address(0)).
+void note_module(void* module, const void* image, ModuleApi api, const void* caller);
 void note_module_file(void* module, const char* path, ModuleApi api);
 void note_kernel(const void* handle, void* module, const char* name, bool is_kernel);
 void note_unload(void* module);

@@ -588,6 +588,7 @@ bool RecordingWriter::add_kernel(const KernelInfo& k) {
   }
   a << "], \"launch_bounds\": null";
   if (k.code != "llvm-bitcode") a << ", \"code\": " << json_string(k.code);
+  if (!k.origin.empty()) a << ", \"origin\": " << json_string(k.origin);
   a << ", \"ir_size\": " << k.ir.size()
     << ", \"ir_crc32c\": " << crc32c(reinterpret_cast<const uint8_t*>(k.ir.data()), k.ir.size()) << "}";
   write_json(node / "zarr.json", group_json(a.str()));

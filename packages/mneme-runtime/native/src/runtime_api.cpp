@@ -40,8 +40,9 @@ void** __cudaRegisterFatBinary(void* wrapper) {
     std::memcpy(&header_size, w->data + 6, 2);
     std::memcpy(&fat_size, w->data + 8, 8);
     if (magic == 0xBA55ED50u && header_size >= 16 && fat_size < (1ull << 34))
-      Recorder::get().register_fatbin(handle, std::string_view(reinterpret_cast<const char*>(w->data),
-                                                               header_size + fat_size));
+      Recorder::get().register_fatbin(handle,
+                                      std::string_view(reinterpret_cast<const char*>(w->data), header_size + fat_size),
+                                      code_origin(w->data));
   }
   return handle;
 }
@@ -166,7 +167,8 @@ cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJi
   Forwarding forwarding;
   REAL(cudaLibraryLoadData);
   cudaError_t status = real_cudaLibraryLoadData(library, code, jit_options, jit_values, jit_count, options, values, count);
-  if (status == cudaSuccess) note_module(*library, code, ModuleApi::runtime_library);
+  if (status == cudaSuccess)
+    note_module(*library, code, ModuleApi::runtime_library, __builtin_return_address(0));
   return status;
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import warnings
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import click
 from rich.console import Console
@@ -70,9 +70,18 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _origin_file(origin: str | None) -> str:
+    """The origin's file name (libtorch_cuda.so, python3.12); the full path is in show and
+    ls --json."""
+    if not origin:
+        return "-"
+    return PurePosixPath(origin).name or origin
+
+
 LS_COLUMNS = (
     Column("kernel", role="name"),
     Column("instance", role="id"),
+    Column("origin"),
     *(Column(header, justify="right") for header in
       ("grid", "block", "smem", "occ", "app ms", "regions", "raw", "stored", "unique", "ratio")),
 )
@@ -100,6 +109,7 @@ def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
             rows.append({
                 "kernel": kernel.demangled_name,
                 "instance": inst.id,
+                "origin": kernel.origin,
                 "grid": list(inst.grid),
                 "block": list(inst.block),
                 "shared_mem": inst.shared_mem,
@@ -135,12 +145,12 @@ def ls(db: Path, as_json: bool):
         soft_wrap=True,
     )
     cells = [
-        [r["kernel"], r["instance"], _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
+        [r["kernel"], r["instance"], _origin_file(r["origin"]), _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
          str(r["occurrences"]), _ms(r["app_ms"]), str(r["regions"]), human(r["raw_bytes"]),
          human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"])]
         for r in rows
     ]
-    cells += [[b["kernel"], b["instance"], *["-"] * 9, "broken"] for b in broken]
+    cells += [[b["kernel"], b["instance"], *["-"] * (len(LS_COLUMNS) - 3), "broken"] for b in broken]
     tables.print_table(console, LS_COLUMNS, cells)
     for b in broken:
         console.print(f"broken: {b['instance']} ({b['kernel']}): {b['broken']}", soft_wrap=True, markup=False)
@@ -162,6 +172,7 @@ def _kernel_json(kernel) -> dict:
         "static_hash": kernel.static_hash,
         "name": kernel.name,
         "demangled_name": kernel.demangled_name,
+        "origin": kernel.origin,  # the file the code came from; None in older databases
         "params": [p.__dict__ for p in kernel.params],
         "globals": [g.__dict__ for g in kernel.globals],
         "launch_bounds": kernel.launch_bounds,
@@ -184,6 +195,7 @@ def show(db: Path, target: str, as_json: bool):
     if "/" in target:
         inst = database.instance(target)
         doc = inst.describe()
+        doc["origin"] = inst.kernel.origin
         doc["changes"] = [c.__dict__ for c in inst.changes()]
         app = inst.app_time  # the kernel's time inside the recorded application
         doc["app_time"] = (app.to_json() if as_json else app.describe()) if app else None

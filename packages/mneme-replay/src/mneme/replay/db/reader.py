@@ -286,6 +286,13 @@ class Kernel:
         return self._attrs.get("code", "llvm-bitcode")
 
     @property
+    def origin(self) -> str | None:
+        """The file the kernel's code came from: the shared object or executable that
+        registered it, the object that loaded it, or the file loaded (docs/format.md);
+        None when the database does not say (written before origins were recorded)."""
+        return self._attrs.get("origin")
+
+    @property
     def has_ir(self) -> bool:
         return self.code == "llvm-bitcode"
 

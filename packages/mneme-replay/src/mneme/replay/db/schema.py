@@ -95,7 +95,8 @@ KERNEL_SCHEMA = Obj(
         "launch_bounds": Nullable(Obj({}, {"max_threads": DIM, "min_blocks": Int(0, (1 << 31) - 1)})),
         "ir_size": U64,
     },
-    {"ir_crc32c": U32, "code": OneOf(CODE_KINDS)},
+    # origin: the file the kernel's code came from (optional; a path, never empty)
+    {"ir_crc32c": U32, "code": OneOf(CODE_KINDS), "origin": Str(max_len=4096, pattern=r"(?s).+")},
 )
 ANNOTATION_SCHEMA = Obj(
     {
@@ -251,6 +252,8 @@ class KernelRecord:
     launch_bounds: dict | None = None
     #: what ``ir`` holds (layout.CODE_KINDS)
     code: str = "llvm-bitcode"
+    #: the file the code came from (docs/format.md); metadata only, not in the static hash
+    origin: str | None = None
 
     def __post_init__(self):
         check_hash(self.static_hash, "static hash")
@@ -269,6 +272,7 @@ class KernelRecord:
             "ir_size": len(self.ir),
             "ir_crc32c": content_checksum(as_bytes_array(self.ir)),
             **({"code": self.code} if self.code != "llvm-bitcode" else {}),
+            **({"origin": self.origin} if self.origin else {}),
         }
 
 

@@ -46,6 +46,9 @@ struct KernelInfo {
   std::string ir;  // the kernel's code: LLVM bitcode, or (code "cuda-fatbin") the
                    // fatbinary it was registered from (nvcc builds; docs/format.md)
   std::string code = "llvm-bitcode";
+  // The file the code came from (docs/format.md, kernel "origin"): metadata only, never
+  // part of the static hash; empty when unknown (then not written).
+  std::string origin;
 };
 
 struct RegionSnapshot {
