@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
+from mneme.replay.tables import console as table_console
 from rich.console import Console
-from rich.table import Table
 
 from .apply_plan import (
     ApplyError,
@@ -41,6 +41,7 @@ from .apply_plan import (
     read_report,
     write_plan,
 )
+from .apply_tables import listing_row, print_kernel_times, print_listing
 from .output_compare import CLOCK, TIMING, Comparison, PlainBaseline, compare_runs, masked
 
 OUTPUT_DIFFERS_EXIT = 1
@@ -86,17 +87,18 @@ class ApplicationFailed(ApplyError):
 def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, float | None, str]:
     """Median replayed time (ms) of the recorded and of the tuned configuration, on the
     instance it was tuned on (None without a GPU or when the replay fails), and how replay
-    timed them."""
-    from mneme.replay.engine import ReplayError, ReplaySession
+    timed them. Both in the cache mode the tuning measured in (best.json's)."""
+    from mneme.replay.engine import ReplayConfig, ReplayError, ReplaySession
     from mneme.replay.engine.config import ReplaySettings
     from mneme.runtime import DriverError
 
     out: list[float | None] = []
     method = ""
+    recorded = ReplaySettings(replay=ReplayConfig(cache=kernel.settings.replay.cache_mode))
     with ReplaySession(kernel.instance) as session:
         if not session.gpu:
             return None, None, ""
-        for settings in (ReplaySettings(), kernel.settings):
+        for settings in (recorded, kernel.settings):
             replay = settings.replay.with_(iterations=iterations, verify=False)
             try:
                 result = session.run(settings.compile, replay)
@@ -104,12 +106,14 @@ def replay_times(kernel: TunedKernel, iterations: int) -> tuple[float | None, fl
                 out.append(None)
                 continue
             out.append(result.time)
-            method = method or _method_label(getattr(result, "timing_method", ""), getattr(result, "timing_note", ""))
+            method = method or _method_label(result.timing_method, result.timing_note, result.cache)
     return out[0], out[1], method
 
 
-def _method_label(method: str, why: str) -> str:
-    return f"{method} ({why})" if why else method
+def _method_label(method: str, why: str, cache: str = "") -> str:
+    """'cupti, cache app'; events with why CUPTI did not time."""
+    label = why or method
+    return f"{label}, cache {cache}" if cache else label
 
 
 def _in_app_method(*reports: SwapReport) -> str:
@@ -120,14 +124,6 @@ def _in_app_method(*reports: SwapReport) -> str:
     if methods == {"cupti"}:
         return "cupti"
     return f"events (CUPTI unusable: {why})" if why else ("events" if methods else "-")
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "-" if not a or not b else f"{a / b:.2f}x"
 
 
 def print_output_check(console: Console, baseline: PlainBaseline, comparisons: list[Comparison],
@@ -211,7 +207,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
         replay_iterations: int, dry_run: bool, json_path: Path | None, command: tuple[str, ...]):
     """Run COMMAND plain and with the kernels tuned in --apply swapped in; compare its
     output and time, and each tuned kernel's time inside it with its replayed time."""
-    console = Console(stderr=True)
+    console = table_console(stderr=True)
     pattern = None
     if output_filter is not None:
         try:
@@ -237,14 +233,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
     with tempfile.TemporaryDirectory(prefix="mneme-run-") as tmp:
         directory = Path(tmp)
         plan = write_plan(kernels, directory)
-        listing = Table(title=f"tuned kernels to swap in ({len(kernels)})")
-        for column in ("kernel", "tuned on", "configuration", "tuning verdict"):
-            listing.add_column(column)
-        for k in kernels:
-            (_, tb, ts), bound = k.tuned, f", bound {k.bound}" if k.bound else ""
-            listing.add_row(k.demangled_name[:60], k.instance_id[:25],
-                            f"block {tb}, shared {ts}, grid {k.grid_rule}{bound}", k.verdict[:70])
-        console.print(listing)
+        print_listing(console, [listing_row(k) for k in kernels])
         if dry_run:
             click.echo(plan.read_text(), nl=False)
             return
@@ -289,12 +278,6 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
 
     in_app_method = _in_app_method(measured.report, timed.report)
     replay_method = next((m for *_, m in replayed.values() if m), "-")
-    table = Table(title="tuned kernels inside the application and in replay (ms per launch: medians, "
-                        "first launch apart)",
-                  caption=f"in app timed by {in_app_method}; replay timed by {replay_method}")
-    for column in ("kernel", "launches", "swapped", "in app: first", "in app: original", "in app: tuned",
-                   "speedup", "replay: recorded", "replay: tuned", "speedup", "fidelity"):
-        table.add_column(column, justify="left" if column == "kernel" else "right")
     rows = []
     for k in kernels:
         original = measured.report.get(k.name)
@@ -312,12 +295,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                      "in_app_same_config_ms": same,
                      "replay_recorded_ms": replay_recorded, "replay_tuned_ms": replay_tuned,
                      "fidelity": fidelity})
-        swapped = f"{tuned.swapped} ({tuned.refused} refused)" if tuned.refused else str(tuned.swapped)
-        table.add_row(k.demangled_name[:50], str(tuned.launches), swapped, _ms(original.first_ms),
-                      _ms(original.median_ms), _ms(tuned.median_ms), _ratio(original.median_ms, tuned.median_ms),
-                      _ms(replay_recorded), _ms(replay_tuned), _ratio(replay_recorded, replay_tuned),
-                      "-" if fidelity is None else f"{fidelity:.2f}")
-    console.print(table)
+    print_kernel_times(console, rows, in_app_method, replay_method)
 
     plain_s = [r.seconds for r in plain_runs]
     tuned_s = [r.seconds for r in tuned_runs]
