@@ -72,13 +72,19 @@ def best_configuration(outcome: TuneOutcome) -> dict[str, Any]:
         data["identity"] = {**outcome.identity, "trial": outcome.best[0].number,
                             "speedup": c.get("speedup"), "significant": c.get("significant"),
                             "verdict": verdict(outcome)}
+        if outcome.baseline.get("timing"):
+            # how the times were measured: method, cache mode, in-app time, fidelity, SM clock
+            data["identity"]["timing"] = outcome.baseline["timing"]
     return data
 
 
 def summary(outcome: TuneOutcome) -> dict[str, Any]:
     def row(r: TrialRecord) -> dict[str, Any]:
-        return {"trial": r.number, "values": r.values, "params": r.params,
-                "metrics": r.metrics, "speedup": r.speedup, "verified": r.verified}
+        out = {"trial": r.number, "values": r.values, "params": r.params,
+               "metrics": r.metrics, "speedup": r.speedup, "verified": r.verified}
+        if r.timing_method:
+            out["timing_method"] = r.timing_method  # not as the baseline was timed
+        return out
 
     failures: dict[str, int] = {}
     for r in outcome.trials:
@@ -88,6 +94,8 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
         "study": outcome.study.study_name,
         "objectives": [{"name": n, "unit": unit(n)} for n in outcome.objectives],
         "baseline": outcome.baseline,
+        # how the times were measured (None: compile-only, nothing timed)
+        "timing": outcome.baseline.get("timing"),
         "trials": len(outcome.trials),
         "complete": sum(1 for r in outcome.trials if r.state == "complete"),
         "failed": failures,

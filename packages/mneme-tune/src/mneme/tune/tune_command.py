@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 from mneme.replay.db import Database, Instance
 from mneme.replay.engine import open_database, select_instance
+from mneme.replay.engine.timing import CACHE_MODES
 from mneme.replay.files import writable_directory
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -20,6 +21,7 @@ from rich.table import Table
 from .errors import DeviceSelectionError, TuneError
 from .objective import unit
 from .study import SAMPLERS
+from .timing_report import timing_line
 from .tuner import TuneOptions, TuneOutcome, Tuner
 
 NOTHING_COMPLETED_EXIT = 1
@@ -140,6 +142,10 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--iterations", type=click.IntRange(min=1), default=5, show_default=True,
               help="Timed iterations per trial.")
 @click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--cache", type=click.Choice(CACHE_MODES), default="auto", show_default=True,
+              help="Cache state of each timed iteration (as mneme replay --cache); auto picks, per "
+                   "instance, the mode whose replayed baseline is nearest the recorded in-app time, "
+                   "and every trial is measured in it.")
 @click.option("--screen", type=click.IntRange(min=0), default=0, show_default=True,
               help="Multi-fidelity (GPU): timed iterations of a first replay of each point; only "
                    "points within 1.25x of the best so far get --iterations (0: off).")
@@ -155,7 +161,7 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
               help="Rows of the best-configurations table.")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
-         study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, screen,
+         study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
          confirm_runs, trial_timeout, compile_only, report_dir, top):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
@@ -175,7 +181,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         trials=trials, timeout=timeout, devices=device_list, workers_per_device=workers_per_device,
         cpu_workers=cpu_workers,
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
-        grid_mode=grid_mode, iterations=iterations, warmup=warmup, trial_timeout=trial_timeout,
+        grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache, trial_timeout=trial_timeout,
         screen=screen, confirm_runs=confirm_runs,
     )
     tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
@@ -198,6 +204,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             from .report import verdict
 
             out.print(verdict(outcome))
+        if "failure" not in outcome.baseline:
+            out.print(timing_line(outcome.baseline.get("timing")), soft_wrap=True, markup=False)
         completed_any |= bool(outcome.best)
         if not outcome.best:
             _explain_failures(outcome, out)
@@ -248,6 +256,9 @@ def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
             base = info["baseline"]
             if "failure" in base:
                 progress.console.print(f"baseline failed: {base['failure']}: {base['reason']}")
+            else:
+                progress.console.print(f"baseline {timing_line(base.get('timing'))}", soft_wrap=True,
+                                       markup=False)
 
         def update(p) -> None:
             best = f"{p.best:.4g} {unit(objective)}" if p.best is not None else "-"

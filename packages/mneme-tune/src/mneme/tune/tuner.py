@@ -33,6 +33,7 @@ from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
 from . import objective as objectives_mod
+from . import timing_report
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
@@ -82,6 +83,10 @@ class TuneOptions:
     grid_mode: str = "cover"
     iterations: int = 5
     warmup: int = 1
+    #: cache state of the timed iterations (warm, cold, app, auto): auto resolves per
+    #: instance at the baseline, and every trial is measured in that mode
+    #: (timing_report.py)
+    cache: str = "auto"
     trial_timeout: float = 60.0
     #: times the recorded configuration and the best are replayed again after the search
     #: (interleaved) to tell a speedup from noise
@@ -115,6 +120,8 @@ class TrialRecord:
     metrics: dict[str, Any] = field(default_factory=dict)
     #: the baseline's first objective over this trial's (for time: the speedup)
     speedup: float | None = None
+    #: how this trial was timed, when not as the baseline was (None: the same)
+    timing_method: str | None = None
 
     @classmethod
     def from_frozen(cls, trial: optuna.trial.FrozenTrial, baseline_value: float | None):
@@ -132,6 +139,7 @@ class TrialRecord:
             reason=attrs.get("reason"),
             metrics=attrs.get("metrics", {}),
             speedup=speedup,
+            timing_method=attrs.get("timing_method"),
         )
 
 
@@ -195,6 +203,11 @@ class Tuner:
             raise TuneError("no instance to tune")
         self.instance_ids = [i.id for i in self.instances]
         self.spaces = resolve_spaces(spaces, self.options.grid_mode)
+        timing_report.check_cache_mode(self.options.cache)
+        #: each instance's cache mode, once the baseline resolved it (None before)
+        self.cache_modes: list[str] | None = None
+        #: how the baseline was timed ("cupti", "events (...)"); trials timed otherwise say so
+        self._baseline_method: str | None = None
         self.objectives = objectives_mod.parse_objectives(
             self.options.objectives, gpu=not self.options.compile_only)
         # Spaces are checked before any worker starts: bad input fails fast.
@@ -267,11 +280,15 @@ class Tuner:
         what = kernel.static_hash if len(self.instances) > 1 else self.instances[0].id
         return f"{kernel.name}@{what}:{self.bound[0].names}:{','.join(self.objectives)}"
 
-    def base_settings(self) -> ReplaySettings:
+    def base_settings(self, instance_index: int = 0) -> ReplaySettings:
+        """The recorded configuration as replayed for instance ``instance_index``: in its
+        resolved cache mode once the baseline has run, in the one asked for before."""
         o = self.options
+        cache = self.cache_modes[instance_index] if self.cache_modes else o.cache
         return ReplaySettings(
             CompileConfig(),
-            ReplayConfig(iterations=o.iterations, warmup=o.warmup, compile_only=o.compile_only),
+            ReplayConfig(iterations=o.iterations, warmup=o.warmup, compile_only=o.compile_only,
+                         cache=cache),
         )
 
     @property
@@ -283,8 +300,7 @@ class Tuner:
     # -- pieces of a run ---------------------------------------------------------------
 
     def _settings(self, point: dict[str, Any]) -> list[ReplaySettings]:
-        base = self.base_settings()
-        return [bound.apply(point, base) for bound in self.bound]
+        return [bound.apply(point, self.base_settings(i)) for i, bound in enumerate(self.bound)]
 
     def _rebind(self, executor: ReplayExecutor) -> None:
         """Re-derive the spaces with the limits of the GPU the workers found."""
@@ -297,21 +313,32 @@ class Tuner:
         self._check_spaces()
 
     def _measure_baseline(self, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
+        """The recorded configuration, replayed in the cache mode asked for (auto resolves
+        here, per instance); a resumed study's stored one. Either fixes the cache mode of
+        every trial (``cache_modes``)."""
         if BASELINE_ATTR in study.user_attrs:
-            return study.user_attrs[BASELINE_ATTR]
-        base = self.base_settings()
-        futures = [executor.submit(base, i) for i in self.instances]
-        baseline: dict[str, Any] = {"settings": base.to_dict()}
-        try:
-            results = [f.result() for f in futures]
-        except TrialFailed as failure:
-            baseline.update(failure=failure.kind, reason=failure.message)
+            baseline = study.user_attrs[BASELINE_ATTR]
         else:
-            baseline.update(metrics=objectives_mod.metrics(results),
-                            values=objectives_mod.evaluate(self.objectives, results),
-                            verified=None if self.options.compile_only else True,
-                            device=results[0].device or "cpu")
-        study.set_user_attr(BASELINE_ATTR, baseline)
+            base = self.base_settings()
+            futures = [executor.submit(base, i) for i in self.instances]
+            baseline = {"settings": base.to_dict()}
+            try:
+                results = [f.result() for f in futures]
+            except TrialFailed as failure:
+                baseline.update(failure=failure.kind, reason=failure.message)
+            else:
+                baseline.update(metrics=objectives_mod.metrics(results),
+                                values=objectives_mod.evaluate(self.objectives, results),
+                                verified=None if self.options.compile_only else True,
+                                device=results[0].device or "cpu")
+                timing = timing_report.baseline_timing(results, self.options.cache)
+                if timing is not None:
+                    baseline["timing"] = timing
+            study.set_user_attr(BASELINE_ATTR, baseline)
+        self.cache_modes = timing_report.resolved_modes(
+            baseline, self.options.cache, len(self.instances), self.options.compile_only,
+            study.study_name)
+        self._baseline_method = (baseline.get("timing") or {}).get("method")
         return baseline
 
     def identity(self) -> dict[str, Any]:
@@ -355,7 +382,7 @@ class Tuner:
         # the new ones count (it stays when no repeat is asked for).
         best_times = [] if self.options.confirm_runs > 0 else [best_value]
         settings = self._settings(best.params)
-        base = [self.base_settings()] * len(self.instances)
+        base = [self.base_settings(i) for i in range(len(self.instances))]
         failure = None
         for _ in range(max(0, self.options.confirm_runs)):
             for times, config in ((base_times, base), (best_times, settings)):
@@ -628,6 +655,9 @@ class Tuner:
                     attrs["fidelity"] = f"screened: {o.screen} iteration(s), not promising"
                 attrs.update(metrics=objectives_mod.metrics(results),
                              verified=None if o.compile_only else True)
+                method = timing_report.method_label(results[0]) if results[0].times else None
+                if method and self._baseline_method and method != self._baseline_method:
+                    attrs["timing_method"] = method  # not as the baseline was timed
                 seen[json.dumps(point, sort_keys=True)] = (number, values, attrs)
                 tell(trial, values, attrs)
         return ran, failed
