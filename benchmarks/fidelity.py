@@ -22,6 +22,11 @@ Goals (issue 20, on the H100): fidelity within 0.9-1.1 for at least 90 % of kern
 
 Needs a GPU; executables come from DIR/<program>/<program> (MNEME_RECORD_PREBUILT) or are
 built with mneme-clang++.
+
+Replays run in a worker process (mneme tune's ReplayExecutor): a candidate that faults on
+the GPU (a kernel that hard-codes its block size, say) poisons only that worker's CUDA
+context; it is reported as a failed candidate, a fresh worker replays the rest, and the
+table goes on. A kernel whose benchmark fails for any other reason is one line, too.
 """
 
 from __future__ import annotations
@@ -140,68 +145,98 @@ def in_app_times(exe: Path, args: list[str], db: Path, instance, settings_list, 
     return times, launches, "/".join(sorted(m for m in methods if m)) or "-"
 
 
-def replay_time(session, settings, mode: str, iterations: int) -> float | None:
-    from mneme.replay.engine import ReplayError
-    from mneme.runtime import DriverError
+def replay_pool(devices=(0,), **options):
+    """A worker process on GPU 0 for the replays: a faulting candidate costs that worker
+    (restarted for the next replay), never this process. (``devices=None``: compile-only
+    workers on the CPU, as the CPU test uses it.)"""
+    from mneme.tune.executor import ReplayExecutor
 
+    return ReplayExecutor(devices=None if devices is None else list(devices), compile_workers=0,
+                          timeout=300, **options)
+
+
+def replayed(pool, instance, settings):
+    """(ReplayResult, "") or (None, why it failed: kind and message)."""
+    from mneme.tune.errors import TrialFailed
+
+    try:
+        return pool.submit(settings, instance).result(), ""
+    except TrialFailed as failure:
+        return None, f"{failure.kind}: {failure.message}"
+
+
+def replay_time(pool, instance, settings, mode: str, iterations: int) -> float | None:
+    """The median replayed time (ms) in cache ``mode``; None when the replay failed (auto
+    without a recorded in-app time, say: "-")."""
     replay = settings.replay.with_(iterations=iterations, verify=False)
     if mode != "warm":  # a replay without cache modes knows warm only
         replay = replay.with_(cache=mode)
-    try:
-        return session.run(settings.compile, replay).time
-    except (ReplayError, DriverError):  # auto without a recorded in-app time, say: "-"
-        return None
-
-
-def verified_candidates(session, instance, wanted: int = 5):
-    """Up to ``wanted`` launch configurations other than the recorded one that replay
-    verified (a kernel that hard-codes its block size fails most)."""
-    from mneme.replay.engine import ReplayError
     from mneme.replay.engine.config import ReplaySettings
-    from mneme.runtime import DriverError
+
+    result, _ = replayed(pool, instance, ReplaySettings(settings.compile, replay))
+    return result.time if result is not None else None
+
+
+def verified_candidates(pool, instance, wanted: int = 5):
+    """Up to ``wanted`` launch configurations other than the recorded one that replay
+    verified (a kernel that hard-codes its block size fails most, some by faulting), and
+    the others with why they failed."""
+    from mneme.replay.engine.config import ReplaySettings
+    from mneme.tune.errors import TrialFailed
 
     grid, block = tuple(instance.grid), tuple(instance.block)
-    out = []
+    tried = []
     for new_block in candidate_blocks(block):
         base = ReplaySettings()
         settings = ReplaySettings(base.compile, base.replay.with_(block=list(new_block),
                                                                   grid=list(cover(grid, block, new_block))))
+        check = ReplaySettings(settings.compile, settings.replay.with_(iterations=1))
+        tried.append((new_block, settings, pool.submit(check, instance)))
+    out, failed = [], []
+    for new_block, settings, future in tried:
         try:
-            if session.run(settings.compile, settings.replay.with_(iterations=1)).verified:
-                out.append((new_block, settings))
-        except (ReplayError, DriverError):
+            future.result()
+        except TrialFailed as failure:
+            failed.append({"block": list(new_block), "failure": failure.kind, "reason": failure.message})
             continue
-        if len(out) == wanted:
-            break
-    return out
+        if len(out) < wanted:
+            out.append((new_block, settings))
+    return out, failed
 
 
-def bench_kernel(program, exe: Path, db: Path, kernel, modes: list[str], iterations: int, work: Path) -> dict:
-    from mneme.replay.engine import ReplaySession
+def bench_kernel(program, exe: Path, db: Path, kernel, modes: list[str], iterations: int, work: Path,
+                 pool) -> dict:
     from mneme.replay.engine.config import ReplaySettings
 
     instance = kernel.instances()[-1]
     row = {"program": program.name, "kernel": kernel.demangled_name, "instance": instance.id}
     app_time = getattr(instance, "app_time", None)
-    with ReplaySession(instance) as session:
-        candidates = verified_candidates(session, instance)
-        row["candidates"] = [list(b) for b, _ in candidates]
-        replayed = {mode: replay_time(session, ReplaySettings(), mode, iterations) for mode in modes}
-        candidate_replay = {mode: [replay_time(session, s, mode, iterations) for _, s in candidates]
-                            for mode in modes}
+    candidates, row["failed_candidates"] = verified_candidates(pool, instance)
+    row["candidates"] = [list(b) for b, _ in candidates]
+    replayed_ms = {mode: replay_time(pool, instance, ReplaySettings(), mode, iterations) for mode in modes}
+    candidate_replay = {mode: [replay_time(pool, instance, s, mode, iterations) for _, s in candidates]
+                        for mode in modes}
     in_app, launches, method = in_app_times(exe, list(program.args), db, instance,
                                             [None, *[s for _, s in candidates]], work / kernel.static_hash)
     recorded_in_app = app_time.median_ms if app_time and app_time.median_ms else in_app[0]
     row.update(launches=app_time.launches if app_time else launches, in_app_ms=recorded_in_app,
                in_app_source="app_time (recorded)" if app_time and app_time.median_ms else f"run --apply ({method})",
-               replay_ms=replayed, in_app_candidates_ms=in_app[1:])
-    row["fidelity"] = {m: (t / recorded_in_app if t and recorded_in_app else None) for m, t in replayed.items()}
+               replay_ms=replayed_ms, in_app_candidates_ms=in_app[1:])
+    row["fidelity"] = {m: (t / recorded_in_app if t and recorded_in_app else None) for m, t in replayed_ms.items()}
     row["tau"] = {}
     for mode in modes:
         pairs = [(r, a) for r, a in zip(candidate_replay[mode], in_app[1:], strict=True) if r and a]
         row["tau"][mode] = kendall_tau(*map(list, zip(*pairs, strict=True))) if len(pairs) >= 3 else None
     row["candidate_replay_ms"] = candidate_replay
     return row
+
+
+def failed_row(program, kernel, modes: list[str], error: BaseException) -> dict:
+    """A kernel whose benchmark could not finish: its row says why, the others go on."""
+    why = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+    return {"program": program.name, "kernel": kernel.demangled_name, "instance": None, "error": why,
+            "launches": None, "fidelity": dict.fromkeys(modes), "tau": dict.fromkeys(modes),
+            "candidates": [], "failed_candidates": []}
 
 
 def main() -> int:
@@ -221,18 +256,29 @@ def main() -> int:
                 and (not options.programs or p.name in options.programs)]
     modes = cache_modes()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="mneme-fidelity-") as tmp:
+    from mneme.replay.db import Database
+
+    with tempfile.TemporaryDirectory(prefix="mneme-fidelity-") as tmp, replay_pool() as pool:
         work = Path(tmp)
         for program in programs:
-            exe = executable(program.name, options.prebuilt, work / "build")
-            db = work / f"{program.name}.rdb"
-            record(exe, list(program.args), db)
-            from mneme.replay.db import Database
-
-            for kernel in Database.open(db).kernels():
-                rows.append(bench_kernel(program, exe, db, kernel, modes, options.iterations,
-                                         work / program.name))
+            try:
+                exe = executable(program.name, options.prebuilt, work / "build")
+                db = work / f"{program.name}.rdb"
+                record(exe, list(program.args), db)
+                kernels = Database.open(db).kernels()
+            except Exception as error:  # noqa: BLE001 - one line, the other programs go on
+                print(f"{program.name:<28} not benchmarked: {type(error).__name__}: {error}", flush=True)
+                continue
+            for kernel in kernels:
+                try:
+                    rows.append(bench_kernel(program, exe, db, kernel, modes, options.iterations,
+                                             work / program.name, pool))
+                except Exception as error:  # noqa: BLE001 - the kernel's row says why
+                    rows.append(failed_row(program, kernel, modes, error))
                 print_row(rows[-1], modes)
+        restarts = pool.restarts
+    if restarts:
+        print(f"\n{restarts} replay worker(s) restarted after candidates that faulted on the GPU")
     print_summary(rows, modes)
     if options.json:
         options.json.write_text(json.dumps(rows, indent=2, default=str))
@@ -244,12 +290,19 @@ def _f(value, digits=2) -> str:
 
 
 def print_row(row: dict, modes: list[str]) -> None:
+    if row.get("error"):
+        print(f"{row['program']:<28} {row['kernel'][:44]:<44} not benchmarked: {row['error']}", flush=True)
+        return
     ratios = "  ".join(f"{m} {_f(row['fidelity'][m])}" for m in modes)
     taus = "  ".join(f"{m} {_f(row['tau'][m])}" for m in modes)
     print(f"{row['program']:<28} {row['kernel'][:44]:<44} launches {row['launches']:>4}  "
           f"in-app {_f(row['in_app_ms'], 4)} ms [{row['in_app_source']}]", flush=True)
     print(f"    replayed/in-app: {ratios}\n    Kendall tau over {len(row['candidates'])} candidates: {taus}",
           flush=True)
+    for failed in row.get("failed_candidates", []):
+        block = "x".join(map(str, failed["block"]))
+        reason = failed["reason"].splitlines()[0][:100] if failed["reason"] else ""
+        print(f"    candidate block {block} failed in replay ({failed['failure']}): {reason}", flush=True)
 
 
 def print_summary(rows: list[dict], modes: list[str]) -> None:

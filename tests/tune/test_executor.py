@@ -147,3 +147,15 @@ def test_the_worker_reports_the_kind_the_raiser_set():
     assert failure_kind(pickle.loads(pickle.dumps(UnknownPassError("no-such-pass")))) == "compile"
     assert failure_kind(KernelFailedError("the kernel failed")) == "context-poisoned"
     assert failure_kind(ValueError("a bug")) == "error"
+
+
+def test_a_sticky_driver_error_that_escaped_unclassified_retires_the_worker():
+    """benchmarks/fidelity.py on the H100: cuStreamSynchronize failed with
+    CUDA_ERROR_ILLEGAL_ADDRESS outside the engine's classification; the worker must go."""
+    from mneme.runtime import DriverError
+    from mneme.tune.worker import failure_kind
+
+    illegal = DriverError("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS", 700,
+                          "CUDA_ERROR_ILLEGAL_ADDRESS")
+    assert failure_kind(illegal) == "context-poisoned"
+    assert failure_kind(DriverError("cuMemAlloc failed", 2, "CUDA_ERROR_OUT_OF_MEMORY")) == "error"

@@ -27,6 +27,13 @@ def abort_on_poison(settings) -> None:
         os.abort()
 
 
+def abort_on_block_512(settings) -> None:
+    """Worker hook: a candidate launched with blocks of 512 threads kills its worker, as a
+    kernel with a 256-entry shared array faults at that size on a GPU."""
+    if settings.replay.block == (512, 1, 1):
+        os.abort()
+
+
 def hang_on_poison(settings) -> None:
     """Worker hook: a candidate with the poison register cap never returns."""
     if settings.compile.max_registers == POISON_REGISTERS:

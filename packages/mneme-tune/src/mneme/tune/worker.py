@@ -26,7 +26,7 @@ import traceback
 from collections import OrderedDict
 from typing import Any
 
-from mneme.replay.engine.errors import CONTEXT_POISONED, ERROR
+from mneme.replay.engine.errors import CONTEXT_POISONED, ERROR, is_sticky
 
 #: sessions (restored device images) a worker keeps; each holds an instance's memory
 SESSIONS_PER_WORKER = 4
@@ -34,8 +34,17 @@ SESSIONS_PER_WORKER = 4
 
 def failure_kind(error: BaseException) -> str:
     """The failure kind its raiser gave ``error`` (replay engine and compile errors carry
-    one, mneme.replay.engine.errors); anything else is an ``error``."""
-    return getattr(error, "kind", None) or ERROR
+    one, mneme.replay.engine.errors); a driver error that escaped unclassified is
+    ``context-poisoned`` when it is sticky (the worker must go: every later replay in its
+    context would fail too); anything else is an ``error``."""
+    kind = getattr(error, "kind", None)
+    if kind:
+        return kind
+    from mneme.runtime.errors import DriverError
+
+    if isinstance(error, DriverError) and is_sticky(error):
+        return CONTEXT_POISONED
+    return ERROR
 
 
 def instance_key(instance) -> str:

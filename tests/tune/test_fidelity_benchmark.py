@@ -1,0 +1,57 @@
+"""benchmarks/fidelity.py survives a candidate that takes its replay process down (on the
+H100 a candidate block of fidelity_producer_consumer, whose consumer hard-codes a
+256-entry shared array, died with CUDA_ERROR_ILLEGAL_ADDRESS and took the benchmark with
+it): the candidate is reported failed, the others are replayed by a fresh worker. Here a
+worker hook aborts the worker on that candidate, on the CPU (compile-only replays)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from mneme.replay.db import Database
+from tune_support import GOLDEN, SAXPY, abort_on_block_512
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "fidelity.py"
+
+
+@pytest.fixture(scope="module")
+def fidelity():
+    spec = importlib.util.spec_from_file_location("fidelity_benchmark", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_candidate_that_kills_its_replay_process_is_reported_and_the_rest_go_on(fidelity):
+    instance = Database.open(GOLDEN).instance(SAXPY)
+    with fidelity.replay_pool(devices=None, cpu_workers=1, before_run=abort_on_block_512) as pool:
+        candidates, failed = fidelity.verified_candidates(pool, instance)
+        restarts = pool.restarts
+    blocks = [list(block) for block, _ in candidates]
+    assert [f["block"] for f in failed] == [[512, 1, 1]]
+    assert failed[0]["failure"] == "crashed"
+    expected = [list(b) for b in fidelity.candidate_blocks(tuple(instance.block)) if b != (512, 1, 1)]
+    assert blocks == expected and restarts == 1
+
+
+def test_a_failed_kernel_row_prints_one_line_and_the_summary_still_adds_up(fidelity, capsys):
+    class Program:
+        name = "fidelity_producer_consumer"
+
+    kernel = Database.open(GOLDEN).instance(SAXPY).kernel
+    modes = ["warm", "auto"]
+    row = fidelity.failed_row(Program, kernel, modes,
+                              RuntimeError("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS\nmore"))
+    fidelity.print_row(row, modes)
+    fidelity.print_summary([row], modes)
+    out = capsys.readouterr().out
+    assert "not benchmarked: RuntimeError: cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS" in out
+    assert "more" not in out and "summary" in out
+
+
+def test_kendall_tau_of_agreeing_and_opposite_rankings(fidelity):
+    assert fidelity.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert fidelity.kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
+    assert fidelity.kendall_tau([1], [1]) is None
