@@ -46,6 +46,15 @@ STATIC_RUNTIME_PROGRAMS = [
     "atomic_relaxed", "inline_ptx", "library_load", "nvrtc_module", "rdc_two_tu", "thrust_cub",
 ]
 BUILD_JOBS = 8
+#: Graphs a static runtime instantiates are not followed (the recorder follows graphs at the
+#: runtime API; docs/record.md "Not yet"): their launches run unrecorded, said in one line.
+GRAPH_PROGRAMS = {"graph_capture"}
+
+
+def static_programs():
+    return [pytest.param(name, marks=pytest.mark.xfail(
+                reason="graphs of a static runtime run unrecorded (docs/record.md)", strict=True))
+            if name in GRAPH_PROGRAMS else name for name in STATIC_RUNTIME_PROGRAMS]
 
 
 def program_dir(name: str) -> Path:
@@ -150,7 +159,7 @@ def _mneme_record(db: Path) -> list[str]:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", STATIC_RUNTIME_PROGRAMS)
+@pytest.mark.parametrize("name", static_programs())
 def test_static_runtime_build_records_and_replays_verified(recording, name):
     app, _, _ = recording(name)
     assert _static_lacks_libcudart(Path(app.plain.args[0]))
@@ -158,7 +167,7 @@ def test_static_runtime_build_records_and_replays_verified(recording, name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", STATIC_RUNTIME_PROGRAMS)
+@pytest.mark.parametrize("name", static_programs())
 def test_static_runtime_build_records_what_the_shared_build_records(recording, name):
     app, shared_db, shared_run = recording(name)
     assert shared_run.returncode == 0, shared_run.stderr[-2000:]

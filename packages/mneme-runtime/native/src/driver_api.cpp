@@ -276,6 +276,31 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
   return released(ptr) ? CUDA_SUCCESS : real_cuMemFreeAsync_ptsz(ptr, stream);
 }
 
+// Physical memory the application maps into address space it reserved itself (PyTorch's
+// expandable segments, JAX's and other allocators over the VMM API): the driver's
+// addresses stay, and the mapped ranges are snapshotted there (kind "mapped").
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  DRIVER(cuMemMap);
+  CUresult status = real_cuMemMap(ptr, size, offset, handle, flags);
+  auto& r = Recorder::get();
+  if (status == CUDA_SUCCESS && r.active() && !Forwarding::active()) {
+    RecorderLock lock(r);
+    r.track_mapped(uint64_t(ptr), size);
+  }
+  return status;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  DRIVER(cuMemUnmap);
+  auto& r = Recorder::get();
+  if (r.active() && !Forwarding::active()) {
+    RecorderLock lock(r);
+    r.untrack_mapped(uint64_t(ptr), size);
+  }
+  return real_cuMemUnmap(ptr, size);
+}
+
 CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
   DRIVER(cuMemAllocManaged);
   auto& r = Recorder::get();

@@ -319,10 +319,10 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
   std::set<uint64_t> wanted;  // allocation start addresses
   bool everything = !args;
   if (args) wanted = reachable(*args, globals);
-  for (const auto* pool : {&live_, &managed_}) {
+  for (const auto& [pool, kind] : {std::pair{&live_, "heap"}, {&managed_, "managed"}, {&mapped_, "mapped"}}) {
     for (const auto& [address, size] : *pool) {
       if (!everything && !wanted.count(address)) continue;
-      regions.push_back({pool == &live_ ? "heap" : "managed", address, size, ""});
+      regions.push_back({kind, address, size, ""});
       sources.push_back(address);
     }
   }
@@ -361,6 +361,7 @@ void Recorder::drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::
 std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals) {
   std::map<uint64_t, uint64_t> all(live_);
   all.insert(managed_.begin(), managed_.end());
+  all.insert(mapped_.begin(), mapped_.end());
   auto owner = [&all](uint64_t value) -> std::optional<uint64_t> {
     auto it = all.upper_bound(value);
     if (it == all.begin()) return std::nullopt;

@@ -180,6 +180,12 @@ class Recorder {
   // they are snapshotted like heap regions, at their own addresses.
   void track_managed(uint64_t address, uint64_t size) { managed_[address] = size; }
   bool untrack_managed(uint64_t address) { return managed_.erase(address) != 0; }
+  // Device memory the application maps itself into a range it reserved (cuMemMap:
+  // PyTorch's expandable segments): snapshotted at its own address, kind "mapped".
+  void track_mapped(uint64_t address, uint64_t size) { mapped_[address] = size; }
+  void untrack_mapped(uint64_t address, uint64_t size) {
+    std::erase_if(mapped_, [&](const auto& m) { return m.first >= address && m.first < address + size; });
+  }
   // Managed memory from the fixed range after the device range (managed_arena.hpp);
   // 0 when it cannot be placed there (then the driver's managed memory is used).
   uint64_t allocate_managed(uint64_t size) {
@@ -379,6 +385,7 @@ class Recorder {
   bool prestage_ = true;
   int zstd_level_ = MNEME_RECORDING_DEFAULT_ZSTD_LEVEL;
   std::map<uint64_t, uint64_t> managed_;
+  std::map<uint64_t, uint64_t> mapped_;
   std::set<uint64_t> capturing_;
   std::unordered_map<cudaGraphExec_t, std::unique_ptr<GraphMirror>> mirrors_;
   std::set<cudaGraphExec_t> warned_graphs_;

@@ -33,9 +33,13 @@ DEFAULT_CHUNK_SIZE = 4 << 20
 #: zstd level of chunks written by default.
 DEFAULT_ZSTD_LEVEL = 1
 #: Kinds of an instance's memory regions; regions of IN_RANGE_KIND lie inside the
-#: recorded address range (the others where the driver put them).
-REGION_KINDS = ("heap", "global", "managed")
+#: recorded address range (the others where the driver or the application put them).
+#: "mapped": device memory the application mapped itself (cuMemMap into a range it
+#: reserved: PyTorch's expandable segments), replayed, like "managed", at its own address.
+REGION_KINDS = ("heap", "global", "managed", "mapped")
 IN_RANGE_KIND = "heap"
+#: Kinds replay maps as device memory at the region's own address, outside the range.
+OWN_ADDRESS_KINDS = ("managed", "mapped")
 #: FNV-1a 64 (dynamic hashes of instances).
 FNV_OFFSET = 0xCBF29CE484222325
 FNV_PRIME = 0x100000001B3

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS
 
 from .errors import RestoreError
 from .verify_kernels import RESULT_BYTES
@@ -113,11 +114,12 @@ class DeviceImage:
         regions = list(instance.regions)
         # Heap and managed regions both come back as device memory at their recorded
         # addresses: at replay only the kernel touches them.
-        self.heap = [r for r in regions if r.kind in ("heap", "managed")]
+        self.heap = [r for r in regions if r.kind == IN_RANGE_KIND or r.kind in OWN_ADDRESS_KINDS]
         self.globals_info = [r for r in regions if r.kind == "global"]
         granularity = int(device.properties.granularity) or (2 << 20)
-        self.spans = merge_spans([r for r in self.heap if r.kind == "heap"])
-        managed = merge_spans([r for r in self.heap if r.kind == "managed"], granularity)
+        self.spans = merge_spans([r for r in self.heap if r.kind == IN_RANGE_KIND])
+        # managed memory, and memory the application mapped itself: at their own addresses
+        managed = merge_spans([r for r in self.heap if r.kind in OWN_ADDRESS_KINDS], granularity)
         base, size = int(info.vas_base), int(info.vas_size)
         for span in self.spans:
             if span.address < base or span.address + span.size > base + size:
@@ -308,7 +310,7 @@ class DeviceImage:
 
     def actual_address(self, region) -> int | None:
         """Where the replayed bytes of ``region`` are (None: global not in the module)."""
-        if region.kind in ("heap", "managed"):
+        if region.kind == IN_RANGE_KIND or region.kind in OWN_ADDRESS_KINDS:
             return int(region.address)
         for g in self.globals:
             if g.region.name == region.name:
