@@ -345,3 +345,25 @@ def test_concurrent_threads_never_share_bytes(space):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_reservations_for_memory_the_application_maps_itself():
+    """cuMemAddressReserve served from the range: whole granules of address space that the
+    page manager never maps and never hands to an allocation, given back whole."""
+    space = AddressSpace.on_host(TEST_BASE, 64 * MiB, GRANULE)
+    try:
+        small = space.allocate(100)
+        reserved = space.reserve_unmapped(3 * GRANULE + 1)
+        assert reserved % GRANULE == 0 and TEST_BASE <= reserved < TEST_BASE + 64 * MiB
+        assert not (reserved <= small.address < reserved + 4 * GRANULE)
+        # nothing of it is mapped by the page manager, and allocations go around it
+        assert all(end <= reserved or start >= reserved + 4 * GRANULE
+                   for start, end in space.mapped_ranges())
+        others = [space.allocate(GRANULE) for _ in range(8)]
+        assert all(a.address + a.size <= reserved or a.address >= reserved + 4 * GRANULE
+                   for a in others)
+        assert space.release_unmapped(reserved) and not space.release_unmapped(reserved)
+        again = space.allocate(4 * GRANULE, GRANULE)  # the space is free again
+        assert again.address == reserved
+    finally:
+        space.close()

@@ -249,6 +249,12 @@ NB_MODULE(_native, m) {
            }, "address"_a, "size"_a, ReleaseGil())
       .def("free", [](AddressSpaceObject& s, uint64_t address) { s.get().free(address); },
            "address"_a, ReleaseGil())
+      .def("reserve_unmapped", [](AddressSpaceObject& s, uint64_t size, uint64_t alignment) {
+             return s.get().reserve_unmapped(size, alignment);
+           }, "size"_a, "alignment"_a = 0, ReleaseGil())
+      .def("release_unmapped", [](AddressSpaceObject& s, uint64_t address) {
+             return s.get().release_unmapped(address);
+           }, "address"_a)
       .def("live", [](AddressSpaceObject& s) { return s.get().live(); })
       .def("find", [](AddressSpaceObject& s, uint64_t address) { return s.get().find(address); },
            "address"_a)

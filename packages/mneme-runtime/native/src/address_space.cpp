@@ -137,6 +137,32 @@ Allocation AddressSpace::commit(uint64_t address, uint64_t rounded, uint64_t req
   return allocation;
 }
 
+uint64_t AddressSpace::reserve_unmapped(uint64_t size, uint64_t alignment) {
+  if (size == 0) throw AllocationError("reservation size must be positive");
+  alignment = std::max(is_power_of_two(alignment) ? alignment : 1, granularity_);
+  const uint64_t rounded = round_up(size, granularity_);  // its granules are its own
+  std::lock_guard lock(mutex_);
+  for (auto block = free_blocks_.begin(); block != free_blocks_.end(); ++block) {
+    const uint64_t start = round_up(block->first, alignment);
+    const uint64_t end = block->first + block->second;
+    if (start < end && end - start >= rounded) {
+      take_from_free_block(block, start, rounded);
+      unmapped_.emplace(start, rounded);
+      return start;
+    }
+  }
+  throw_out_of_space(size, rounded, alignment);
+}
+
+bool AddressSpace::release_unmapped(uint64_t address) {
+  std::lock_guard lock(mutex_);
+  auto it = unmapped_.find(address);
+  if (it == unmapped_.end()) return false;
+  return_to_free_list(it->first, it->second);
+  unmapped_.erase(it);
+  return true;
+}
+
 void AddressSpace::free(uint64_t address) {
   std::lock_guard lock(mutex_);
   auto it = live_.find(address);

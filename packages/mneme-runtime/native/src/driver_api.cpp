@@ -38,17 +38,25 @@ bool unpack_arguments(CUfunction f, void** extra, std::vector<void*>& params) {
     else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) size = *static_cast<size_t*>(extra[i + 1]);
     else return false;  // an option this recorder does not know
   }
-  using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
-  static auto param_info = driver_function<ParamInfo>("cuFuncGetParamInfo");
-  if (!buffer || !param_info) return false;
+  // `f` may be a CUkernel cast to a CUfunction: its own query then.
+  using FuncParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+  using KernelParamInfo = CUresult (*)(CUkernel, size_t, size_t*, size_t*);
+  static auto func_info = driver_function<FuncParamInfo>("cuFuncGetParamInfo");
+  static auto kernel_info = driver_function<KernelParamInfo>("cuKernelGetParamInfo");
+  if (!buffer) return false;
+  auto info = [&](size_t index, size_t* offset, size_t* bytes) {
+    if (func_info && func_info(f, index, offset, bytes) == CUDA_SUCCESS) return true;
+    return kernel_info && kernel_info(reinterpret_cast<CUkernel>(f), index, offset, bytes) == CUDA_SUCCESS;
+  };
   params.clear();
   for (size_t index = 0;; ++index) {
     size_t offset = 0, bytes = 0;
-    if (param_info(f, index, &offset, &bytes) != CUDA_SUCCESS) break;
+    if (!info(index, &offset, &bytes)) break;
     if (offset + bytes > size) return false;
     params.push_back(buffer + offset);
   }
-  return true;
+  // No layout from the driver for a launch that passes bytes: it cannot be read.
+  return !params.empty() || size == 0;
 }
 
 // A launch with its arguments in `params` (the usual form) or packed in `extra` is
@@ -60,14 +68,15 @@ CUresult launch_through(CUfunction f, dim3 grid, dim3 block, unsigned shmem, CUs
   RecorderLock lock(r);
   std::vector<void*> unpacked;
   if (!params && extra) {
-    if (!unpack_arguments(f, extra, unpacked)) {
+    if (!unpack_arguments(f, extra, unpacked) || unpacked.empty()) {
       r.unrecorded_call(call, "its packed argument buffer (extra) could not be read");
       return CUresult(do_launch());
     }
     params = unpacked.data();
   }
-  void* none[1] = {nullptr};
-  if (!params) params = none;  // a kernel without parameters may pass none
+  // Neither form: nothing says how many arguments the caller meant (a parameterless
+  // kernel, or a mistake the driver will report); it runs unrecorded.
+  if (!params) return CUresult(do_launch());
   return CUresult(r.launch_driver(f, grid, block, params, shmem, reinterpret_cast<uint64_t>(stream), do_launch));
 }
 
@@ -276,9 +285,41 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr ptr, CUstream stream) {
   return released(ptr) ? CUDA_SUCCESS : real_cuMemFreeAsync_ptsz(ptr, stream);
 }
 
+// Address space an application reserves to map memory into itself (PyTorch's expandable
+// segments, XLA's allocator): served from the recorded range when it fits, so what is
+// mapped there is snapshotted as heap memory that replay restores like any other. A
+// reservation at an address of the caller's choosing, or one the range cannot hold, is
+// the driver's (said once); memory mapped there is kept at its own address (kind "mapped").
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+  DRIVER(cuMemAddressReserve);
+  if (!ptr || addr != 0 || !served_by_driver_wrapper()) return real_cuMemAddressReserve(ptr, size, alignment, addr, flags);
+  auto& r = Recorder::get();
+  RecorderLock lock(r);
+  try {
+    *ptr = r.space().reserve_unmapped(size, alignment);
+    r.track_reservation(*ptr);
+    return CUDA_SUCCESS;
+  } catch (const rt::OutOfSpaceError&) {
+    r.unrecorded_call("cuMemAddressReserve", "a reservation larger than the free recorded range is the driver's "
+                      "(memory mapped there is recorded at its own address; a larger -vass keeps it in the range)");
+    return real_cuMemAddressReserve(ptr, size, alignment, addr, flags);
+  }
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  DRIVER(cuMemAddressFree);
+  auto& r = Recorder::get();
+  if (r.active() && !Forwarding::active()) {
+    RecorderLock lock(r);
+    if (r.release_reservation(ptr)) return CUDA_SUCCESS;
+  }
+  return real_cuMemAddressFree(ptr, size);
+}
+
 // Physical memory the application maps into address space it reserved itself (PyTorch's
-// expandable segments, JAX's and other allocators over the VMM API): the driver's
-// addresses stay, and the mapped ranges are snapshotted there (kind "mapped").
+// expandable segments, JAX's and other allocators over the VMM API): snapshotted where it
+// is mapped, as heap memory inside the recorded range, else at its own address ("mapped").
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
   DRIVER(cuMemMap);

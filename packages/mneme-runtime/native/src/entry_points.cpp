@@ -43,6 +43,7 @@ const char* const kWrappedDriverFunctions[] = {
     "cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemFree_v2", "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
     "cuMemAllocManaged", "cuMemPrefetchAsync_v2", "cuMemAdvise_v2", "cuMemMap", "cuMemUnmap",
+    "cuMemAddressReserve", "cuMemAddressFree",
     "cuGraphLaunch",  // graph_api.cpp: says when a graph runs unrecorded
 };
 

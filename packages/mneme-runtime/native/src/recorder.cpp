@@ -322,7 +322,8 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
   for (const auto& [pool, kind] : {std::pair{&live_, "heap"}, {&managed_, "managed"}, {&mapped_, "mapped"}}) {
     for (const auto& [address, size] : *pool) {
       if (!everything && !wanted.count(address)) continue;
-      regions.push_back({kind, address, size, ""});
+      // memory the application mapped into a reservation the range served is heap memory
+      regions.push_back({pool == &mapped_ && in_range(address, size) ? "heap" : kind, address, size, ""});
       sources.push_back(address);
     }
   }

@@ -180,6 +180,16 @@ class Recorder {
   // they are snapshotted like heap regions, at their own addresses.
   void track_managed(uint64_t address, uint64_t size) { managed_[address] = size; }
   bool untrack_managed(uint64_t address) { return managed_.erase(address) != 0; }
+  // Address space reserved for the application inside the recorded range (cuMemAddressReserve).
+  void track_reservation(uint64_t address) { reservations_.insert(address); }
+  bool release_reservation(uint64_t address) {
+    if (!reservations_.erase(address)) return false;
+    std::erase_if(mapped_, [&](const auto& m) { return !in_range(m.first, m.second); });
+    return space_ && space_->release_unmapped(address);
+  }
+  bool in_range(uint64_t address, uint64_t size) const {
+    return space_ && address >= space_->base() && address + size <= space_->base() + space_->size();
+  }
   // Device memory the application maps itself into a range it reserved (cuMemMap:
   // PyTorch's expandable segments): snapshotted at its own address, kind "mapped".
   void track_mapped(uint64_t address, uint64_t size) { mapped_[address] = size; }
@@ -386,6 +396,7 @@ class Recorder {
   int zstd_level_ = MNEME_RECORDING_DEFAULT_ZSTD_LEVEL;
   std::map<uint64_t, uint64_t> managed_;
   std::map<uint64_t, uint64_t> mapped_;
+  std::set<uint64_t> reservations_;
   std::set<uint64_t> capturing_;
   std::unordered_map<cudaGraphExec_t, std::unique_ptr<GraphMirror>> mirrors_;
   std::set<cudaGraphExec_t> warned_graphs_;

@@ -71,6 +71,15 @@ class AddressSpace:
     def free(self, allocation: Allocation | SupportsInt) -> None:
         self._native.free(int(allocation))
 
+    def reserve_unmapped(self, size: int, alignment: int = 0) -> int:
+        """Address space only, whole granules, never mapped by the page manager: what the
+        recorder hands an application that maps memory itself (cuMemAddressReserve)."""
+        return self._native.reserve_unmapped(size, alignment)
+
+    def release_unmapped(self, address: int) -> bool:
+        """Give a reservation back; False when none starts at ``address``."""
+        return self._native.release_unmapped(address)
+
     def live(self) -> list[Allocation]:
         """Live allocations in address order (what a recording snapshots)."""
         return self._native.live()

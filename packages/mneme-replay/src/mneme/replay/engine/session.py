@@ -232,16 +232,23 @@ class ReplaySession:
         """A kernel of an nvcc build: its PTX through ptxas (in process), or, with
         ``code="cubin"`` or no PTX, the recorded cubin for the target as it is."""
         from ..jit import ConfigError, compile_ptx
+        from ..jit.errors import JitError
         from ..jit.ptx import check_ptx_config
 
         if self._code_images is None:  # parsed once, not per trial
             self._code_images = self.kernel.code_images()
         images = self._code_images
         ptx = next((e for e in images if e.kind == "ptx"), None)
-        if ptx is not None and self.code != "cubin":
-            return compile_ptx(ptx.text(), config, self.kernel.name, cache=self.cache)
-        check_ptx_config(config)
         cubin = next((e for e in images if e.kind == "cubin" and e.arch == config.arch), None)
+        if ptx is not None and self.code != "cubin":
+            try:
+                return compile_ptx(ptx.text(), config, self.kernel.name, cache=self.cache)
+            except JitError:
+                # PTX newer than this assembler (a library built by a later toolkit): under
+                # "auto", the recorded cubin for this GPU runs as the application ran it.
+                if self.code != "auto" or cubin is None or config != CompileConfig(arch=config.arch):
+                    raise
+        check_ptx_config(config)
         if cubin is None:
             have = ", ".join(f"{e.kind} {e.arch}" for e in images) or "nothing"
             raise ConfigError(

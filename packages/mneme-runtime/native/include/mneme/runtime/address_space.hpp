@@ -76,6 +76,12 @@ class AddressSpace {
   // live allocation starts there.
   void free(uint64_t address);
 
+  // Address space only, whole granules, never mapped here: for an application that maps
+  // memory itself (cuMemAddressReserve + cuMemMap). Throws OutOfSpaceError.
+  uint64_t reserve_unmapped(uint64_t size, uint64_t alignment);
+  // Gives such a reservation back; false when `address` starts none.
+  bool release_unmapped(uint64_t address);
+
   // Live allocations in address order.
   std::vector<Allocation> live() const;
   // The live allocation containing address, if any.
@@ -104,6 +110,7 @@ class AddressSpace {
   mutable std::mutex mutex_;  // the recorder calls in from application threads
   std::map<uint64_t, uint64_t> free_blocks_;        // start -> size, coalesced
   std::map<uint64_t, Allocation> live_;             // start -> allocation
+  std::map<uint64_t, uint64_t> unmapped_;           // reservations: start -> size
   std::unordered_map<uint64_t, uint32_t> granule_users_;  // granule index -> live allocations touching it
   uint64_t next_sequence_ = 1;
   uint64_t live_bytes_ = 0;
