@@ -198,24 +198,58 @@ def run_process_tree(argv: list[str], env: dict[str, str], timeout: int) -> tupl
             time.perf_counter() - start)
 
 
-def replay_every_instance(db_path: Path) -> list[InstanceOutcome]:
-    """Replay each instance once (its code as `mneme replay` picks it) and verify it by its
-    determinism class; an exception is a failure with its message, not the end."""
-    outcomes = []
-    for inst in Database.open(db_path).instances():
-        kernel = inst.kernel
-        outcome = InstanceOutcome(inst.id, kernel.demangled_name, kernel_origin(kernel),
-                                  kernel_code(kernel), verified=False)
+def _replay_in_this_process(db_path: Path, ids: list[str]) -> None:
+    """The worker: replays ``ids`` in order, one JSON line each; stops after a failure that
+    leaves the CUDA context unusable (the parent goes on in a fresh process)."""
+    from mneme.runtime import DriverError
+
+    database = Database.open(db_path)
+    for instance_id in ids:
+        verified, reason, poisoned = False, "", False
         try:
-            with ReplaySession(inst) as session:
+            with ReplaySession(database.instance(instance_id)) as session:
                 result = session.run(CompileConfig(), ReplayConfig(iterations=1))
-            outcome.verified = result.verified is True
-            if not outcome.verified:
-                outcome.reason = "; ".join(m.describe() for m in result.mismatches[:2]) or \
+            verified = result.verified is True
+            if not verified:
+                reason = "; ".join(m.describe() for m in result.mismatches[:2]) or \
                     f"verified={result.verified}"
         except Exception as exc:  # reported per instance: one broken replay hides nothing
-            outcome.reason = f"{type(exc).__name__}: {str(exc)[:300]}"
-        outcomes.append(outcome)
+            reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+            poisoned = isinstance(exc, DriverError) or "device" in type(exc).__name__.lower() \
+                or "failed on the device" in str(exc)
+        print(json.dumps({"id": instance_id, "verified": verified, "reason": reason}), flush=True)
+        if poisoned:
+            return
+
+
+def replay_every_instance(db_path: Path, timeout: int = 600) -> list[InstanceOutcome]:
+    """Replay each instance once (its code as `mneme replay` picks it) and verify it by its
+    determinism class, in a worker process that is replaced after an instance that faults
+    on the GPU: a sticky CUDA error ends the process's context, and must cost that instance
+    only, not every instance replayed after it."""
+    instances = {inst.id: inst for inst in Database.open(db_path).instances()}
+    results: dict[str, tuple[bool, str]] = {}
+    pending = list(instances)
+    while pending:
+        proc = subprocess.run([sys.executable, __file__, "--replay", str(db_path), *pending],
+                              capture_output=True, text=True, timeout=timeout)
+        for line in proc.stdout.splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("id") in instances:
+                results[row["id"]] = (bool(row["verified"]), str(row["reason"]))
+        if pending[0] not in results:  # the worker died on it without a word
+            results[pending[0]] = (False, f"replay worker died (exit {proc.returncode}): "
+                                          f"{proc.stderr.strip()[-300:]}")
+        pending = [i for i in pending if i not in results]
+    outcomes = []
+    for instance_id, inst in instances.items():
+        kernel = inst.kernel
+        verified, reason = results[instance_id]
+        outcomes.append(InstanceOutcome(instance_id, kernel.demangled_name, kernel_origin(kernel),
+                                        kernel_code(kernel), verified, reason))
     return outcomes
 
 
@@ -273,3 +307,7 @@ def assert_recorded_and_verified(app: AppRecording, *, allow_unrecorded: bool = 
     assert app.cli_failures() == []
     if not allow_unrecorded:
         assert [n for n in app.recorder_notes if "unrecorded" in n] == []
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--replay"]:
+    _replay_in_this_process(Path(sys.argv[2]), sys.argv[3:])
