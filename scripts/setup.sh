@@ -15,6 +15,8 @@ command -v clang++-22 >/dev/null || need_apt+=(clang-22 lld-22)
 [ -e /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v git >/dev/null || need_apt+=(git)
+# PostgreSQL: the tests start a throw-away server to share a study (tests/tune/postgres_server.py).
+ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need_apt+=(postgresql)
 
 # Python >= 3.11 (3.12 preferred: the GPU host's and the stable-ABI build's version).
 MNEME_PYTHON=""

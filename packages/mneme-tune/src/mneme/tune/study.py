@@ -241,6 +241,9 @@ class MirroredStudy(optuna.Study):
         super().__init__(study_name=persistent.study_name, storage=storage, sampler=sampler)
         self.persistent = persistent
         self._owner = owner
+        # Which trials are this study object's own: a tuner run again in the same process
+        # (a resume through the Python API) must pull what the earlier run wrote.
+        self._writer_id = f"{owner}#{id(self):x}"
         self._seen: set[int] = set()
         self._pull_seconds = 0.0
         self._pending: queue.Queue = queue.Queue()
@@ -279,7 +282,7 @@ class MirroredStudy(optuna.Study):
             if trial._trial_id in self._seen:
                 continue
             self._seen.add(trial._trial_id)
-            if trial.user_attrs.get(self.WRITER_ATTR) == self._owner:
+            if trial.user_attrs.get(self.WRITER_ATTR) == self._writer_id:
                 continue  # this tuner's own, written behind
             super().add_trial(trial)
             added += 1
@@ -365,7 +368,7 @@ class MirroredStudy(optuna.Study):
         if item is _COUNT:
             self._write_count()
             return
-        item.set_user_attr(self.WRITER_ATTR, self._owner)
+        item.set_user_attr(self.WRITER_ATTR, self._writer_id)
         self.persistent.add_trial(item)
 
     def flush(self) -> None:

@@ -46,6 +46,7 @@ from .study import (
     owner_alive,
     tuner_owner,
 )
+from .valid_region import LaunchRegion, ValidRegionSampler, code_key
 from .worker import failure_kind
 
 #: user attribute of each trial: what mneme knows about it (one write per trial)
@@ -224,7 +225,14 @@ class Tuner:
         return self.bound[0].feasible_points() if self.sampler_name == "grid" else None
 
     def _open_study(self) -> MirroredStudy:
-        sampler = make_sampler(self.sampler_name, len(self.objectives), self.options.seed)
+        base_code = code_key(self.base_settings())
+        bound = self.bound[0]
+        #: the launch shapes the study's trials proved invalid (valid_region.py)
+        self.region = LaunchRegion(
+            bound, lambda point: code_key(bound.apply(point, self.base_settings())), base_code)
+        sampler = ValidRegionSampler(
+            make_sampler(self.sampler_name, len(self.objectives), self.options.seed),
+            self.region, self.options.seed)
         persistent = open_study(self.storage, self.study_name, self.bound[0], self.objectives,
                                 sampler, self.instance_ids)
         old = getattr(self, "study", None)
@@ -468,6 +476,7 @@ class Tuner:
             if self.bound[0].signature() != signature:  # this GPU's limits change the space
                 self.grid_points = self._walk()
                 self.study = self._open_study()
+            self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
             study, sampler_name = self.study, self.sampler_name
             self._recover(study)
             baseline = self._measure_baseline(executor, study)
@@ -483,8 +492,9 @@ class Tuner:
                 # Queued in memory: a resumed walk queues the points not tried yet.
                 tried = {json.dumps(t.params, sort_keys=True) for t in study.get_trials(deepcopy=False)
                          if self._counted(t)}
-                if point is not None:  # the recorded configuration first
-                    points.sort(key=lambda p: p != point)
+                # The recorded configuration first, then every launch shape with the recorded
+                # code (a shape that breaks it is invalid: its other points are skipped).
+                points.sort(key=lambda p: (p != point, not self.region.runs_recorded_code(p)))
                 for p in points:
                     if json.dumps(p, sort_keys=True) not in tried:
                         study.enqueue_trial(p)
@@ -586,12 +596,29 @@ class Tuner:
                             f"the constraints (last: {reason}); try --sampler random or widen the space"
                         )
                     continue
+                self.region.update(study)  # (enqueued points bypass the sampler)
+                shape = self.region.shape_of(point)
+                if self.region.active and self.region.is_invalid(shape):
+                    trial.set_user_attr(TRIAL_ATTR, {"failure": "invalid-launch",
+                                                     "reason": self.region.why_invalid(shape)})
+                    study.tell(trial, state=TrialState.PRUNED)
+                    if self.sampler_name == "grid":
+                        budget -= 1  # a point of the walk that needs no trial
+                    continue
                 infeasible = 0
                 key = json.dumps(point, sort_keys=True)
                 if o.reuse_repeats and key in seen and seen[key][1] is not None:
                     # The same point again (small discrete spaces): reuse its measurement.
                     number, values, attrs = seen[key]
                     tell(trial, values, {**attrs, "same_as": number})
+                    continue
+                failed_before = self.region.known_failure(point) if o.reuse_repeats else None
+                if failed_before is not None:
+                    # This shape with this code failed already (not the recorded code's
+                    # failure, so the shape stays): its failure again, not a replay.
+                    old = study.get_trials(deepcopy=False)[failed_before].user_attrs[TRIAL_ATTR]
+                    tell(trial, None, {k: v for k, v in old.items() if k != "owner"}
+                         | {"same_as": failed_before}, TrialState.FAIL)
                     continue
                 try:
                     settings = self._settings(point)

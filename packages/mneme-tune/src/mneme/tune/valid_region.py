@@ -1,0 +1,298 @@
+"""The valid launch region, learned as trials fail, and the sampler that keeps to it.
+
+A launch shape (the values of the launch space's parameters) that breaks the kernel under
+the recorded code (a fault, a refused launch, a crash or a result that does not verify,
+with every other parameter at a value that leaves the compiled code as recorded) is
+invalid for every pipeline and code option: ``ValidRegionSampler`` wraps the study's
+sampler (TPE, random, CMA-ES, NSGA-II alike) and draws again whenever it proposes such a
+shape. A shape that failed only with other code options stays in the space; only that
+(shape, code) pair is known to fail. Shapes with the threads per block, or the dynamic
+shared memory, of an invalid shape are *suspect*: a proposal of one is drawn again a few
+times first, so they are tried after the others (never excluded: they may well run).
+
+What the region knows comes from the study's trials (``LaunchRegion.update``): those a
+resumed study loaded and those other tuners of a shared study wrote are read like this
+tuner's own, so the knowledge survives a restart and is shared between machines.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from mneme.replay.engine import ReplayConfig, ReplaySettings
+from mneme.replay.jit import CompileConfig
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from .errors import TuneError
+from .space import BoundSpace
+from .space.builtin import LaunchSpace
+from .space.parameters import IntParam, Parameter, Point
+
+#: failure kinds that, under the recorded code, prove a launch shape invalid
+INVALIDATING = ("context-poisoned", "launch-refused", "unverified", "crashed")
+#: proposals drawn from the wrapped sampler before a shape is drawn from the region itself
+REDRAWS = 16
+#: of those, the first ones that also refuse a suspect shape (later ones accept it)
+SUSPECT_REDRAWS = 4
+#: launch shapes enumerated to draw from (larger launch spaces are sampled)
+ENUMERATE_SHAPES = 4096
+#: trial user attribute holding mneme's record of the trial (tuner.TRIAL_ATTR)
+_TRIAL_ATTR = "mneme"
+
+Shape = tuple
+
+
+def _distribution(param: Parameter) -> BaseDistribution:
+    if isinstance(param, IntParam):
+        return IntDistribution(param.low, param.high, log=param.log, step=param.step)
+    return CategoricalDistribution(param.choices)
+
+
+class LaunchRegion:
+    """What the study's trials say about each launch shape.
+
+    ``code_of(point)``: a key of the code a point compiles and launches (None when it
+    cannot be told); ``recorded_code``: that key for the recorded configuration."""
+
+    def __init__(self, bound: BoundSpace, code_of: Callable[[Point], Any], recorded_code: Any):
+        self.bound = bound
+        self.launch_spaces = [s for s in bound.spaces
+                              if isinstance(s, LaunchSpace) or getattr(s, "launch_shape", False)]
+        names = {p.name for s in self.launch_spaces for p in s.parameters(bound.ctx)}
+        self.params = [p for p in bound.params if p.name in names]
+        self.names = [p.name for p in self.params]
+        self.distributions = {p.name: _distribution(p) for p in self.params}
+        self.code_of = code_of
+        self.recorded_code = recorded_code
+        #: shape -> (trial number, failure kind) of the failure that proved it invalid
+        self.invalid: dict[Shape, tuple[int, str]] = {}
+        #: (shape, code) pairs that failed with code other than the recorded one
+        self.failing_pairs: dict[tuple[Shape, Any], int] = {}
+        #: shapes that ran under the recorded code
+        self.valid: set[Shape] = set()
+        self._bad_threads: set[int] = set()
+        self._bad_shared: set[int] = set()
+        self._read = 0  # trials numbered below this are finished and read
+        self._unfinished: set[int] = set()
+        self._traits: dict[Shape, tuple[int, int | None]] = {}
+
+    @property
+    def active(self) -> bool:
+        return bool(self.params)
+
+    def shape_of(self, point: Point) -> Shape:
+        return tuple(point.get(name) for name in self.names)
+
+    def describe(self, shape: Shape) -> str:
+        return ",".join(f"{n}={v}" for n, v in zip(self.names, shape, strict=True))
+
+    def _traits_of(self, shape: Shape) -> tuple[int, int | None]:
+        """(threads per block, dynamic shared memory when it differs from the recorded)."""
+        if shape not in self._traits:
+            settings = ReplaySettings(CompileConfig(), ReplayConfig())
+            point = dict(zip(self.names, shape, strict=True))
+            for space in self.launch_spaces:
+                own = {p.name: point[p.name] for p in space.parameters(self.bound.ctx)}
+                settings = space.apply(own, settings, self.bound.ctx)
+            block = settings.replay.block or self.bound.ctx.block
+            shared = settings.replay.shared_mem
+            recorded = self.bound.ctx.shared_mem
+            self._traits[shape] = (math.prod(block),
+                                   shared if shared is not None and shared != recorded else None)
+        return self._traits[shape]
+
+    # -- learning --------------------------------------------------------------------------
+
+    def update(self, study: optuna.Study) -> None:
+        """Read the trials finished since the last update (this tuner's, pulled ones)."""
+        trials = study.get_trials(deepcopy=False)
+        fresh = trials[self._read:]
+        again = [trials[n] for n in sorted(self._unfinished) if n < len(trials)]
+        self._read = len(trials)
+        for trial in again + fresh:
+            if trial.state in (TrialState.RUNNING, TrialState.WAITING):
+                self._unfinished.add(trial.number)
+                continue
+            self._unfinished.discard(trial.number)
+            self.learn(trial)
+
+    def learn(self, trial: FrozenTrial) -> None:
+        if not self.active or any(n not in trial.params for n in self.names):
+            return
+        shape = self.shape_of(trial.params)
+        if trial.state == TrialState.COMPLETE:
+            if self.runs_recorded_code(trial.params):
+                self.valid.add(shape)
+            return
+        failure = trial.user_attrs.get(_TRIAL_ATTR, {}).get("failure")
+        if trial.state != TrialState.FAIL or failure not in INVALIDATING:
+            return
+        if self.runs_recorded_code(trial.params):
+            if shape not in self.invalid:
+                self.invalid[shape] = (trial.number, failure)
+                threads, shared = self._traits_of(shape)
+                self._bad_threads.add(threads)
+                if shared is not None:
+                    self._bad_shared.add(shared)
+        else:
+            self.failing_pairs.setdefault((shape, self._code(trial.params)), trial.number)
+
+    def _code(self, point: Point) -> Any:
+        try:
+            return self.code_of(point)
+        except Exception:  # noqa: BLE001 - a user space's apply(): the code is unknown
+            return None
+
+    def runs_recorded_code(self, point: Point) -> bool:
+        code = self._code(point)
+        return code is not None and code == self.recorded_code
+
+    # -- questions -------------------------------------------------------------------------
+
+    def is_invalid(self, shape: Shape) -> bool:
+        return shape in self.invalid
+
+    def is_suspect(self, shape: Shape) -> bool:
+        if shape in self.invalid or shape in self.valid or not self.invalid:
+            return False
+        threads, shared = self._traits_of(shape)
+        return threads in self._bad_threads or (shared is not None and shared in self._bad_shared)
+
+    def known_failure(self, point: Point) -> int | None:
+        """The trial in which this point's shape, with this point's code, failed already."""
+        if not self.failing_pairs:
+            return None
+        return self.failing_pairs.get((self.shape_of(point), self._code(point)))
+
+    def why_invalid(self, shape: Shape) -> str:
+        number, failure = self.invalid[shape]
+        return (f"launch shape {self.describe(shape)} failed under the recorded code "
+                f"({failure}, trial {number})")
+
+    def _feasible(self, shape: Shape) -> bool:
+        point = dict(zip(self.names, shape, strict=True))
+        for space in self.launch_spaces:
+            for constraint in space.constraints(self.bound.ctx):
+                try:
+                    if not constraint(point):
+                        return False
+                except KeyError:  # a constraint on other parameters too: the tuner checks it
+                    continue
+        return True
+
+    def draw(self, rng: random.Random) -> Shape:
+        """A shape not known invalid (suspect ones only when no other is left)."""
+        sizes = [p.size for p in self.params]
+        whole = math.prod(sizes) <= ENUMERATE_SHAPES
+        if whole:
+            shapes = list(itertools.product(*(p.values() for p in self.params)))
+        else:
+            shapes = [tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)]
+        shapes = [s for s in shapes if s not in self.invalid and self._feasible(s)]
+        clear = [s for s in shapes if not self.is_suspect(s)]
+        if clear or shapes:
+            return rng.choice(clear or shapes)
+        if whole:
+            tried = "; ".join(f"{self.describe(s)}: {kind} (trial {n})"
+                              for s, (n, kind) in sorted(self.invalid.items(), key=lambda i: i[1]))
+            raise TuneError(f"no launch shape of space {self.bound.names} runs the recorded code: "
+                            f"{tried}")
+        return tuple(p.sample(rng) for p in self.params)  # sampled: keep looking
+
+
+class ValidRegionSampler(optuna.samplers.BaseSampler):
+    """Wraps a sampler so that it proposes no launch shape the region knows invalid.
+
+    Relative samplers (TPE multivariate, CMA-ES) propose the launch parameters together:
+    an invalid proposal is asked for again. Independent ones propose one parameter at a
+    time: at the first launch parameter of a trial, the whole shape is proposed (each
+    parameter from the wrapped sampler) and checked, then kept for the trial. After
+    ``REDRAWS`` refused proposals the shape is drawn from the region itself."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler, region: LaunchRegion,
+                 seed: int | None = None):
+        self.base = base
+        self.region = region
+        self._rng = random.Random(seed)
+        self._shapes: dict[int, dict[str, Any]] = {}  # trial id -> its launch parameters
+        self.redrawn = 0  # proposals refused (for reports and tests)
+
+    def __getattr__(self, name: str):  # what Optuna or reports ask of the wrapped sampler
+        return getattr(self.base, name)
+
+    def _acceptable(self, shape: Shape, attempt: int) -> bool:
+        if self.region.is_invalid(shape):
+            return False
+        return attempt >= SUSPECT_REDRAWS or not self.region.is_suspect(shape)
+
+    def infer_relative_search_space(self, study, trial):
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space: dict[str, BaseDistribution]):
+        region = self.region
+        region.update(study)
+        params = self.base.sample_relative(study, trial, search_space)
+        if not region.active or not region.invalid:
+            return params
+        held = [n for n in region.names if n in params]
+        if not held:
+            return params
+        if len(held) < len(region.names):
+            # Partly relative (CMA-ES with categorical block axes): the launch parameters
+            # are then proposed together in sample_independent.
+            return {k: v for k, v in params.items() if k not in region.names}
+        for attempt in range(REDRAWS):
+            if self._acceptable(region.shape_of(params), attempt):
+                return params
+            self.redrawn += 1
+            params = self.base.sample_relative(study, trial, search_space)
+        shape = region.draw(self._rng)
+        return {**params, **dict(zip(region.names, shape, strict=True))}
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        region = self.region
+        if param_name not in region.distributions or not region.invalid:
+            return self.base.sample_independent(study, trial, param_name, param_distribution)
+        chosen = self._shapes.get(trial._trial_id)
+        if chosen is None:
+            chosen = self._propose_shape(study, trial)
+            self._shapes[trial._trial_id] = chosen
+        return chosen[param_name]
+
+    def _propose_shape(self, study, trial) -> dict[str, Any]:
+        region = self.region
+        for attempt in range(REDRAWS):
+            values = {n: trial.params[n] if n in trial.params else
+                      self.base.sample_independent(study, trial, n, region.distributions[n])
+                      for n in region.names}
+            if self._acceptable(region.shape_of(values), attempt):
+                return values
+            self.redrawn += 1
+        return dict(zip(region.names, region.draw(self._rng), strict=True))
+
+    def before_trial(self, study, trial):
+        self.base.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values):
+        self._shapes.pop(trial._trial_id, None)
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+        self._rng = random.Random()
+
+
+def code_key(settings) -> str:
+    """What of a replay's settings is code (the compile options, specialization, launch
+    bounds): the launch shape and the timing settings left out."""
+    replay = settings.replay
+    return json.dumps({"compile": settings.compile.to_dict(),
+                       "specialize": replay.specialize, "specialize_dims": replay.specialize_dims,
+                       "set_launch_bounds": replay.set_launch_bounds}, sort_keys=True)

@@ -1,0 +1,154 @@
+"""The valid launch region (valid_region.py), driven through the real tuner and Optuna study
+without a GPU: compile-only trials whose kernel outcome a worker hook decides, as a GPU
+would (blocks wider than 512 threads are refused under any code; 128 threads fail only
+with the O1 pipeline)."""
+
+import datetime
+
+import optuna
+import pytest
+from mneme.replay.engine import ReplaySettings
+from mneme.tune import TuneOptions, Tuner
+from mneme.tune.space import Categorical, SpaceContext, space
+from mneme.tune.space.base import settings_with
+from mneme.tune.space.bound import BoundSpace
+from mneme.tune.space.builtin import LaunchSpace
+from mneme.tune.tuner import TRIAL_ATTR
+from mneme.tune.valid_region import LaunchRegion, code_key
+from optuna.trial import TrialState
+from tune_support import GOLDEN, SAXPY
+
+#: saxpy's launch space: blocks of 32..1024 threads in warp steps; these 16 break it
+INVALID_BLOCKS = tuple(range(544, 1025, 32))
+
+
+def _levels(params, settings, ctx) -> ReplaySettings:
+    return settings_with(settings, compile={"pipeline": f"default<{params['opt_level']}>"})
+
+
+#: the code options of these tests: the recorded pipeline (O3) or O1
+LEVELS = space(Categorical("opt_level", ("O3", "O1")), name="levels",
+               baseline={"opt_level": "O3"})(_levels)
+
+
+def refuse_wide_blocks(settings) -> None:
+    """Worker hook: the kernel's outcome for a launch shape, as a GPU would give it."""
+    from mneme.replay.engine import KernelFailedError
+
+    block = settings.replay.block[0]
+    if block in INVALID_BLOCKS:
+        raise KernelFailedError(f"the launch was refused: block {block}", kind="launch-refused")
+    if block == 128 and settings.compile.pipeline == "default<O1>":
+        raise KernelFailedError("the kernel failed on the device (O1 only)",
+                                kind="context-poisoned")
+
+
+def _tuner(tmp_path, sampler: str, trials: int, probes=(), name="region") -> Tuner:
+    options = TuneOptions(trials=trials, devices=None, cpu_workers=2, sampler=sampler, seed=11,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", study=name,
+                          before_run=refuse_wide_blocks)
+    tuner = Tuner(GOLDEN, [SAXPY], ["launch", LEVELS], options)
+    for point in probes:  # what a probe of the recorded code would try first
+        tuner.study.enqueue_trial(point)
+    return tuner
+
+
+def _stored(tmp_path, name="region"):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}")
+    return optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+
+
+def _proposed_after_failure(trials, sampler: str) -> list:
+    """Trials started after their shape failed under the recorded code (O3)."""
+    failed_at: dict[int, datetime.datetime] = {}
+    for t in trials:
+        if t.state == TrialState.FAIL and t.params["opt_level"] == "O3":
+            block = t.params["block_x"]
+            failed_at[block] = min(failed_at.get(block, t.datetime_complete), t.datetime_complete)
+    proposed = (TrialState.COMPLETE, TrialState.FAIL) + (() if sampler == "grid"
+                                                         else (TrialState.PRUNED,))
+    return [t for t in trials if t.state in proposed and t.params.get("block_x") in failed_at
+            and t.datetime_start > failed_at[t.params["block_x"]]]
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "cmaes", "nsga2"])
+def test_a_shape_that_fails_the_recorded_code_is_never_proposed_again(tmp_path, sampler):
+    probes = [{"block_x": b, "opt_level": "O3"} for b in INVALID_BLOCKS]
+    tuner = _tuner(tmp_path, sampler, trials=40, probes=probes)
+    outcome = tuner.run()
+    trials = _stored(tmp_path)
+    assert len(outcome.trials) == 40
+    assert _proposed_after_failure(trials, sampler) == []
+    assert set(tuner.region.invalid) == {(b,) for b in INVALID_BLOCKS}
+    # Half the shapes are invalid: a sampler left alone proposes them again and again.
+    wide = [t for t in outcome.trials if t.params["block_x"] in INVALID_BLOCKS]
+    assert len(wide) == len(INVALID_BLOCKS) and all(t.failure == "launch-refused" for t in wide)
+    assert tuner.study.sampler.redrawn > 0
+
+
+def test_the_grid_walk_skips_the_points_of_an_invalid_shape(tmp_path):
+    tuner = _tuner(tmp_path, "grid", trials=100)
+    outcome = tuner.run()
+    trials = _stored(tmp_path)
+    assert _proposed_after_failure(trials, "grid") == []
+    wide = [t for t in outcome.trials if t.params["block_x"] in INVALID_BLOCKS]
+    # The walk tries every shape with the recorded code (O3) first: each invalid shape
+    # costs one trial, and its O1 point is skipped.
+    assert len(wide) == 16 and {t.params["opt_level"] for t in wide} == {"O3"}
+    skipped = [t for t in trials if t.state == TrialState.PRUNED]
+    assert len(skipped) == 16
+    assert all(t.user_attrs[TRIAL_ATTR]["failure"] == "invalid-launch" for t in skipped)
+    assert len(outcome.trials) == 64 - 16
+
+
+def test_a_shape_that_fails_only_with_other_code_stays(tmp_path):
+    probes = [{"block_x": 128, "opt_level": "O1"}, {"block_x": 128, "opt_level": "O3"}]
+    tuner = _tuner(tmp_path, "random", trials=12, probes=probes)
+    outcome = tuner.run()
+    by_number = {t.number: t for t in outcome.trials}
+    assert by_number[0].state == "failed" and by_number[0].failure == "context-poisoned"
+    assert by_number[1].state == "complete"  # the shape stays in the space
+    assert (128,) not in tuner.region.invalid and (128,) in tuner.region.valid
+    # Resumed, the same pair again is answered with its failure, not replayed.
+    resumed = _tuner(tmp_path, "random", trials=13, probes=probes[:1])
+    again = resumed.run()
+    last = max(again.trials, key=lambda t: t.number)
+    assert last.params == probes[0] and last.failure == "context-poisoned"
+    assert again.restarts == 0 and (128,) not in resumed.region.invalid
+
+
+def test_what_the_region_learned_survives_a_resume(tmp_path):
+    probes = [{"block_x": b, "opt_level": "O3"} for b in INVALID_BLOCKS]
+    first = _tuner(tmp_path, "random", trials=len(INVALID_BLOCKS), probes=probes)
+    first.run()
+    resumed = _tuner(tmp_path, "random", trials=60)
+    started = datetime.datetime.now()
+    outcome = resumed.run()
+    new = [t for t in _stored(tmp_path) if t.datetime_start > started]
+    assert len(outcome.trials) == 60 and len(new) == 60 - len(INVALID_BLOCKS)
+    assert set(resumed.region.invalid) == {(b,) for b in INVALID_BLOCKS}
+    assert not [t for t in new if t.params["block_x"] in INVALID_BLOCKS]
+
+
+def _frozen(block: tuple[int, int], state, failure=None):
+    attrs = {TRIAL_ATTR: {"failure": failure}} if failure else {}
+    return optuna.trial.create_trial(
+        params={"block_x": block[0], "block_y": block[1]},
+        distributions={n: optuna.distributions.CategoricalDistribution(tuple(2**i for i in range(11)))
+                       for n in ("block_x", "block_y")},
+        state=state, values=[1.0] if state == TrialState.COMPLETE else None, user_attrs=attrs)
+
+
+def test_shapes_with_the_threads_of_an_invalid_one_are_suspect():
+    ctx = SpaceContext(grid=(8, 8, 1), block=(16, 16, 1))
+    bound = BoundSpace([LaunchSpace()], ctx)
+    base = code_key(bound.apply({"block_x": 16, "block_y": 16},
+                                ReplaySettings.from_dict({"compile": {}, "replay": {}})))
+    region = LaunchRegion(bound, lambda _point: base, base)
+    region.learn(_frozen((32, 16), TrialState.FAIL, "unverified"))
+    region.learn(_frozen((16, 32), TrialState.COMPLETE))
+    region.learn(_frozen((32, 32), TrialState.FAIL, "error"))  # not the shape's fault
+    assert region.is_invalid((32, 16)) and not region.is_invalid((32, 32))
+    assert region.is_suspect((64, 8)) and region.is_suspect((512, 1))  # 512 threads too
+    assert not region.is_suspect((16, 32))  # ran with 512 threads: known valid
+    assert not region.is_suspect((16, 16))
