@@ -168,13 +168,17 @@ extern "C" {
 
 void* dlsym(void* handle, const char* name) {
   const void* caller = __builtin_return_address(0);
-  if (in_recorder(caller) || in_shared_runtime(caller)) return real_dlsym()(handle, name);
+  const bool cuda_name = name && std::strncmp(name, "cu", 2) == 0;
+  // Most lookups (Python's PyInit_*, every library's own) need no caller: answered at once.
+  if (handle != RTLD_NEXT && !cuda_name) return real_dlsym()(handle, name);
+  if (in_recorder(caller)) return real_dlsym()(handle, name);
   void* found = handle == RTLD_NEXT ? next_after(caller, name) : real_dlsym()(handle, name);
+  if (in_shared_runtime(caller)) return found;  // followed at its own API
   // Runtime functions (cuda*) and the driver functions of the table are substituted by
   // exact name, as LD_PRELOAD would: a library that dlopens libcudart or libcuda gets the
   // wrappers too. (Other driver wrappers keep needing the shared runtime, so they are
   // only reached by linking, as before.)
-  if (!found || !name || std::strncmp(name, "cu", 2) != 0) return found;
+  if (!found || !cuda_name) return found;
   if (std::strncmp(name, "cuda", 4) != 0 && !wrapped_driver_function(name)) return found;
   void* ours = own_function(name);
   return ours ? ours : found;
