@@ -152,3 +152,65 @@ def test_shapes_with_the_threads_of_an_invalid_one_are_suspect():
     assert region.is_suspect((64, 8)) and region.is_suspect((512, 1))  # 512 threads too
     assert not region.is_suspect((16, 32))  # ran with 512 threads: known valid
     assert not region.is_suspect((16, 16))
+
+
+def test_the_probe_tries_each_shape_once_before_the_search(tmp_path):
+    """No explicit probes: the tuner runs the recorded code (O3) with every launch shape
+    first, so each invalid shape costs one trial and the search never proposes it."""
+    tuner = _tuner(tmp_path, "tpe", trials=80)
+    outcome = tuner.run()
+    trials = _stored(tmp_path)
+    assert len(outcome.trials) == 80
+    first = sorted(outcome.trials, key=lambda t: t.number)[:32]
+    assert {t.params["block_x"] for t in first} == set(range(32, 1025, 32)), "every shape probed"
+    assert {t.params["opt_level"] for t in first} == {"O3"}
+    wide = [t for t in outcome.trials if t.params["block_x"] in INVALID_BLOCKS]
+    assert len(wide) == len(INVALID_BLOCKS) and {t.number for t in wide} <= {t.number for t in first}
+    assert _proposed_after_failure(trials, "tpe") == []
+    assert set(tuner.region.invalid) == {(b,) for b in INVALID_BLOCKS}
+
+
+def test_the_probe_takes_at_most_half_the_budget_and_can_be_turned_off(tmp_path):
+    tuner = _tuner(tmp_path, "random", trials=60)
+    point = tuner.bound[0].baseline()
+    probes = tuner._probe_points(tuner.study, point, 60)
+    # 31 shapes besides the recorded one, 30 trials for the probe: a sample of them
+    assert len(probes) == 30 and len({p["block_x"] for p in probes}) == 30
+    assert all(p["opt_level"] == "O3" and p["block_x"] != point["block_x"] for p in probes)
+    tuner.options.probe = False
+    assert tuner._probe_points(tuner.study, point, 60) == []
+
+
+def _halve_grid(params, settings, ctx) -> ReplaySettings:
+    if not params["half"]:
+        return settings
+    grid = settings.replay.grid or ctx.grid
+    return settings_with(settings, replay={"grid": (max(1, grid[0] // 2), *grid[1:])})
+
+
+#: a space outside the launch spaces that moves the grid (a half grid leaves work undone)
+HALF = space(Categorical("half", (False, True)), name="half", baseline={"half": False})(_halve_grid)
+
+
+def unverified_on_half_grids(settings) -> None:
+    from mneme.replay.engine import KernelFailedError
+
+    block = (settings.replay.block or (256, 1, 1))[0]  # (None: as recorded, 2 x 256)
+    if (settings.replay.grid or (2, 1, 1))[0] * block < 512:  # fewer threads than recorded
+        raise KernelFailedError("the result differs from the recording", kind="unverified")
+
+
+def test_a_parameter_outside_the_launch_spaces_that_moves_the_grid_is_not_the_shapes_fault(tmp_path):
+    options = TuneOptions(trials=60, devices=None, cpu_workers=2, sampler="random", seed=3,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", study="half",
+                          before_run=unverified_on_half_grids, probe=False)
+    tuner = Tuner(GOLDEN, [SAXPY], ["launch", HALF], options)
+    outcome = tuner.run()
+    failed = [t for t in outcome.trials if t.state == "failed"]
+    assert len(failed) >= 10 and all(t.params["half"] for t in failed), [t.params for t in failed]
+    tuner.region.update(tuner.study)  # (the last trials too)
+    assert tuner.region.invalid == {}, "no launch shape is blamed for the half grid"
+    # The same shape with the whole grid still runs (not answered from the half grid's failure).
+    shapes_failed = {t.params["block_x"] for t in failed}
+    assert any(t.state == "complete" and t.params["block_x"] in shapes_failed and not t.params["half"]
+               for t in outcome.trials)

@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import optuna
 
 from .errors import StudyError, TuneError
 from .space import BoundSpace
+from .study_lock import study_lock
 
 DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
@@ -225,9 +227,11 @@ class MirroredStudy(optuna.Study):
     that other tuners of the same study finished there are pulled in (``pull``), so
     samplers learn from them and the shared budget holds. What the storage no longer
     holds: trials while they run (a tuner that dies loses only its trials in flight,
-    which were never counted). Instead each tuner writes how many trials it has in flight
-    as one study attribute (``announce``), so the others count them against the budget.
-    Study attributes are written through at once.
+    which were never counted). Instead each tuner writes how many trials it holds as one
+    study attribute, so the others count them against the budget: it takes them with
+    ``claim``, one atomic step among the study's tuners (study_lock.py), and lowers the
+    count with ``announce`` as they finish and are written. Study attributes are written
+    through at once.
     """
 
     #: trial attribute naming the tuner that wrote a trial behind (its own are not pulled back)
@@ -255,6 +259,10 @@ class MirroredStudy(optuna.Study):
         self._unwritten = 0
         self._published: tuple[int, float] = (0, 0.0)  # (count, when written)
         self._count_queued = False  # at most one count write waits in the queue
+        # Count writes in the order their counts were taken (the writer thread's and a
+        # claim's): a count written late never undoes a claim published after it.
+        self._count_write = threading.Lock()
+        self._study_lock = study_lock(persistent._storage, persistent.study_name)
         self.others_running = 0  # trials other tuners have in flight, as last pulled
         self.others_active = 0  # tuners among them with any
         self.pull()
@@ -305,11 +313,25 @@ class MirroredStudy(optuna.Study):
     def _running_key(self) -> str:
         return f"{RUNNING_ATTR}.{self._owner}"
 
+    def claim(self, want: int, budget: int, finished: Callable[[], int], held: int) -> int:
+        """Take up to ``want`` more trials of a budget of ``budget`` shared by the study's
+        tuners, and return how many were taken. ``held``: the trials this tuner holds
+        already (in flight, or taken and not yet launched); ``finished()``: the finished
+        trials that count, as this study holds them after a pull. Atomic among the tuners:
+        the counts are read and this tuner's new count written under the study's lock."""
+        with self._study_lock:
+            self.pull()
+            left = budget - finished() - self.others_running - held
+            taken = max(0, min(want, left))
+            self._in_flight = held + taken
+            self._write_count()
+        return taken
+
     def announce(self, running: int, now: bool = False) -> None:
-        """Say how many trials this tuner has in flight. Written behind, coalesced: one count
-        write waits in the queue at most, and writes the count of its moment; an unchanged
-        count is rewritten every RUNNING_REFRESH_SECONDS. ``now``: written at once (a tuner
-        about to stop counting on the others)."""
+        """Say how many trials this tuner holds (in flight, or taken and not yet launched);
+        never more than it claimed. Written behind, coalesced: one count write waits in the
+        queue at most, and writes the count of its moment; an unchanged count is rewritten
+        every RUNNING_REFRESH_SECONDS. ``now``: written at once (a tuner that stops)."""
         self._in_flight = running
         if now or not self._writer.is_alive():
             self.flush()
@@ -328,11 +350,12 @@ class MirroredStudy(optuna.Study):
         self._pending.put(_COUNT)
 
     def _write_count(self) -> None:
-        with self._lock:
-            self._count_queued = False
-            count = self._in_flight + self._unwritten
-        self.persistent.set_user_attr(self._running_key, {"trials": count, "at": time.time()})
-        self._published = (count, time.time())
+        with self._count_write:
+            with self._lock:
+                self._count_queued = False
+                count = self._in_flight + self._unwritten
+            self.persistent.set_user_attr(self._running_key, {"trials": count, "at": time.time()})
+            self._published = (count, time.time())
 
     def tell(self, trial, values=None, state=None, skip_if_finished=False):
         frozen = super().tell(trial, values, state, skip_if_finished)
@@ -384,3 +407,4 @@ class MirroredStudy(optuna.Study):
             self._writer.join()
         if self._published[0] and self._error is None:
             self.announce(0, now=True)  # the others stop counting this tuner's trials
+        self._study_lock.close()

@@ -152,6 +152,9 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--confirm-runs", type=click.IntRange(min=0), default=5, show_default=True,
               help="Replays of the recorded configuration and of the best after the search "
                    "(GPU), to tell a speedup from noise.")
+@click.option("--probe/--no-probe", default=True, show_default=True,
+              help="Before the search, run the recorded code with each launch shape of the space "
+                   "(up to half the trials): shapes that break the kernel are never proposed.")
 @click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Watchdog: seconds before a trial's worker is killed.")
 @click.option("--compile-only", is_flag=True,
@@ -162,7 +165,7 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
               help="Rows of the best-configurations table.")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
-         confirm_runs, trial_timeout, compile_only, report_dir, top):
+         confirm_runs, probe, trial_timeout, compile_only, report_dir, top):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     console = Console(stderr=True)
@@ -182,7 +185,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         cpu_workers=cpu_workers,
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache, trial_timeout=trial_timeout,
-        screen=screen, confirm_runs=confirm_runs,
+        screen=screen, confirm_runs=confirm_runs, probe=probe,
     )
     tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
     if report_dir is not None:  # before the search, not after it
@@ -252,7 +255,9 @@ def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
             devices = ", ".join(sorted({d.get("name", "?") for d in info["devices"]}))
             progress.console.print(
                 f"study {info['study']}: sampler {info['sampler']}, {info['workers']} worker(s) "
-                f"on {devices}, {info['space_size']} points in the space", soft_wrap=True, markup=False)
+                f"on {devices}, {info['space_size']} points in the space"
+                + (f"; probing {info['probes']} launch shapes with the recorded code first"
+                   if info.get("probes") else ""), soft_wrap=True, markup=False)
             base = info["baseline"]
             if "failure" in base:
                 progress.console.print(f"baseline failed: {base['failure']}: {base['reason']}")

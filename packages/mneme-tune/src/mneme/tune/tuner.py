@@ -19,6 +19,7 @@ import contextlib
 import datetime
 import json
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -46,7 +47,7 @@ from .study import (
     owner_alive,
     tuner_owner,
 )
-from .valid_region import LaunchRegion, ValidRegionSampler, code_key
+from .valid_region import LaunchRegion, ValidRegionSampler
 from .worker import failure_kind
 
 #: user attribute of each trial: what mneme knows about it (one write per trial)
@@ -63,6 +64,12 @@ TUNER_ATTR = "mneme.tuner."
 MAX_INFEASIBLE = 2000
 #: longest time between reading the study's counts (other tuners may share it)
 RECOUNT_SECONDS = 0.25
+#: at most this share of the trials left goes to the probe of launch shapes
+PROBE_SHARE = 0.5
+#: a claim on a shared budget takes about this many seconds of the tuner's trials
+CLAIM_SECONDS = 0.5
+#: seconds between looks while other tuners hold the rest of a shared budget
+CLAIM_WAIT_SECONDS = 0.2
 #: seconds after which a running trial counts as abandoned even with other tuners alive
 ABANDONED_AFTER = 600.0
 
@@ -99,6 +106,9 @@ class TuneOptions:
     screen_margin: float = 1.25
     #: a point sampled again reuses its measurement instead of replaying it
     reuse_repeats: bool = True
+    #: before the search, run the recorded code with each launch shape not yet known (at
+    #: most PROBE_SHARE of the budget): the shapes that break it leave the space at once
+    probe: bool = True
     before_run: Callable[[ReplaySettings], None] | None = None
 
     @property
@@ -225,11 +235,9 @@ class Tuner:
         return self.bound[0].feasible_points() if self.sampler_name == "grid" else None
 
     def _open_study(self) -> MirroredStudy:
-        base_code = code_key(self.base_settings())
         bound = self.bound[0]
         #: the launch shapes the study's trials proved invalid (valid_region.py)
-        self.region = LaunchRegion(
-            bound, lambda point: code_key(bound.apply(point, self.base_settings())), base_code)
+        self.region = LaunchRegion.for_space(bound, self.base_settings)
         sampler = ValidRegionSampler(
             make_sampler(self.sampler_name, len(self.objectives), self.options.seed),
             self.region, self.options.seed)
@@ -480,12 +488,14 @@ class Tuner:
             study, sampler_name = self.study, self.sampler_name
             self._recover(study)
             baseline = self._measure_baseline(executor, study)
+            point = self.bound[0].baseline()
+            budget = o.trials
+            probes = self._probe_points(study, point, budget)
             if on_start:
                 on_start({"study": study.study_name, "sampler": sampler_name,
                           "workers": executor.worker_count, "devices": executor.device_info,
-                          "baseline": baseline, "space_size": self.bound[0].size})
-            point = self.bound[0].baseline()
-            budget = o.trials
+                          "baseline": baseline, "space_size": self.bound[0].size,
+                          "probes": len(probes)})
             if sampler_name == "grid":
                 points = list(self.grid_points)
                 budget = min(budget, len(points))
@@ -498,8 +508,11 @@ class Tuner:
                 for p in points:
                     if json.dumps(p, sort_keys=True) not in tried:
                         study.enqueue_trial(p)
-            elif point is not None and not study.trials:
-                study.enqueue_trial(point)
+            else:
+                if point is not None and not study.trials:
+                    study.enqueue_trial(point)
+                for p in probes:
+                    study.enqueue_trial(p)
             search_start = time.monotonic()
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             study.flush()  # every trial in the storage before the results are read
@@ -523,16 +536,26 @@ class Tuner:
         outcome.identity = self.identity()
         return outcome
 
+    def _probe_points(self, study, point, budget: int) -> list[dict[str, Any]]:
+        """The launch shapes to try with the recorded code before the search (none for the
+        grid walk, which tries every shape that way first anyway)."""
+        if not self.options.probe or self.sampler_name == "grid" or point is None:
+            return []
+        self.region.update(study)
+        limit = int((budget - self._finished(study)) * PROBE_SHARE)
+        queued = [t.system_attrs.get("fixed_params", {})  # enqueued trials' points
+                  for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
+        return self.region.probe_points(point, limit, random.Random(self.options.seed), queued)
+
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options
         owner = tuner_owner()
         study.pull()  # what other tuners did while this one measured its baseline
-        # Reserve the first batch before launching it: of tuners starting together, the later
-        # to write its reservation sees the earlier's, so the first batches fit the budget.
         depth = 2 * executor.worker_count + 2  # trials in flight: keep every worker busy
-        study.announce(max(0, min(depth, budget - self._finished(study) - study.others_running)), now=True)
-        study.pull()
         finished = self._finished(study)
+        # Trials taken from the shared budget and not launched yet (study.claim): every
+        # trial that counts is launched on one, so tuners sharing the study never overrun it.
+        claimed = 0
         inflight: dict[concurrent.futures.Future, tuple] = {}
         trials_of: dict[int, list] = {}
         seen: dict[str, tuple[int, list[float] | None, dict]] = {}
@@ -573,16 +596,17 @@ class Tuner:
                 last_count = now
             out_of_time = deadline is not None and now >= deadline
             while not out_of_time and len(trials_of) < depth:
-                left = budget - finished - study.others_running - len(trials_of)
-                if 0 < left <= (study.others_active + 1) * depth and study.others_active:
-                    # The end of a shared budget: the others' trials finished since the last
-                    # pull are missing from `finished`, so look before every launch.
-                    study.pull()
+                if claimed == 0:
+                    # About CLAIM_SECONDS of trials at once: a claim costs a pull and a write.
+                    elapsed = time.monotonic() - start
+                    rate = ran / elapsed if elapsed > 1.0 else 0.0
+                    want = max(depth - len(trials_of), int(rate * CLAIM_SECONDS))
+                    claimed = study.claim(want, budget, lambda: self._finished(study),
+                                          len(trials_of))
                     finished = self._finished(study)
                     last_count = time.monotonic()
-                    left = budget - finished - study.others_running - len(trials_of)
-                if left <= 0:
-                    break
+                    if claimed == 0:
+                        break
                 trial = study.ask()
                 point = bound.suggest(trial)
                 reason = bound.violated(point)
@@ -603,13 +627,15 @@ class Tuner:
                                                      "reason": self.region.why_invalid(shape)})
                     study.tell(trial, state=TrialState.PRUNED)
                     if self.sampler_name == "grid":
-                        budget -= 1  # a point of the walk that needs no trial
+                        budget -= 1  # a point of the walk that needs no trial (nor its claim)
+                        claimed = max(0, claimed - 1)
                     continue
                 infeasible = 0
                 key = json.dumps(point, sort_keys=True)
                 if o.reuse_repeats and key in seen and seen[key][1] is not None:
                     # The same point again (small discrete spaces): reuse its measurement.
                     number, values, attrs = seen[key]
+                    claimed -= 1
                     tell(trial, values, {**attrs, "same_as": number})
                     continue
                 failed_before = self.region.known_failure(point) if o.reuse_repeats else None
@@ -617,12 +643,14 @@ class Tuner:
                     # This shape with this code failed already (not the recorded code's
                     # failure, so the shape stays): its failure again, not a replay.
                     old = study.get_trials(deepcopy=False)[failed_before].user_attrs[TRIAL_ATTR]
+                    claimed -= 1
                     tell(trial, None, {k: v for k, v in old.items() if k != "owner"}
                          | {"same_as": failed_before}, TrialState.FAIL)
                     continue
                 try:
                     settings = self._settings(point)
                 except Exception as error:  # noqa: BLE001 - a user space's apply()
+                    claimed -= 1
                     tell(trial, None, {"failure": "error", "reason":
                                        f"the space's apply() raised {type(error).__name__}: {error}"},
                          TrialState.FAIL)
@@ -633,21 +661,18 @@ class Tuner:
                              for x in settings]
                 futures = [executor.submit(s, i) for s, i in zip(first, self.instances, strict=True)]
                 trials_of[trial.number] = [trial, point, settings, futures, self._screening]
+                claimed -= 1
                 for f in futures:
                     inflight[f] = trial.number
-            study.announce(len(trials_of))
+            if out_of_time and claimed:
+                claimed = 0  # given back: the others may run them
+            study.announce(len(trials_of) + claimed)
             if not trials_of:
-                if out_of_time:
-                    break
-                # The budget looks spent, maybe counting trials another tuner has in flight
-                # and will give up on: say this one has none, then look once more (of two
-                # tuners stopping together, the later reader sees the other's zero).
-                study.announce(0, now=True)
-                study.pull()
-                finished = self._finished(study)
-                last_count = time.monotonic()
-                if finished + study.others_running >= budget:
-                    break
+                if out_of_time or study.others_running == 0:
+                    break  # (the last claim's look: nothing left, and nobody holds any)
+                # The rest of the budget is held by other tuners: wait until they run it, or
+                # until some comes free (a tuner that stops early or dies gives its part back).
+                time.sleep(CLAIM_WAIT_SECONDS)
                 continue
             done, _ = concurrent.futures.wait(list(inflight), timeout=1.0,
                                               return_when=concurrent.futures.FIRST_COMPLETED)

@@ -83,6 +83,25 @@ class LaunchRegion:
         self._unfinished: set[int] = set()
         self._traits: dict[Shape, tuple[int, int | None]] = {}
 
+    @classmethod
+    def for_space(cls, bound: BoundSpace, base: Callable[[], ReplaySettings]) -> LaunchRegion:
+        """The region of a tuner's space. A point runs the recorded code when everything but
+        its launch shape is as recorded: its settings with the shape reset to the recorded
+        one equal the recorded configuration's (so a parameter of another space that moves
+        the grid, say, is other code, not evidence against the shape). When the recorded
+        launch is not a point of the space, the compiled code alone is compared."""
+        region = cls(bound, None, None)
+        recorded = bound.baseline()
+        if recorded is None:
+            region.code_of = lambda point: code_key(bound.apply(point, base()))
+            region.recorded_code = code_key(base())
+        else:
+            shape = {name: recorded[name] for name in region.names}
+            region.code_of = lambda point: code_key(bound.apply({**point, **shape}, base()),
+                                                    launch=True)
+            region.recorded_code = region.code_of(recorded)
+        return region
+
     @property
     def active(self) -> bool:
         return bool(self.params)
@@ -187,6 +206,33 @@ class LaunchRegion:
                     continue
         return True
 
+    def probe_points(self, recorded: Point, limit: int, rng: random.Random,
+                     queued: list[Point] = ()) -> list[Point]:
+        """The probe: the recorded configuration with each launch shape of the space not yet
+        known (neither run nor failed under the recorded code, nor ``queued`` to run), at
+        most ``limit`` of them, sampled when the space has more. Run before the search,
+        each tells once whether its shape is valid, so the sampler never wastes trials on
+        an invalid one."""
+        if not self.active or limit <= 0:
+            return []
+        sizes = [p.size for p in self.params]
+        if math.prod(sizes) <= ENUMERATE_SHAPES:
+            shapes = list(itertools.product(*(p.values() for p in self.params)))
+        else:
+            shapes = list({tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)})
+        known = (self.valid | set(self.invalid) | {self.shape_of(recorded)}
+                 | {self.shape_of(p) for p in queued if self.runs_recorded_code(p)})
+        points = []
+        for shape in shapes:
+            if shape in known:
+                continue
+            point = {**recorded, **dict(zip(self.names, shape, strict=True))}
+            if self.bound.violated(point) is None and self.runs_recorded_code(point):
+                points.append(point)
+        if len(points) > limit:
+            points = rng.sample(points, limit)
+        return points
+
     def draw(self, rng: random.Random) -> Shape:
         """A shape not known invalid (suspect ones only when no other is left)."""
         sizes = [p.size for p in self.params]
@@ -289,10 +335,14 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
         self._rng = random.Random()
 
 
-def code_key(settings) -> str:
+def code_key(settings, launch: bool = False) -> str:
     """What of a replay's settings is code (the compile options, specialization, launch
-    bounds): the launch shape and the timing settings left out."""
+    bounds), the timing settings left out. ``launch``: the grid, block and dynamic shared
+    memory too (for settings whose launch shape was reset to the recorded one, where any
+    launch left different was changed by a parameter outside the launch spaces)."""
     replay = settings.replay
-    return json.dumps({"compile": settings.compile.to_dict(),
-                       "specialize": replay.specialize, "specialize_dims": replay.specialize_dims,
-                       "set_launch_bounds": replay.set_launch_bounds}, sort_keys=True)
+    key = {"compile": settings.compile.to_dict(), "specialize": replay.specialize,
+           "specialize_dims": replay.specialize_dims, "set_launch_bounds": replay.set_launch_bounds}
+    if launch:
+        key.update(grid=replay.grid, block=replay.block, shared_mem=replay.shared_mem)
+    return json.dumps(key, sort_keys=True)
