@@ -11,7 +11,14 @@ and runs outside the source tree's packages:
   inspect` (the `mneme` command belongs to mneme-cli), and a CMake CUDA project with the
   wrapper as its CUDA compiler;
 * mneme, the meta-package: the README's main job, scripts/demo.sh (without a GPU, its
-  compile-only variant).
+  compile-only variant);
+* the other ends of the supported range: under CPython 3.10 (the cp310 wheels) every
+  distribution installs, every module imports and the golden database compiles; under
+  3.13, mneme-replay's cp312-abi3 wheel does the same;
+* dist/ itself (scripts/wheel_tags.py): every distribution has a wheel for each supported
+  CPython, none needs a glibc newer than 2.28 (`auditwheel show` agrees).
+
+Each environment takes the wheel of each distribution that its Python installs.
 
 Slow (fresh environments, dependencies from the package index): `scripts/build_wheels.sh`
 first (`scripts/test.sh` does, for the full suite), then
@@ -28,6 +35,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = Path(os.environ.get("MNEME_WHEEL_DIR", ROOT / "dist"))
@@ -56,21 +64,45 @@ def _missing(reason: str):
     pytest.skip(reason)
 
 
-def _wheel(distribution: str) -> Path:
-    found = [w for w in DIST.glob(f"{PREFIXES[distribution]}*.whl")] if DIST.is_dir() else []
-    if not found:
-        _missing(f"no {distribution} wheel in {DIST}: run scripts/build_wheels.sh")
-    return max(found, key=lambda w: w.stat().st_mtime)
+def _wheel_tags():
+    return load_script("scripts/wheel_tags.py")
 
 
-def _fresh_env(tmp_path_factory, distributions: list[str]) -> Path:
-    wheels = [_wheel(d) for d in distributions]
-    if sys.version_info < (3, 12):
-        pytest.skip("the abi3 wheels need Python >= 3.12")
+def _wheel(distribution: str, python: tuple[int, int] = sys.version_info[:2]) -> Path:
+    """The newest `distribution` wheel in dist/ that CPython `python` installs."""
+    found = [w for w in DIST.glob(f"{PREFIXES[distribution]}*.whl")
+             if _wheel_tags().wheel_tags(w)[0] == distribution] if DIST.is_dir() else []
+    fitting = [w for w in found if _wheel_tags().installs_on(w, python)]
+    if not fitting:
+        _missing(f"no {distribution} wheel for CPython {python[0]}.{python[1]} in {DIST}: "
+                 "run scripts/build_wheels.sh")
+    return max(fitting, key=lambda w: w.stat().st_mtime)
+
+
+def _python(version: tuple[int, int]) -> str:
+    """An interpreter of CPython `version` (the running one, python3.X or pyenv's)."""
+    if sys.version_info[:2] == version:
+        return sys.executable
+    name = f"python{version[0]}.{version[1]}"
+    candidates = [shutil.which(name),
+                  *sorted(Path.home().glob(f".pyenv/versions/{version[0]}.{version[1]}.*/bin/{name}"))]
+    for cand in filter(None, candidates):
+        if subprocess.run([str(cand), "-c", "import venv, ensurepip"], capture_output=True).returncode == 0:
+            return str(cand)
+    _missing(f"no Python {version[0]}.{version[1]} here (pyenv install {version[0]}.{version[1]})")
+
+
+def _fresh_env(tmp_path_factory, distributions: list[str],
+               python: tuple[int, int] = sys.version_info[:2]) -> Path:
+    wheels = [_wheel(d, python) for d in distributions]
     env = tmp_path_factory.mktemp("wheels") / "venv"
-    venv.create(env, with_pip=True, clear=True)
+    if python == sys.version_info[:2]:
+        venv.create(env, with_pip=True, clear=True)
+    else:
+        subprocess.run([_python(python), "-m", "venv", "--clear", str(env)], check=True)
     # the wheel files themselves: pip takes them for the mneme requirements they satisfy
-    subprocess.run([str(env / "bin" / "pip"), "install", "-q", *map(str, wheels)], check=True)
+    subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check", *map(str, wheels)], check=True)
     return env
 
 
@@ -359,3 +391,67 @@ def test_meta_package_runs_the_readme_job(meta_env, tmp_path):
     assert "demo finished" in proc.stdout
     assert "$ mneme inspect" in proc.stdout and "spmv_csr" in proc.stdout
     assert "best: trial" in proc.stdout and "verified" in proc.stdout
+
+
+# -- the supported range ---------------------------------------------------------------------
+
+
+def test_every_supported_python_has_a_manylinux_2_28_wheel():
+    if not DIST.is_dir() or not any(DIST.glob("*.whl")):
+        _missing(f"no wheels in {DIST}: run scripts/build_wheels.sh")
+    auditwheel = (shutil.which("auditwheel", path=str(ROOT / "build" / "wheel-tools" / "bin"))
+                  or shutil.which("auditwheel"))
+    if auditwheel is None:
+        _missing("auditwheel is not installed: run scripts/build_wheels.sh")
+    assert _wheel_tags().problems(DIST, auditwheel) == []
+
+
+SMOKE = r"""
+import importlib, json, pkgutil, re, sys
+import mneme
+
+out = {"version": list(sys.version_info[:2]), "imported": [], "failed": {}, "instances": []}
+for info in pkgutil.walk_packages(mneme.__path__, "mneme.",
+                                  onerror=lambda name: out["failed"].setdefault(name, "walk")):
+    if info.name.endswith("__main__") or info.name.rpartition(".")[2].startswith("libmneme_"):
+        continue  # a command line; the libraries mneme record / run --apply preload
+    try:
+        module = importlib.import_module(info.name)
+    except Exception as exc:
+        out["failed"][info.name] = f"{type(exc).__name__}: {exc}"
+    else:
+        out["imported"].append(info.name)
+        if info.name.endswith(("._llvm", "._native")):
+            out[info.name] = module.__file__
+
+from mneme.replay.db import Database
+from mneme.replay.engine import ReplaySession
+for inst in Database.open(sys.argv[1]).instances():
+    with ReplaySession(inst, gpu=False) as session:
+        result = session.run()
+    registers = re.search(r"(\d+) registers", result.summary())
+    out["instances"].append([inst.id, result.compile_only, int(registers.group(1)) if registers else 0])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize(("python", "distributions", "suffix"), [
+    ((3, 10), META, ".cpython-310-x86_64-linux-gnu.so"),
+    ((3, 13), REPLAY, ".abi3.so"),
+], ids=["cp310-every-distribution", "cp313-replay-abi3"])
+def test_oldest_and_newest_python_install_import_and_compile(python, distributions, suffix,
+                                                             tmp_path_factory, tmp_path):
+    env = _fresh_env(tmp_path_factory, distributions, python)
+    shutil.copytree(DATA / "golden-v2.rdb", tmp_path / "golden-v2.rdb")
+    proc = _run(env, env / "bin" / "python", "-c", SMOKE, tmp_path / "golden-v2.rdb", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["version"] == list(python)
+    assert out["failed"] == {}, out["failed"]
+    packages = [d.removeprefix("mneme-").replace("mneme", "") for d in distributions]
+    assert {f"mneme.{p}" for p in packages if p} <= set(out["imported"]), out["imported"]
+    # the per-version module under 3.10, the stable-ABI one under 3.13
+    for module in ("mneme.runtime._native", "mneme.replay.jit._llvm"):
+        assert out[module].endswith(suffix) and out[module].startswith(str(env)), out[module]
+    assert len(out["instances"]) == 3, out["instances"]
+    assert all(compile_only and registers > 0 for _, compile_only, registers in out["instances"])
