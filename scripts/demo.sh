@@ -69,11 +69,12 @@ fi
 storage="sqlite:///$work/tune.sqlite3"
 if [ "$gpu" = 1 ]; then
   run mneme tune -rdb "$rdb" -rid "$rid" --space launch,pipeline --trials 100 \
-      --storage "$storage" --report "$work/report"
+      --storage "$storage" --report "$work/report" --plots wait
 else
   skipped+=("tuning for execution time: no NVIDIA GPU (tuned registers and binary size compile-only instead)")
   run mneme tune -rdb "$rdb" -rid "$rid" --compile-only --space pipeline,bounds,codegen \
-      --objective registers,binary_size --trials 40 --storage "$storage" --report "$work/report"
+      --objective registers,binary_size --trials 40 --storage "$storage" --report "$work/report" \
+      --plots wait
 fi
 
 # 6. the report, and the best configuration replayed

@@ -22,7 +22,7 @@ def tune_without(blocked: list[str], tmp_path):
         [sys.executable, "-c", RUNNER, ",".join(blocked), "tune", "-rdb", str(GOLDEN),
          "-rid", SAXPY, "--compile-only", "--trials", "4", "--space", "pipeline",
          "--seed", "1",
-         "--storage", f"sqlite:///{tmp_path / 'tune.sqlite3'}", "--report", str(report)],
+         "--storage", f"sqlite:///{tmp_path / 'tune.sqlite3'}", "--report", str(report), "--plots", "wait"],
         capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stderr

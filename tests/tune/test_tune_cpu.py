@@ -32,7 +32,7 @@ def test_compile_only_tuning_end_to_end(tmp_path):
     report = tmp_path / "report"
     run = run_mneme("tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "25",
                     "--space", "pipeline,bounds,codegen", "--objective", "registers,binary_size",
-                    "--storage", storage, "--seed", "3", "--report", report)
+                    "--storage", storage, "--seed", "3", "--report", report, "--plots", "wait")
     assert run.returncode == 0, run.stderr
     assert "best configurations" in run.stdout and "25 trials this run" in run.stdout
     summary = json.loads((report / "summary.json").read_text())

@@ -235,11 +235,14 @@ def write_plots(outcome: TuneOutcome, directory: Path) -> tuple[list[str], dict[
                     fig, figure = _times_figures(outcome, png, html)
                 else:
                     fig, figure = _optuna_figures(outcome, kind, png, html)
+                # Drawn beside the file and renamed into place: whole or not there.
                 if fig is not None:
-                    fig.savefig(directory / f"{kind}.png")
+                    fig.savefig(directory / f".{kind}.png.tmp", format="png")
                     plt.close(fig)
+                    os.replace(directory / f".{kind}.png.tmp", directory / f"{kind}.png")
                 if figure is not None:
-                    figure.write_html(directory / f"{kind}.html", include_plotlyjs="cdn")
+                    figure.write_html(directory / f".{kind}.html.tmp", include_plotlyjs="cdn")
+                    os.replace(directory / f".{kind}.html.tmp", directory / f"{kind}.html")
         except (ValueError, RuntimeError, ZeroDivisionError, ImportError) as error:
             skipped[kind] = str(error).splitlines()[0] if str(error) else type(error).__name__
             continue
@@ -249,8 +252,11 @@ def write_plots(outcome: TuneOutcome, directory: Path) -> tuple[list[str], dict[
 
 
 def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
-                 plots: bool = True) -> dict[str, Any]:
-    """Write the report files into ``directory`` (created); returns the summary."""
+                 plots: bool | str = True) -> dict[str, Any]:
+    """Write the report files into ``directory`` (created); returns the summary.
+    ``plots``: True draws them before returning, ``"background"`` hands them to a process
+    of their own (background_plots.py; ``plots_pending`` in the summary until it is done),
+    False draws none."""
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -261,7 +267,13 @@ def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
         write_atomic(directory / "best.json",
                      json.dumps(best_configuration(outcome), indent=2, sort_keys=True).encode())
     write_trials_csv(outcome, directory / "trials.csv")
-    if plots:
+    if plots == "background":
+        data["plots_pending"] = True
+    elif plots:
         data["plots"], data["plots_skipped"] = write_plots(outcome, directory)
     write_atomic(directory / "summary.json", json.dumps(data, indent=2, sort_keys=True, default=str).encode())
+    if plots == "background":  # after summary.json, which the drawing process completes
+        from .background_plots import draw_in_background
+
+        data["plots_pid"] = draw_in_background(outcome, directory)
     return data

@@ -161,11 +161,15 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
               help="Tune static objectives (registers, spills, binary_size) without a GPU.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write best.json, summary.json, trials.csv and plots here.")
+@click.option("--plots", type=click.Choice(["background", "wait", "off"]), default="background",
+              show_default=True,
+              help="The report's plots: drawn by a process of their own after the command "
+                   "returns (background), before it returns (wait), or not at all (off).")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
               help="Rows of the best-configurations table.")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
-         confirm_runs, probe, trial_timeout, compile_only, report_dir, top):
+         confirm_runs, probe, trial_timeout, compile_only, report_dir, plots, top):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     console = Console(stderr=True)
@@ -216,9 +220,14 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             from .report import write_report
 
             folder = report_dir if len(tuners) == 1 else report_dir / f"{index + 1:02d}"
-            data = write_report(outcome, folder)
+            data = write_report(outcome, folder, plots={"wait": True, "off": False}.get(plots, plots))
             pngs = sorted(p for p in data.get("plots", []) if p.endswith(".png"))
-            out.print(f"report: {folder}" + (f" ({', '.join(pngs)})" if pngs else ""))
+            out.print(f"report: {folder}" + (f" ({', '.join(pngs)})" if pngs else ""), soft_wrap=True,
+                      markup=False)
+            if "plots_pid" in data:
+                out.print(f"  plots: drawn in the background (process {data['plots_pid']}); "
+                          f"summary.json lists them when done, {folder / 'plots.log'} says why "
+                          "if one is missing", soft_wrap=True, markup=False)
             for kind, why in data.get("plots_skipped", {}).items():
                 out.print(f"  plot {kind} skipped: {why}")
     if not completed_any:
