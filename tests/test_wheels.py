@@ -15,8 +15,9 @@ and runs outside the source tree's packages:
 * the other ends of the supported range: under CPython 3.10 (the cp310 wheels) every
   distribution installs, every module imports and the golden database compiles; under
   3.13, mneme-replay's cp312-abi3 wheel does the same;
-* dist/ itself (scripts/wheel_tags.py): every distribution has a wheel for each supported
-  CPython, none needs a glibc newer than 2.28 (`auditwheel show` agrees).
+* dist/ itself: every distribution has a wheel for each supported CPython, none needs a
+  glibc newer than 2.28 (scripts/wheel_tags.py, `auditwheel show` agrees), and glibc 2.28
+  has every symbol version the native libraries ask for (scripts/glibc_symbols.py).
 
 Each environment takes the wheel of each distribution that its Python installs.
 
@@ -404,6 +405,18 @@ def test_every_supported_python_has_a_manylinux_2_28_wheel():
     if auditwheel is None:
         _missing("auditwheel is not installed: run scripts/build_wheels.sh")
     assert _wheel_tags().problems(DIST, auditwheel) == []
+
+
+def test_glibc_2_28_has_every_symbol_the_native_wheels_need():
+    tools_python = ROOT / "build" / "wheel-tools" / "bin" / "python"
+    if not tools_python.exists() or subprocess.run(
+            [str(tools_python), "-c", "import ziglang"], capture_output=True).returncode != 0:
+        _missing("no ziglang in build/wheel-tools: run scripts/build_wheels.sh")
+    wheels = [w for w in DIST.glob("*.whl") if not w.name.endswith("-any.whl")]
+    if not wheels:
+        _missing(f"no native wheels in {DIST}: run scripts/build_wheels.sh")
+    count, errors = load_script("scripts/glibc_symbols.py").missing(wheels, str(tools_python))
+    assert errors == [] and count > 100, (count, errors)
 
 
 SMOKE = r"""
