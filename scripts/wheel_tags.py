@@ -5,9 +5,10 @@
 Every distribution has a wheel for each supported CPython (native ones: cp310, cp311 and
 cp312-abi3, which 3.12 and newer install) on a platform no newer than manylinux_2_28
 (glibc 2.28: RHEL 8, Ubuntu 20.04). With --auditwheel, `auditwheel show` must agree for
-every native wheel. Prints one line per problem and exits 1 if there is any. Standard
-library only: scripts/build_wheels.sh runs it with its build Python, tests/test_wheels.py
-imports it.
+every native wheel. No sdist of a native distribution may be there (pip would build it
+wherever no wheel fits, and fail late for want of LLVM 22). Prints one line per problem
+and exits 1 if there is any. Standard library only: scripts/build_wheels.sh runs it with
+its build Python, tests/test_wheels.py imports it.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def problems(folder: Path, auditwheel: str | None = None) -> list[str]:
     """What is missing or too new in `folder`, one line each (empty: all good)."""
     wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     out = []
+    # pip would build a native sdist wherever no wheel fits, and fail late for want of LLVM 22
+    for sdist in sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []:
+        dist = re.sub(r"-[^-]+\.tar\.gz$", "", sdist.name).replace("_", "-")
+        if DISTRIBUTIONS.get(dist):
+            out.append(f"{sdist.name}: native distributions are published as wheels only")
     for dist, native in DISTRIBUTIONS.items():
         own = [w for w in wheels if wheel_tags(w)[0] == dist]
         for w in own:
