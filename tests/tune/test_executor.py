@@ -159,3 +159,37 @@ def test_a_sticky_driver_error_that_escaped_unclassified_retires_the_worker():
                           "CUDA_ERROR_ILLEGAL_ADDRESS")
     assert failure_kind(illegal) == "context-poisoned"
     assert failure_kind(DriverError("cuMemAlloc failed", 2, "CUDA_ERROR_OUT_OF_MEMORY")) == "error"
+
+
+def _spare_ready(pool, device=None, timeout=120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        spare = pool._spares.get(device)
+        if spare is not None and spare.ready and pool._sent.keys() <= spare.prepared:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the spare worker did not start")
+
+
+def test_a_ready_spare_takes_a_failed_workers_place_at_once():
+    """A worker killed by its task is replaced by the spare started ahead (its instance
+    already opened there), not by a process started then; a new spare follows it."""
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        _spare_ready(pool)
+        spare_pid = pool._spares[None].process.pid
+        with pytest.raises(TrialFailed):
+            pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
+        assert pool.submit(settings("O1")).result(timeout=120).registers > 0
+        assert pool._workers[0].process.pid == spare_pid
+        seconds, by_spare = pool.restart_log[0]
+        assert by_spare and seconds < 0.5, pool.restart_log
+        # The next failure finds the next spare once it is up.
+        _spare_ready(pool)
+        assert pool._spares[None].process.pid != spare_pid
+        with pytest.raises(TrialFailed):
+            pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
+        assert pool.submit(settings("O2")).result(timeout=120).registers > 0
+        assert [by for _, by in pool.restart_log] == [True, True] and pool.restarts == 2

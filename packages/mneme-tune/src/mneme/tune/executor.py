@@ -14,7 +14,10 @@ GPU between observations). With GPUs, compiling runs ahead on a pool of CPU proc
 that fill a shared on-disk compile cache, so a GPU worker mostly finds its cubin ready.
 Crash isolation: a worker that dies (kernel fault, sticky CUDA error, abort) or does not
 answer within ``timeout`` seconds (watchdog: it is killed) fails only its task, with the
-reason; a fresh worker takes its place and restores the memory on its first replay.
+reason, and a spare worker takes its place at once: one spare per device is kept started
+(imports done, CUDA context made) and, for instances up to SPARE_RESTORE_BYTES, with the
+instances the workers were sent already restored, so a restart costs a hand-over instead
+of a process start, a context and a restore; a new spare is started behind it.
 Without devices (``devices=None``) the workers compile only, on the CPUs.
 """
 
@@ -47,6 +50,9 @@ __all__ = ["ReplayExecutor", "as_completed"]
 
 #: seconds a starting worker may take to report its device
 START_TIMEOUT = 120.0
+#: a spare worker restores an instance ahead when its memory is at most this large (it
+#: holds a second copy on the device while it waits)
+SPARE_RESTORE_BYTES = 1 << 30
 
 
 @dataclass
@@ -72,6 +78,8 @@ class _Worker:
     restarts: int = 0
     #: keys of the instances this worker process was sent
     known: set[str] = field(default_factory=set)
+    #: a spare's keys whose memory it has restored (or is restoring: sent, not answered)
+    prepared: set[str] = field(default_factory=set)
 
 
 def _usable_cores() -> int:
@@ -94,6 +102,14 @@ def _describe_exit(process) -> str:
     return f"the worker exited with status {code}"
 
 
+def _instance_bytes(instance: Instance) -> int:
+    """The device memory a restored instance holds."""
+    try:
+        return sum(region.size for region in instance.regions())
+    except Exception:  # noqa: BLE001 - unreadable here: treated as too large to hold twice
+        return SPARE_RESTORE_BYTES + 1
+
+
 def _compile_identity(key: str, settings: ReplaySettings) -> tuple:
     """What decides the code a replay compiles: the compile configuration and the replay
     fields that feed it (a launch change alone reuses the compiled code)."""
@@ -114,7 +130,9 @@ class ReplayExecutor:
     for CPU workers, which compile themselves). ``before_run``: a
     picklable callable run in the worker with the settings before each replay (tests use
     it to make a worker die). ``instance``: the default instance of ``submit`` (an id or
-    an Instance object).
+    an Instance object). ``spares``: keep a spare worker per device to replace a failed
+    one at once (one more process, and on a GPU one more context holding a second copy
+    of instances up to SPARE_RESTORE_BYTES).
     """
 
     def __init__(
@@ -129,6 +147,7 @@ class ReplayExecutor:
         timeout: float = 60.0,
         cache_dir: str | os.PathLike | None = None,
         before_run: Callable[[ReplaySettings], None] | None = None,
+        spares: bool = True,
     ):
         self._db = database if isinstance(database, Database) else None
         # absolute: the instances carry the path to processes started later, anywhere
@@ -151,6 +170,12 @@ class ReplayExecutor:
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
         self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
+        #: per device (None: the CPU workers), a worker started ahead to replace a failed one
+        self._spares: dict[int | None, _Worker] = {}
+        #: the instances the workers were sent, which spares restore ahead
+        self._sent: dict[str, Instance] = {}
+        #: seconds each restart took to give the slot a ready worker, and whether a spare did
+        self.restart_log: list[tuple[float, bool]] = []
         self._pending: collections.deque[_Task] = collections.deque()
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -162,6 +187,9 @@ class ReplayExecutor:
         self._compile_pool = None
         self.archs: set[str | None] = set()
         self._start_all()
+        self._use_spares = spares
+        for device in dict.fromkeys(slots):
+            self._start_spare(device)
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
             # Every core the GPU workers leave: compiling is what bounds fresh-compile
@@ -239,12 +267,66 @@ class ReplayExecutor:
 
     def _fail_and_restart(self, worker: _Worker, kind: str, message: str) -> None:
         task = worker.task
+        began = time.monotonic()
         self._kill(worker)
         if task is not None:
             self._finish(task, error=TrialFailed(kind, message))
         worker.restarts += 1
-        if not self._closing:
+        if self._closing:
+            return
+        spare = self._spares.pop(worker.device, None)
+        if spare is not None and spare.ready and spare.process.is_alive():
+            # The spare takes the slot as it is: started, its instances restored.
+            worker.process, worker.conn, worker.ready, worker.task = spare.process, spare.conn, True, None
+            worker.hello, worker.known, worker.started = spare.hello, spare.known, spare.started
+            self.restart_log.append((time.monotonic() - began, True))
+        else:
+            if spare is not None:
+                self._kill(spare)
             self._spawn(worker)
+            self.restart_log.append((-1.0, False))  # ready when its hello arrives
+        self._start_spare(worker.device)
+
+    # -- spares --------------------------------------------------------------------------------
+
+    def _start_spare(self, device: int | None) -> None:
+        if self._closing or not self._use_spares:
+            return
+        spare = _Worker(-1, device)
+        self._spawn(spare)
+        self._spares[device] = spare
+
+    def _prepare_spares(self) -> None:
+        """Send each ready spare the instances the workers were sent that it has not
+        restored yet (small enough to hold twice)."""
+        for spare in self._spares.values():
+            if not spare.ready:
+                continue
+            for key, instance in list(self._sent.items()):
+                if key in spare.prepared:
+                    continue
+                spare.prepared.add(key)
+                if spare.device is not None and _instance_bytes(instance) > SPARE_RESTORE_BYTES:
+                    continue  # restored at its first replay, as without a spare
+                try:
+                    spare.conn.send(("prepare", key, instance))
+                except (OSError, BrokenPipeError):
+                    break
+                spare.known.add(key)
+
+    def _receive_spare(self, spare: _Worker) -> None:
+        try:
+            message = spare.conn.recv()
+        except (EOFError, OSError):
+            self._kill(spare)
+            self._spares.pop(spare.device, None)
+            self._start_spare(spare.device)
+            return
+        if message[0] == "hello":
+            spare.ready, spare.hello = True, message[1]
+        elif message[0] == "fatal":
+            self._kill(spare)  # a spare that cannot start: restarts spawn as before
+            self._spares.pop(spare.device, None)
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -343,6 +425,7 @@ class ReplayExecutor:
                 self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
                 continue
             worker.known.add(task.key)
+            self._sent.setdefault(task.key, task.instance)
             task.started = time.monotonic()
             worker.task = task
 
@@ -356,6 +439,12 @@ class ReplayExecutor:
         kind = message[0]
         if kind == "hello":
             worker.ready, worker.hello = True, message[1]
+            for i, (seconds, spare) in enumerate(self.restart_log):
+                if seconds < 0 and not spare:  # the oldest restart still waiting for its worker
+                    self.restart_log[i] = (time.monotonic() - worker.started, False)
+                    break
+            return
+        if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
             return
         if kind == "fatal":
             worker.task = None
@@ -391,15 +480,22 @@ class ReplayExecutor:
     def _dispatch(self) -> None:
         while not self._closing:
             self._assign()
+            self._prepare_spares()
             conns = {w.conn: w for w in self._workers if w.conn is not None}
+            spares = {s.conn: s for s in self._spares.values() if s.conn is not None}
             try:
-                ready = wait([*conns, self._wake_r], timeout=0.5)
+                ready = wait([*conns, *spares, self._wake_r], timeout=0.5)
             except OSError:
                 continue
             for conn in ready:
                 if conn is self._wake_r:
                     while self._wake_r.poll():
                         self._wake_r.recv()
+                    continue
+                if conn in spares:
+                    spare = spares[conn]
+                    if self._spares.get(spare.device) is spare:
+                        self._receive_spare(spare)
                     continue
                 worker = conns[conn]
                 if worker.conn is conn:
@@ -421,13 +517,14 @@ class ReplayExecutor:
             self._pending.clear()
         for task in pending + [w.task for w in self._workers if w.task is not None]:
             self._finish(task, error=TrialFailed("error", "the executor was shut down"))
-        for worker in self._workers:
+        everyone = [*self._workers, *self._spares.values()]
+        for worker in everyone:
             if worker.conn is not None:
                 try:
                     worker.conn.send(None)
                 except OSError:
                     pass
-        for worker in self._workers:
+        for worker in everyone:
             if worker.process is not None:
                 worker.process.join(10)
             self._kill(worker)

@@ -6,6 +6,12 @@ The parent talks to a worker over a ``multiprocessing`` pipe:
     parent → worker   (task_id, key, instance or None, settings_json)  ...  None to stop
     worker → parent   ("ok", task_id, result_dict)  or  (kind, task_id, message)
 
+A spare worker (started ahead, to take a failed worker's place at once) may first be told
+to prepare an instance, so its memory is restored before it is needed:
+
+    parent → worker   ("prepare", key, instance)
+    worker → parent   ("prepared", key)  or  ("unprepared", key, message)
+
 The parent resolves each instance once and sends it (a mneme.replay.db Instance: it pickles
 as its database's path and the kernel's and instance's records, already read and checked)
 with the first task for it; later tasks name it by ``key``. A worker never opens the
@@ -150,6 +156,24 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             break
         if message is None:
             break
+        if message[0] == "prepare":
+            _, key, instance = message
+            instances[key] = instance
+            try:
+                session = pool.get(key, instance)
+                if device is not None:
+                    session.image()  # the memory restored now, not at the first replay
+                # The compiler warmed up on the recorded code (on the CPU: no kernel runs
+                # beside the worker being timed), so the first replay pays no set-up.
+                from mneme.replay.engine import ReplayConfig
+                from mneme.replay.jit import CompileConfig
+
+                session.run(CompileConfig(), ReplayConfig(compile_only=True, verify=False))
+            except Exception as error:  # noqa: BLE001 - the first replay restores it then
+                conn.send(("unprepared", key, f"{type(error).__name__}: {error}"))
+                continue
+            conn.send(("prepared", key))
+            continue
         task_id, key, instance, settings_json = message
         if instance is not None:
             instances[key] = instance
