@@ -1,0 +1,98 @@
+"""Tuning kernels that assume their launch shape (GPU, issue 23).
+
+    python benchmarks/tune_launch_assumptions.py --exe PATH/launch_assumptions [--trials 60]
+    python benchmarks/tune_launch_assumptions.py --db launch_assumptions.rdb
+
+The corpus program tests/corpus/cuda/launch_assumptions (built with mneme-clang++; the GPU
+host has no clang, so build it here and carry it) holds four kernels that break outside
+their launch shape: a shared array sized by a #define'd block size, __launch_bounds__ with
+a fixed warp count, a reduction assuming a power-of-two block, a TILE x TILE tile. It is
+recorded (unless --db names a recording), and each kernel is tuned over launch and
+pipeline. Printed per kernel: trials/s of the search, worker restarts, the trials spent
+on invalid launch shapes (all of them, and those after the shape was shown invalid), the
+shapes the probe found invalid, and start-up time (the tuner's whole run less its search)
+against search time.
+
+Goals: >= 50 trials/s on every kernel, <= 10 % of the trials on shapes already shown
+invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+KERNELS = ["tile_stencil", "warp_partials", "pow2_block_sum", "tile_transpose"]
+INVALIDATING = ("context-poisoned", "launch-refused", "unverified", "crashed")
+
+
+def _instance(db: Path, name: str) -> str:
+    from mneme.replay.db import Database
+
+    try:
+        database = Database.open(db)
+    except Exception as error:  # noqa: BLE001 - a bad --db is one line
+        raise SystemExit(f"tune_launch_assumptions: {error}") from None
+    for kernel in database.kernels():
+        if (kernel.demangled_name or kernel.name).startswith(name):
+            return max(kernel.instances(), key=lambda i: i.occurrences).id
+    raise SystemExit(f"tune_launch_assumptions: {db} has no kernel {name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--exe", type=Path, help="a mneme-clang++ build of launch_assumptions")
+    source.add_argument("--db", type=Path, help="a recording of it")
+    parser.add_argument("--trials", type=int, default=60)
+    args = parser.parse_args()
+    from mneme.tune import TuneOptions, Tuner
+    from rich.console import Console
+    from rich.table import Table
+
+    work = Path(tempfile.mkdtemp(prefix="mneme-launch-assumptions-"))
+    db = args.db
+    if db is None:
+        db = work / "launch_assumptions.rdb"
+        run = subprocess.run([sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db),
+                              "-mr", "2", "--", str(args.exe)], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"tune_launch_assumptions: recording failed: {run.stderr.strip()[-400:]}")
+    table = Table(title=f"kernels that assume their launch shape: {args.trials} trials each")
+    for column in ("kernel", "trials/s", "restarts", "on invalid shapes", "after shown invalid",
+                   "invalid shapes", "start-up s", "search s"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    goals = []
+    for name in KERNELS:
+        options = TuneOptions(trials=args.trials, devices=[0], study=name, seed=5, iterations=3,
+                              storage=f"sqlite:///{work / 'tune.sqlite3'}")
+        tuner = Tuner(db, [_instance(db, name)], "launch,pipeline", options)
+        outcome = tuner.run()
+        ordered = sorted(outcome.trials, key=lambda t: t.number)
+        shown: set = set()
+        on_invalid = after = 0
+        for trial in ordered:
+            shape = tuner.region.shape_of(trial.params)
+            if shape in shown:
+                after += 1
+            if trial.state == "failed" and trial.failure in INVALIDATING:
+                on_invalid += 1
+                if tuner.region.runs_recorded_code(trial.params):
+                    shown.add(shape)
+        startup = outcome.elapsed - outcome.search_seconds
+        table.add_row(name, f"{outcome.trials_per_second:.1f}", str(outcome.restarts),
+                      str(on_invalid), str(after), str(len(tuner.region.invalid)),
+                      f"{startup:.2f}", f"{outcome.search_seconds:.2f}")
+        goals.append((f"{name}: >= 50 trials/s", outcome.trials_per_second >= 50))
+        goals.append((f"{name}: <= 10 % of trials on shapes already shown invalid",
+                      after <= 0.1 * len(ordered)))
+    Console(width=140).print(table)
+    for goal, met in goals:
+        print(f"  goal {goal}: {'met' if met else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Tuning kernels that assume their launch shape (GPU, issue 23): the corpus program
+launch_assumptions (a shared array sized by a #define'd block size, __launch_bounds__ with
+a fixed warp count, a reduction that assumes a power-of-two block, a TILE x TILE tile) is
+recorded, and each kernel is tuned over launch and pipeline. The probe tries every launch
+shape with the recorded code first; no shape that failed there is proposed again, few
+trials go to invalid shapes, and every run finishes with verified trials."""
+
+import datetime
+
+import optuna
+import pytest
+from mneme.tune import TuneOptions, Tuner
+from mneme.tune.tuner import TRIAL_ATTR
+from optuna.trial import TrialState
+from record.record_support import executable, mneme_record
+from tune_support import instance_of
+
+pytestmark = pytest.mark.gpu
+
+KERNELS = ["tile_stencil", "warp_partials", "pow2_block_sum", "tile_transpose"]
+TRIALS = 60
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    from mneme.runtime import driver_available
+
+    if not driver_available():
+        pytest.skip("no GPU driver")
+    folder = tmp_path_factory.mktemp("launch-assumptions")
+    exe = executable("launch_assumptions", folder)
+    db = folder / "launch_assumptions.rdb"
+    run = mneme_record(db, exe, "-mr", "2")
+    assert run.returncode == 0, run.stderr
+    return db
+
+
+def _after_failure(trials) -> list:
+    """Trials started after their launch shape failed under the recorded code."""
+
+    def shapes(t) -> tuple:
+        return tuple(sorted((k, v) for k, v in t.params.items() if k.startswith("block")))
+
+    failed_at: dict[tuple, datetime.datetime] = {}
+    for t in trials:
+        attrs = t.user_attrs.get(TRIAL_ATTR, {})
+        if (t.state == TrialState.FAIL and t.params.get("opt_level", "O3") == "O3"
+                and attrs.get("failure") in ("context-poisoned", "launch-refused", "unverified")):
+            failed_at[shapes(t)] = min(failed_at.get(shapes(t), t.datetime_complete), t.datetime_complete)
+    return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)
+            and shapes(t) in failed_at and t.datetime_start > failed_at[shapes(t)]]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_kernel_that_assumes_its_launch_shape_tunes_within_its_valid_region(recording, tmp_path, kernel):
+    storage = f"sqlite:///{tmp_path / 'tune.sqlite3'}"
+    options = TuneOptions(trials=TRIALS, devices=[0], storage=storage, study=kernel, seed=5,
+                          iterations=3)
+    tuner = Tuner(recording, [instance_of(recording, kernel)], "launch,pipeline", options)
+    outcome = tuner.run()
+    trials = optuna.load_study(study_name=kernel, storage=storage).get_trials(deepcopy=False)
+    complete = [t for t in outcome.trials if t.state == "complete"]
+    invalid = [t for t in outcome.trials if t.state == "failed"
+               and t.failure in ("context-poisoned", "launch-refused", "unverified")]
+    again = _after_failure(trials)
+    print(f"\n{kernel}: {len(complete)} verified, {len(invalid)} on invalid shapes "
+          f"({len(tuner.region.invalid)} shapes found invalid), {len(again)} proposed again, "
+          f"{outcome.restarts} restarts, {outcome.trials_per_second:.1f} trials/s over "
+          f"{outcome.search_seconds:.1f} s of search ({outcome.elapsed:.1f} s in all)")
+    assert complete and all(t.verified is True for t in complete)
+    assert again == [], [(t.number, t.params) for t in again]
+    # Each invalid shape costs one trial, under the recorded code, in the probe.
+    assert len(invalid) <= len(tuner.region.invalid) + 0.1 * TRIALS
