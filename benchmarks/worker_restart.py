@@ -64,8 +64,10 @@ def restart_costs(db, rid, devices, spares: bool, rounds: int) -> tuple[list[flo
     costs = []
     with ReplayExecutor(db, instance=rid, devices=devices, cpu_workers=1, compile_workers=0,
                         before_run=abort_on_poison, spares=spares) as pool:
+        from mneme.tune.executor import SPARE_AFTER_TASKS
+
         plain = []
-        for _ in range(3):
+        for _ in range(SPARE_AFTER_TASKS + 1):  # (spares start after the first tasks)
             start = time.perf_counter()
             pool.submit(_settings(compile_only)).result(timeout=300)
             plain.append(time.perf_counter() - start)

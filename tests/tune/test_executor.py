@@ -7,6 +7,7 @@ from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from mneme.tune import ReplayExecutor, TrialFailed, TuneError, as_completed
+from mneme.tune.executor import SPARE_AFTER_TASKS
 from tune_support import (
     GOLDEN,
     POISON_REGISTERS,
@@ -178,6 +179,9 @@ def test_a_ready_spare_takes_a_failed_workers_place_at_once():
     already opened there), not by a process started then; a new spare follows it."""
     with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
         assert pool.submit(settings()).result(timeout=120).registers > 0
+        assert not pool._spares, "no spare beside the first replays (a baseline's times)"
+        assert all(f.result(timeout=120).registers > 0
+                   for f in [pool.submit(settings()) for _ in range(SPARE_AFTER_TASKS)])
         _spare_ready(pool)
         spare_pid = pool._spares[None].process.pid
         with pytest.raises(TrialFailed):

@@ -53,6 +53,10 @@ START_TIMEOUT = 120.0
 #: a spare worker restores an instance ahead when its memory is at most this large (it
 #: holds a second copy on the device while it waits)
 SPARE_RESTORE_BYTES = 1 << 30
+#: spares start once this many tasks have finished (or at the first restart): a context
+#: made and memory restored beside the first replays (a tuner's baseline and determinism
+#: profile) would disturb the times they measure
+SPARE_AFTER_TASKS = 8
 
 
 @dataclass
@@ -188,8 +192,9 @@ class ReplayExecutor:
         self.archs: set[str | None] = set()
         self._start_all()
         self._use_spares = spares
-        for device in dict.fromkeys(slots):
-            self._start_spare(device)
+        self._spare_devices = list(dict.fromkeys(slots))
+        self._spares_started = False
+        self._tasks_done = 0
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
             # Every core the GPU workers leave: compiling is what bounds fresh-compile
@@ -285,9 +290,18 @@ class ReplayExecutor:
                 self._kill(spare)
             self._spawn(worker)
             self.restart_log.append((-1.0, False))  # ready when its hello arrives
-        self._start_spare(worker.device)
+        if self._spares_started:
+            self._start_spare(worker.device)
+        else:
+            self._start_spares()  # failures have begun: the next one finds a spare
 
     # -- spares --------------------------------------------------------------------------------
+
+    def _start_spares(self) -> None:
+        if not self._spares_started:
+            self._spares_started = True
+            for device in self._spare_devices:
+                self._start_spare(device)
 
     def _start_spare(self, device: int | None) -> None:
         if self._closing or not self._use_spares:
@@ -402,6 +416,7 @@ class ReplayExecutor:
                 error: TrialFailed | None = None) -> None:
         if task.future.done():
             return
+        self._tasks_done += 1
         if error is not None:
             self.failures[error.kind] += 1
             task.future.set_exception(error)
@@ -480,6 +495,8 @@ class ReplayExecutor:
     def _dispatch(self) -> None:
         while not self._closing:
             self._assign()
+            if self._tasks_done >= SPARE_AFTER_TASKS:
+                self._start_spares()
             self._prepare_spares()
             conns = {w.conn: w for w in self._workers if w.conn is not None}
             spares = {s.conn: s for s in self._spares.values() if s.conn is not None}
