@@ -131,3 +131,17 @@ def test_each_storage_gets_a_lock_every_tuner_sees(tmp_path):
         assert (tmp_path / "s.db.mneme-lock").exists()
     sqlite.close()
     assert type(study_lock(optuna.storages.InMemoryStorage(), "s")).__name__ == "_ThreadLock"
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_a_claim_on_a_server_that_went_away_is_one_line(tmp_path):
+    from mneme.tune.errors import StudyError
+
+    with server() as url:
+        persistent = optuna.create_study(study_name="gone", storage=open_storage(url))
+        study = MirroredStudy(persistent, optuna.samplers.RandomSampler(), "far-host:1")
+        assert study.claim(2, 10, lambda: 0, 0) == 2
+    with pytest.raises(StudyError) as failure:
+        study.claim(2, 10, lambda: 0, 0)
+    assert str(failure.value).startswith("claiming trials in the study's storage failed")
+    assert "\n" not in str(failure.value)

@@ -319,12 +319,17 @@ class MirroredStudy(optuna.Study):
         already (in flight, or taken and not yet launched); ``finished()``: the finished
         trials that count, as this study holds them after a pull. Atomic among the tuners:
         the counts are read and this tuner's new count written under the study's lock."""
-        with self._study_lock:
-            self.pull()
-            left = budget - finished() - self.others_running - held
-            taken = max(0, min(want, left))
-            self._in_flight = held + taken
-            self._write_count()
+        try:
+            with self._study_lock:
+                self.pull()
+                left = budget - finished() - self.others_running - held
+                taken = max(0, min(want, left))
+                self._in_flight = held + taken
+                self._write_count()
+        except Exception as error:  # noqa: BLE001 - a storage failure is one line
+            first = (str(error).strip().splitlines() or [""])[0]
+            raise StudyError(f"claiming trials in the study's storage failed: "
+                             f"{type(error).__name__}: {first}") from None
         return taken
 
     def announce(self, running: int, now: bool = False) -> None:
