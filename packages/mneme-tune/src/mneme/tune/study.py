@@ -87,6 +87,11 @@ def _sqlite_wal(engine) -> None:
     engine.dispose()  # connections opened before the listener get the pragmas too
 
 
+#: what losing the race to create Optuna's tables says: PostgreSQL, SQLite, MySQL
+_TABLE_CREATION_RACES = ("already exists", "UniqueViolation", "UNIQUE constraint failed",
+                         "Duplicate entry")
+
+
 def _rdb_storage(url: str, engine_kwargs: dict[str, Any]):
     """RDBStorage, retried: processes starting together on an empty database race to
     create Optuna's tables, and all but one fail once."""
@@ -97,7 +102,7 @@ def _rdb_storage(url: str, engine_kwargs: dict[str, Any]):
                 _sqlite_wal(storage.engine)
             return storage
         except Exception as error:  # noqa: BLE001
-            if attempt == 4 or "already exists" not in str(error) and "UniqueViolation" not in str(error):
+            if attempt == 4 or not any(race in str(error) for race in _TABLE_CREATION_RACES):
                 raise
             time.sleep(0.5 * (attempt + 1))
     raise AssertionError("unreachable")
