@@ -167,8 +167,7 @@ def _spare_ready(pool, device=None, timeout=120.0) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        spare = pool._spares.get(device)
-        if spare is not None and spare.ready and pool._sent.keys() <= spare.prepared:
+        if pool.spare_ready(device):
             return
         time.sleep(0.05)
     raise AssertionError("the spare worker did not start")

@@ -82,8 +82,10 @@ class _Worker:
     restarts: int = 0
     #: keys of the instances this worker process was sent
     known: set[str] = field(default_factory=set)
-    #: a spare's keys whose memory it has restored (or is restoring: sent, not answered)
+    #: a spare's instance keys dealt with: sent to restore ahead, or too large to
     prepared: set[str] = field(default_factory=set)
+    #: of those, the ones it has answered (or that needed no answer)
+    restored: set[str] = field(default_factory=set)
 
 
 def _usable_cores() -> int:
@@ -178,8 +180,9 @@ class ReplayExecutor:
         self._spares: dict[int | None, _Worker] = {}
         #: the instances the workers were sent, which spares restore ahead
         self._sent: dict[str, Instance] = {}
-        #: seconds each restart took to give the slot a ready worker, and whether a spare did
-        self.restart_log: list[tuple[float, bool]] = []
+        #: per restart, whether a spare took the slot and the seconds the hand-over took
+        #: (None for a fresh process: ready when it has started; benchmarks/worker_restart.py)
+        self.restart_log: list[tuple[float | None, bool]] = []
         self._pending: collections.deque[_Task] = collections.deque()
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -289,7 +292,7 @@ class ReplayExecutor:
             if spare is not None:
                 self._kill(spare)
             self._spawn(worker)
-            self.restart_log.append((-1.0, False))  # ready when its hello arrives
+            self.restart_log.append((None, False))
         if self._spares_started:
             self._start_spare(worker.device)
         else:
@@ -321,12 +324,20 @@ class ReplayExecutor:
                     continue
                 spare.prepared.add(key)
                 if spare.device is not None and _instance_bytes(instance) > SPARE_RESTORE_BYTES:
-                    continue  # restored at its first replay, as without a spare
+                    spare.restored.add(key)  # restored at its first replay, as without a spare
+                    continue
                 try:
                     spare.conn.send(("prepare", key, instance))
                 except (OSError, BrokenPipeError):
                     break
                 spare.known.add(key)
+
+    def spare_ready(self, device: int | None = None) -> bool:
+        """Whether the spare of ``device`` (None: the CPU workers) has started and restored
+        every instance the workers were sent, so a restart now is a hand-over."""
+        spare = self._spares.get(device)
+        return (spare is not None and spare.ready
+                and self._sent.keys() <= spare.restored)
 
     def _receive_spare(self, spare: _Worker) -> None:
         try:
@@ -338,6 +349,8 @@ class ReplayExecutor:
             return
         if message[0] == "hello":
             spare.ready, spare.hello = True, message[1]
+        elif message[0] in ("prepared", "unprepared"):
+            spare.restored.add(message[1])
         elif message[0] == "fatal":
             self._kill(spare)  # a spare that cannot start: restarts spawn as before
             self._spares.pop(spare.device, None)
@@ -454,10 +467,6 @@ class ReplayExecutor:
         kind = message[0]
         if kind == "hello":
             worker.ready, worker.hello = True, message[1]
-            for i, (seconds, spare) in enumerate(self.restart_log):
-                if seconds < 0 and not spare:  # the oldest restart still waiting for its worker
-                    self.restart_log[i] = (time.monotonic() - worker.started, False)
-                    break
             return
         if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
             return
