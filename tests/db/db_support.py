@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -77,3 +80,12 @@ def random_regions(rng, count, *, base: int, size_of, gap_of) -> list:
         regions.append((kind, address, symbol, before, after))
         address += size + gap_of()
     return regions
+
+
+def mneme_piped(*args, columns: int = 40) -> str:
+    """The real command with its output piped, as `COLUMNS=40 mneme ... | cat` runs it."""
+    env = {**os.environ, "COLUMNS": str(columns)}
+    result = subprocess.run([sys.executable, "-m", "mneme.cli", *map(str, args)],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout

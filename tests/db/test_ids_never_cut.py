@@ -4,12 +4,8 @@ names may be shortened and other columns dropped, never an id."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
-from db_support import INFO, STATIC, kernel_record, simple_instance
+from db_support import INFO, STATIC, kernel_record, mneme_piped, simple_instance
 from mneme.replay import tables
 from mneme.replay.commands import LS_COLUMNS
 from mneme.replay.db import DatabaseWriter, KernelRecord
@@ -34,19 +30,10 @@ def long_named_db(tmp_path_factory):
     return path, ids
 
 
-def mneme(*args, columns=40) -> str:
-    """The real command with its output piped, as `COLUMNS=40 mneme ... | cat` runs it."""
-    env = {**os.environ, "COLUMNS": str(columns)}
-    result = subprocess.run([sys.executable, "-m", "mneme.cli", *map(str, args)],
-                            capture_output=True, text=True, env=env, check=False)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 @pytest.mark.parametrize("columns", [40, 80, 300])
 def test_ls_piped_prints_every_full_id_and_every_column(long_named_db, columns):
     path, ids = long_named_db
-    out = mneme("ls", path, columns=columns)
+    out = mneme_piped("ls", path, columns=columns)
     for instance_id in ids:
         assert instance_id in out
     assert LONG_NAME in out  # piped: nothing is squeezed
@@ -75,7 +62,7 @@ def test_ls_table_in_a_narrow_terminal_keeps_ids_whole(long_named_db, width):
 
 def test_show_prints_the_full_id_piped(long_named_db):
     path, ids = long_named_db
-    out = mneme("show", path, ids[1], columns=40)
+    out = mneme_piped("show", path, ids[1], columns=40)
     assert any(line.split() == ["id", ids[1]] for line in out.splitlines())
     assert ids[1].split("/")[0] in out
 

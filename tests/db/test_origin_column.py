@@ -6,13 +6,10 @@ read as Kernel.origin (None for databases written before it), shown by file name
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from db_support import BASE, INFO, STATIC, kernel_record, simple_instance
+from db_support import BASE, INFO, STATIC, kernel_record, mneme_piped, simple_instance
 from mneme.replay.db import Database, DatabaseWriter, KernelRecord
 from mneme.replay.db.errors import CorruptDataError
 
@@ -21,15 +18,6 @@ CUBLAS = "/usr/local/lib/python3.12/site-packages/nvidia/cu13/lib/libcublasLt.so
 TORCH = "/opt/torch/lib/libtorch_cuda.so"
 OTHER = "0123456789abcdef"
 IR = b"BC\xc0\xde" + bytes(range(64))
-
-
-def mneme(*args, columns=40) -> str:
-    """The real command, piped (`COLUMNS=40 mneme ... | cat`)."""
-    env = {**os.environ, "COLUMNS": str(columns)}
-    result = subprocess.run([sys.executable, "-m", "mneme.cli", *map(str, args)],
-                            capture_output=True, text=True, env=env, check=False)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +79,7 @@ def test_a_malformed_origin_is_refused_in_one_line(tmp_path, bad):
 @pytest.mark.parametrize("columns", [40, 300])
 def test_ls_shows_the_origin_file_name_and_whole_ids(with_origins, columns):
     path, ids = with_origins
-    out = mneme("ls", path, columns=columns)
+    out = mneme_piped("ls", path, columns=columns)
     header = next(line for line in out.splitlines() if "instance" in line)
     assert "origin" in header
     row = next(line for line in out.splitlines() if ids[0] in line)
@@ -102,9 +90,9 @@ def test_ls_shows_the_origin_file_name_and_whole_ids(with_origins, columns):
 
 def test_ls_json_and_show_give_the_full_path(with_origins):
     path, ids = with_origins
-    rows = {r["instance"]: r for r in json.loads(mneme("ls", path, "--json"))}
+    rows = {r["instance"]: r for r in json.loads(mneme_piped("ls", path, "--json"))}
     assert rows[ids[0]]["origin"] == CUBLAS and rows[ids[1]]["origin"] is None
-    assert json.loads(mneme("show", path, STATIC, "--json"))["origin"] == CUBLAS
-    assert json.loads(mneme("show", path, ids[0], "--json"))["origin"] == CUBLAS
-    shown = mneme("show", path, STATIC, columns=40)
+    assert json.loads(mneme_piped("show", path, STATIC, "--json"))["origin"] == CUBLAS
+    assert json.loads(mneme_piped("show", path, ids[0], "--json"))["origin"] == CUBLAS
+    shown = mneme_piped("show", path, STATIC, columns=40)
     assert any(line.split() == ["origin", CUBLAS] for line in shown.splitlines())
