@@ -69,6 +69,11 @@ CASES = {
         "Triton kernels of Inductor": r"^triton_",
         "GEMM (cuBLAS)": GEMM_NAME.pattern,
     }),
+    # two GPUs, model split by hand, activations and gradients moved by peer copies (issue 25)
+    "torch_two_gpus": Case("torch_two_gpus.py", ("torch",), expect={
+        "GEMM (cuBLAS/cuBLASLt)": GEMM_NAME.pattern,
+        "SGD / elementwise": r"(?i)elementwise|vectorized|foreach|sgd",
+    }),
     "triton_direct": Case("triton_direct.py", ("torch", "triton"), expect={
         "@triton.jit softmax": r"^mneme_softmax_rows$",
         "@triton.jit scaled add": r"^mneme_add_scaled$",

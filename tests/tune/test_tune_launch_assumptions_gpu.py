@@ -35,8 +35,9 @@ def recording(tmp_path_factory):
     return db
 
 
-def _after_failure(trials) -> list:
-    """Trials started after their launch shape failed under the recorded code."""
+def _after_failure(trials, region) -> list:
+    """Trials started after their launch shape failed under the recorded code (the recorded
+    pipeline and passes: a failure with other code is not the shape's fault)."""
 
     def shapes(t) -> tuple:
         return tuple(sorted((k, v) for k, v in t.params.items() if k.startswith("block")))
@@ -44,7 +45,7 @@ def _after_failure(trials) -> list:
     failed_at: dict[tuple, datetime.datetime] = {}
     for t in trials:
         attrs = t.user_attrs.get(TRIAL_ATTR, {})
-        if (t.state == TrialState.FAIL and t.params.get("opt_level", "O3") == "O3"
+        if (t.state == TrialState.FAIL and region.runs_recorded_code(t.params)
                 and attrs.get("failure") in ("context-poisoned", "launch-refused", "unverified")):
             failed_at[shapes(t)] = min(failed_at.get(shapes(t), t.datetime_complete), t.datetime_complete)
     return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)
@@ -62,12 +63,14 @@ def test_a_kernel_that_assumes_its_launch_shape_tunes_within_its_valid_region(re
     complete = [t for t in outcome.trials if t.state == "complete"]
     invalid = [t for t in outcome.trials if t.state == "failed"
                and t.failure in ("context-poisoned", "launch-refused", "unverified")]
-    again = _after_failure(trials)
-    print(f"\n{kernel}: {len(complete)} verified, {len(invalid)} on invalid shapes "
+    again = _after_failure(trials, tuner.region)
+    print(f"\n{kernel}: {len(complete)} verified, {len(invalid)} failed on a launch shape "
           f"({len(tuner.region.invalid)} shapes found invalid), {len(again)} proposed again, "
           f"{outcome.restarts} restarts, {outcome.trials_per_second:.1f} trials/s over "
           f"{outcome.search_seconds:.1f} s of search ({outcome.elapsed:.1f} s in all)")
     assert complete and all(t.verified is True for t in complete)
     assert again == [], [(t.number, t.params) for t in again]
-    # Each invalid shape costs one trial, under the recorded code, in the probe.
-    assert len(invalid) <= len(tuner.region.invalid) + 0.1 * TRIALS
+    # Each invalid shape costs one trial under the recorded code; shapes that fail only
+    # with some other code stay in the space (those failures are not counted here).
+    recorded_code = [t for t in invalid if tuner.region.runs_recorded_code(t.params)]
+    assert len(recorded_code) == len(tuner.region.invalid)

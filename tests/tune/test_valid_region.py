@@ -168,6 +168,10 @@ def test_the_probe_tries_each_shape_once_before_the_search(tmp_path):
     assert len(wide) == len(INVALID_BLOCKS) and {t.number for t in wide} <= {t.number for t in first}
     assert _proposed_after_failure(trials, "tpe") == []
     assert set(tuner.region.invalid) == {(b,) for b in INVALID_BLOCKS}
+    # the search begins once every probe trial has answered (none beside them)
+    stored = sorted(trials, key=lambda t: t.number)
+    probe_done = max(t.datetime_complete for t in stored[:32])
+    assert all(t.datetime_start >= probe_done for t in stored[32:])
 
 
 def test_the_probe_takes_at_most_half_the_budget_and_can_be_turned_off(tmp_path):
@@ -214,3 +218,4 @@ def test_a_parameter_outside_the_launch_spaces_that_moves_the_grid_is_not_the_sh
     shapes_failed = {t.params["block_x"] for t in failed}
     assert any(t.state == "complete" and t.params["block_x"] in shapes_failed and not t.params["half"]
                for t in outcome.trials)
+

@@ -193,6 +193,23 @@ rt::KernelInfo kernel_info(const std::string& static_hash, const std::string& na
 
 }  // namespace
 
+// Several GPUs (docs/format.md, "Devices"): the instance's GPU and range, and each
+// region's GPU, as add_instance takes them.
+struct DeviceOptions {
+  DeviceOptions() = default;
+  DeviceOptions(int d, uint64_t base, uint64_t size, std::vector<int> r)
+      : device(d), vas_base(base), vas_size(size), regions(std::move(r)) {}
+  int device = -1;
+  uint64_t vas_base = 0, vas_size = 0;
+  std::vector<int> regions;
+  int of_region(size_t k) const { return k < regions.size() ? regions[k] : -1; }
+  void apply(rt::InstanceInfo& inst) const {
+    inst.device = device;
+    inst.vas_base = vas_base;
+    inst.vas_size = vas_size;
+  }
+};
+
 NB_MODULE(_native, m) {
   m.doc() = "mneme device layer (native part); use mneme.runtime";
   nb::register_exception_translator(translate_exception);
@@ -241,6 +258,8 @@ NB_MODULE(_native, m) {
       .def_prop_ro("granularity", [](AddressSpaceObject& s) { return s.get().granularity(); })
       .def_prop_ro("backend", [](AddressSpaceObject& s) { return s.get().backend().name(); })
       .def_prop_ro("closed", &AddressSpaceObject::closed)
+      .def("share_with", [](AddressSpaceObject& s, int ordinal) { s.get().share_with(ordinal); },
+           "ordinal"_a, ReleaseGil())
       .def("allocate", [](AddressSpaceObject& s, uint64_t size, uint64_t alignment) {
              return s.get().allocate(size, alignment);
            }, "size"_a, "alignment"_a = rt::kMinAlignment, ReleaseGil())
@@ -411,8 +430,29 @@ NB_MODULE(_native, m) {
            });
 
   m.def("available_backends", &rt::available_backends);
+  m.def("cuda_device_count", [] {
+        const auto& d = rt::cuda::Driver::get();
+        int count = 0;
+        rt::cuda::check(d, d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+        return count;
+      }, "CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies).");
+  m.def("cuda_can_access_peer", [](int ordinal, int peer) {
+        const auto& d = rt::cuda::Driver::get();
+        CUdevice a, b;
+        rt::cuda::check(d, d.cuDeviceGet(&a, ordinal), "cuDeviceGet");
+        rt::cuda::check(d, d.cuDeviceGet(&b, peer), "cuDeviceGet");
+        int can = 0;
+        rt::cuda::check(d, d.cuDeviceCanAccessPeer(&can, a, b), "cuDeviceCanAccessPeer");
+        return can != 0;
+      }, "ordinal"_a, "peer"_a, "Whether device `ordinal` can read and write memory of device `peer`.");
   m.def("open_device", &rt::open_device, "backend"_a, "ordinal"_a, ReleaseGil(),
         "Open a device (CUDA: retain the primary context of device `ordinal`).");
+
+  nb::class_<DeviceOptions>(m, "InstanceDevices",
+                            "Where an instance ran, for writers' add_instance: the GPU, its address "
+                            "range, and the GPU of each region (-1: the instance's own).")
+      .def(nb::init<int, uint64_t, uint64_t, std::vector<int>>(), "device"_a = -1, "vas_base"_a = 0,
+           "vas_size"_a = 0, "regions"_a = std::vector<int>{});
 
   // The recorder's database writer, bound for conformance tests and tools.
   using RegionTuple = std::tuple<std::string, uint64_t, std::string, ReadBuffer, ReadBuffer>;
@@ -441,7 +481,7 @@ NB_MODULE(_native, m) {
       .def("add_instance",
            [](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
               std::tuple<uint32_t, uint32_t, uint32_t> block, uint32_t shared_mem, nb::bytes args,
-              const std::vector<RegionTuple>& regions) {
+              const std::vector<RegionTuple>& regions, const DeviceOptions& devices) {
              rt::InstanceInfo inst;
              inst.grid[0] = std::get<0>(grid); inst.grid[1] = std::get<1>(grid); inst.grid[2] = std::get<2>(grid);
              inst.block[0] = std::get<0>(block); inst.block[1] = std::get<1>(block); inst.block[2] = std::get<2>(block);
@@ -452,11 +492,15 @@ NB_MODULE(_native, m) {
                  throw rt::Error("prologue and epilogue of a region differ in size");
                inst.regions.push_back({kind, address, before.nbytes(),
                                        static_cast<const uint8_t*>(before.data()),
-                                       static_cast<const uint8_t*>(after.data()), symbol});
+                                       static_cast<const uint8_t*>(after.data()), symbol,
+                                       devices.of_region(inst.regions.size())});
              }
+             devices.apply(inst);
              nb::gil_scoped_release release;
              return w.add_instance(static_hash, inst);
-           });
+           },
+           "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "regions"_a,
+           "devices"_a = DeviceOptions{});
   // The snapshot pipeline with host memory as the "device" (see SnapshotWriterObject).
   using SpecTuple = std::tuple<std::string, uint64_t, uint64_t, std::string>;  // kind, address, size, symbol
   auto make_info = [](std::tuple<uint32_t, uint32_t, uint32_t> grid, std::tuple<uint32_t, uint32_t, uint32_t> block,
@@ -504,13 +548,15 @@ NB_MODULE(_native, m) {
       .def("add_instance",
            [make_info](SnapshotWriterObject& w, const std::string& static_hash,
                        std::tuple<uint32_t, uint32_t, uint32_t> grid, std::tuple<uint32_t, uint32_t, uint32_t> block,
-                       uint32_t shared_mem, nb::bytes args, const std::vector<RegionTuple>& regions) {
+                       uint32_t shared_mem, nb::bytes args, const std::vector<RegionTuple>& regions,
+                       const DeviceOptions& devices) {
              rt::InstanceInfo inst = make_info(grid, block, shared_mem, args);
+             devices.apply(inst);
              std::vector<rt::RegionSpec> specs;
              std::vector<uint64_t> before, after;
              for (auto& [kind, address, symbol, b, a] : regions) {
                if (b.nbytes() != a.nbytes()) throw rt::Error("prologue and epilogue of a region differ in size");
-               specs.push_back({kind, address, b.nbytes(), symbol});
+               specs.push_back({kind, address, b.nbytes(), symbol, devices.of_region(specs.size())});
                before.push_back(reinterpret_cast<uint64_t>(b.data()));
                after.push_back(reinterpret_cast<uint64_t>(a.data()));
              }
@@ -535,7 +581,9 @@ NB_MODULE(_native, m) {
              }
              p.note_launch(since(start), 0, 0);
              return std::make_pair(dyn, true);
-           })
+           },
+           "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "regions"_a,
+           "devices"_a = DeviceOptions{})
       // The steps one by one (begin, prologue, epilogue or abandon), as the recorder runs them.
       .def("begin_instance",
            [make_info](SnapshotWriterObject& w, const std::string& static_hash,

@@ -70,6 +70,11 @@ AddressSpace::~AddressSpace() {
   backend_->release(base_, size_);
 }
 
+void AddressSpace::share_with(int ordinal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  backend_->share_with(ordinal);
+}
+
 Allocation AddressSpace::allocate(uint64_t size, uint64_t alignment) {
   if (size == 0) throw AllocationError("allocation size must be positive");
   if (!is_power_of_two(alignment)) {

@@ -27,13 +27,9 @@ class RelaxedCapture {
   CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
 };
 
-// Whether the recorder serves an allocation now (recording, on the recorded device).
-bool served_here() {
-  auto& r = Recorder::get();
-  if (!r.active()) return false;
-  RecorderLock lock(r);
-  return !r.foreign_device();
-}
+// Whether the recorder serves an allocation now (recording: on every GPU, each from its
+// own range).
+bool served_here() { return Recorder::get().active(); }
 
 cudaError_t serve(void** ptr, uint64_t size) {
   auto& r = Recorder::get();
@@ -60,8 +56,14 @@ bool release(void* ptr) {
   // Freed inside a stream capture (cudaFreeAsync into a graph): the graph's allocation
   // keeps its address for every launch of the graph, so the memory stays mapped.
   if (r.capturing(0)) return true;
-  synchronize_device();  // never unmap memory a kernel may still use
-  r.space().free(address);
+  auto* owner = r.slot_of(address);
+  if (!owner) return false;
+  {
+    // never unmap memory a kernel may still use: the GPU whose memory it is finishes first
+    rt::cuda::CudaDevice::Scope scope(*owner->device);
+    synchronize_device();
+  }
+  owner->space->free(address);
   r.untrack(address);
   return true;
 }

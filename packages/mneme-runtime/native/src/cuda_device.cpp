@@ -1,5 +1,6 @@
 #include "mneme/runtime/cuda_device.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -400,9 +401,10 @@ CudaMappingBackend::CudaMappingBackend(std::shared_ptr<CudaDevice> device)
   allocation_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   allocation_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   allocation_.location.id = device_->device();
-  access_ = {};
-  access_.location = allocation_.location;
-  access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAccessDesc own = {};
+  own.location = allocation_.location;
+  own.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  access_ = {own};
   granularity_ = p.granularity;
 }
 
@@ -468,7 +470,7 @@ void CudaMappingBackend::map(uint64_t address, uint64_t size) {
       done.push_back(granule);
     }
     // One access call covers the whole run of fresh mappings.
-    cuda::check(d, d.cuMemSetAccess(address, size, &access_, 1), "cuMemSetAccess");
+    cuda::check(d, d.cuMemSetAccess(address, size, access_.data(), access_.size()), "cuMemSetAccess");
   } catch (...) {
     for (uint64_t granule : done) {
       try {
@@ -478,6 +480,37 @@ void CudaMappingBackend::map(uint64_t address, uint64_t size) {
     }
     throw;
   }
+}
+
+void CudaMappingBackend::share_with(int ordinal) {
+  const Driver& d = device_->driver();
+  const int own = device_->properties().ordinal;
+  if (ordinal == own) return;
+  for (const auto& a : access_)
+    if (a.location.id == ordinal) return;
+  CUdevice peer;
+  cuda::check(d, d.cuDeviceGet(&peer, ordinal), "cuDeviceGet");
+  int reachable = 0;
+  cuda::check(d, d.cuDeviceCanAccessPeer(&reachable, peer, device_->device()), "cuDeviceCanAccessPeer");
+  if (!reachable)
+    throw UserError("CUDA device " + std::to_string(ordinal) + " cannot access the memory of device " +
+                    std::to_string(own) + " (no peer access between them)");
+  CUmemAccessDesc desc = {};
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = peer;
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  // Runs of adjacent granules mapped already: one access call each.
+  std::vector<uint64_t> granules;
+  for (const auto& [address, handle] : handles_) granules.push_back(address);
+  std::sort(granules.begin(), granules.end());
+  CudaDevice::Scope scope(*device_);
+  for (size_t i = 0; i < granules.size();) {
+    size_t j = i + 1;
+    while (j < granules.size() && granules[j] == granules[j - 1] + granularity_) ++j;
+    cuda::check(d, d.cuMemSetAccess(granules[i], (j - i) * granularity_, &desc, 1), "cuMemSetAccess");
+    i = j;
+  }
+  access_.push_back(desc);
 }
 
 void CudaMappingBackend::unmap(uint64_t address, uint64_t size) {

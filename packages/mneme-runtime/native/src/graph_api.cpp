@@ -28,7 +28,7 @@ std::string code_site(const void* return_address) {
 int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller,
                            const std::function<int()>& do_launch) {
   // Launched into a capture, the graph becomes a child node of the graph being captured.
-  if (capturing(stream) || foreign_device()) return do_launch();
+  if (capturing(stream)) return do_launch();
   auto* graph = mirror(exec);
   if (!graph) {  // instantiated where the recorder could not follow (a static CUDA runtime)
     unrecorded_call("cuGraphLaunch", "the graph was instantiated where the recorder cannot follow it (a static CUDA runtime, or the driver API reached through a lookup)");

@@ -213,45 +213,17 @@ void Recorder::load_manifest(const std::string& path) {
   }
 }
 
-void Recorder::init_device() {
-  // The device the application works on: the runtime's current one when a shared CUDA
-  // runtime is loaded (its primary context made now, which the driver calls below share),
-  // else the current context's (a driver-API program, the static runtime), else device 0.
-  int ordinal = 0;
-  using RuntimeFree = cudaError_t (*)(void*);
-  using RuntimeGetDevice = cudaError_t (*)(int*);
-  auto runtime_free = reinterpret_cast<RuntimeFree>(dlsym(RTLD_NEXT, "cudaFree"));
-  auto runtime_get_device = reinterpret_cast<RuntimeGetDevice>(dlsym(RTLD_NEXT, "cudaGetDevice"));
-  if (runtime_free && runtime_get_device) {
-    runtime_free(nullptr);
-    runtime_get_device(&ordinal);
-  } else {
-    using CtxGetDevice = CUresult (*)(CUdevice*);
-    static auto get_device = driver_function<CtxGetDevice>("cuCtxGetDevice");
-    CUdevice current = 0;
-    if (get_device && get_device(&current) == CUDA_SUCCESS) ordinal = current;
-  }
-  ordinal_ = ordinal;
-  try {
-    device_ = std::dynamic_pointer_cast<rt::cuda::CudaDevice>(rt::open_device("cuda", ordinal));
-    space_ = std::make_unique<rt::AddressSpace>(std::make_unique<rt::cuda::CudaMappingBackend>(device_), base_, vass_);
-    if (managed_size_)
-      arena_ = std::make_unique<mneme::recorder::ManagedArena>(device_->driver(), base_ + vass_, managed_size_);
-  } catch (const std::exception& e) {
-    fatal(std::string(e.what()) + " (choose another base with --vass-base, or a smaller -vass)");
-  }
-}
-
 rt::RecordingWriter& Recorder::writer() {
   if (!writer_) {
     rt::RecordingInfo info;
-    info.vas_base = space().base();
-    info.vas_size = space().size();
-    const auto& p = device_->properties();
+    const auto& first = slots_.empty() ? slot() : *slots_.front();
+    info.vas_base = first.space->base();
+    info.vas_size = first.space->size();
+    const auto& p = first.device->properties();
     info.gpu_name = p.name;
     info.compute_capability = std::to_string(p.compute_capability_major) + "." + std::to_string(p.compute_capability_minor);
     int driver = 0, runtime = 0;
-    device_->driver().cuDriverGetVersion(&driver);
+    first.device->driver().cuDriverGetVersion(&driver);
     // A static runtime (or none: Triton, a driver-API program) has no version to ask.
     using RuntimeVersion = cudaError_t (*)(int*);
     auto runtime_version = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_NEXT, "cudaRuntimeGetVersion"));
@@ -267,7 +239,7 @@ rt::RecordingWriter& Recorder::writer() {
     try {
       writer_ = std::make_unique<rt::RecordingWriter>(db_, info, epilogue_, MNEME_RECORDING_DEFAULT_CHUNK_SIZE,
                                                       zstd_level_);
-      source_ = std::make_unique<CudaSource>(device_);
+      source_ = std::make_unique<CudaSource>(first.device);
       pipeline_ = std::make_unique<rt::SnapshotPipeline>(*writer_, *source_, options_);
     } catch (const std::exception& e) {
       fatal(e.what(), 2);
@@ -286,7 +258,7 @@ void at_exit() { Recorder::get().finish(); }
 
 // Every live allocation and every registered device global: what a snapshot copies.
 void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                           const std::string* args, void* module, void** fatbin) {
+                           const std::string& args, bool reachable_only, void* module, void** fatbin) {
   regions.clear();
   sources.clear();
   std::vector<std::pair<uint64_t, uint64_t>> globals;
@@ -316,14 +288,28 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
     }
     for (const auto& name : absent) loaded->second.globals.erase(name);
   }
-  std::set<uint64_t> wanted;  // allocation start addresses
-  bool everything = !args;
-  if (args) wanted = reachable(*args, globals);
+  // Allocation start addresses the launch reaches: wanted with --capture reachable, and
+  // always to find which of other GPUs' allocations are this launch's peer memory.
+  const DeviceSlot& here = slot();
+  bool peers = false;
+  for (const auto* pool : {&live_, &mapped_})
+    for (const auto& [address, size] : *pool)
+      if (const DeviceSlot* owner = slot_of(address); owner && owner != &here) peers = true;
+  std::set<uint64_t> reached;
+  if (reachable_only || peers) reached = reachable(args, globals);
   for (const auto& [pool, kind] : {std::pair{&live_, "heap"}, {&managed_, "managed"}, {&mapped_, "mapped"}}) {
     for (const auto& [address, size] : *pool) {
-      if (!everything && !wanted.count(address)) continue;
+      const DeviceSlot* owner = pool == &managed_ ? nullptr : slot_of(address);
+      if (owner && owner != &here) {  // another GPU's memory: reached through a peer pointer
+        if (reached.count(address)) {
+          regions.push_back({MNEME_RECORDING_PEER_KIND, address, size, "", owner->ordinal()});
+          sources.push_back(address);
+        }
+        continue;
+      }
+      if (reachable_only && !reached.count(address)) continue;
       // memory the application mapped into a reservation the range served is heap memory
-      regions.push_back({pool == &mapped_ && in_range(address, size) ? "heap" : kind, address, size, ""});
+      regions.push_back({pool == &mapped_ && owner ? "heap" : kind, address, size, ""});
       sources.push_back(address);
     }
   }
@@ -385,7 +371,8 @@ std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vecto
     std::memcpy(&value, args.data() + at, 8);
     if (auto start = owner(value); start && found.insert(*start).second) pending.push_back(*start);
   }
-  const auto& d = device_->driver();
+  const DeviceSlot& here = slot();
+  const auto& d = here.device->driver();
   std::vector<unsigned char> buffer;
   constexpr uint64_t kPiece = 64ull << 20;
   auto read_and_scan = [&](uint64_t address, uint64_t size) {
@@ -396,7 +383,7 @@ std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vecto
       scan(buffer.data(), n);
     }
   };
-  rt::cuda::CudaDevice::Scope scope(*device_);
+  rt::cuda::CudaDevice::Scope scope(*here.device);
   for (const auto& [address, size] : globals) read_and_scan(address, size);
   while (!pending.empty()) {
     uint64_t start = pending.back();
@@ -457,7 +444,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
                      const void* host_function, void* module) {
   // A launch into a capturing stream only adds a graph node: it is recorded when the
   // graph runs. Any synchronisation now would invalidate the capture.
-  if (capturing(stream) || foreign_device()) return do_launch();
+  if (capturing(stream)) return do_launch();
   seen_.launches++;
   timing_.on_launch();
   Pending launch;
@@ -504,8 +491,13 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
-  regions_now(regions, sources, capture_reachable_ ? &inst.args : nullptr, launch.module, kernel->fatbin);
+  regions_now(regions, sources, inst.args, capture_reachable_, launch.module, kernel->fatbin);
   inst.capture = capture_reachable_ ? "reachable" : "all";
+  DeviceSlot& here = slot();
+  inst.device = here.ordinal();
+  inst.vas_base = here.space->base();
+  inst.vas_size = here.space->size();
+  source_->use(here.device);  // the copies and digests run on the launch's GPU
   std::shared_ptr<rt::SnapshotPipeline::Instance> snap;
   try {
     snap = pipeline.begin(static_hash, inst, regions);

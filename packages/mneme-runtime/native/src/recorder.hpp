@@ -6,6 +6,7 @@
 // writer and snapshot pipeline. The interposed entry points (runtime_api.cpp,
 // driver_api.cpp, graph_api.cpp) lock Recorder::mutex and call into it:
 //   recorder.cpp        configuration, launch recording and snapshot orchestration
+//   device_slots.cpp    the GPUs the process works on, each with its own range
 //   snapshot_source.cpp device-to-host copies for the snapshot pipeline
 //   kernel_registry.cpp kernels and the code they came from (fatbinaries, modules)
 //   allocations.cpp     the allocation service (the fixed range, managed memory)
@@ -150,10 +151,27 @@ class Recorder {
     globals_.push_back({name, host, size, handle});
   }
 
-  rt::AddressSpace& space() {
-    if (!space_) init_device();
-    return *space_;
+  // One per GPU the application works on, in the order of first use (docs/record.md,
+  // "Several GPUs"): the device and its own fixed range. The first range starts at the
+  // base; the k-th k strides above it (a stride: the range and the managed arena's room).
+  struct DeviceSlot {
+    std::shared_ptr<rt::cuda::CudaDevice> device;
+    std::unique_ptr<rt::AddressSpace> space;
+    int ordinal() const { return device->properties().ordinal; }
+    bool holds(uint64_t address, uint64_t size = 1) const {
+      return address >= space->base() && address - space->base() < space->size() &&
+             size <= space->size() - (address - space->base());
+    }
+  };
+  // The current GPU's slot (the current context's device), opened on first use.
+  DeviceSlot& slot();
+  // The slot whose range holds `address`; nullptr when none does.
+  DeviceSlot* slot_of(uint64_t address) {
+    for (auto& s : slots_)
+      if (s->holds(address)) return s.get();
+    return nullptr;
   }
+  rt::AddressSpace& space() { return *slot().space; }
   void track(uint64_t address, uint64_t size) {
     live_[address] = size;
     live_bytes_ += size;
@@ -184,11 +202,9 @@ class Recorder {
   void track_reservation(uint64_t address) { reservations_.insert(address); }
   bool release_reservation(uint64_t address) {
     if (!reservations_.erase(address)) return false;
-    std::erase_if(mapped_, [&](const auto& m) { return !in_range(m.first, m.second); });
-    return space_ && space_->release_unmapped(address);
-  }
-  bool in_range(uint64_t address, uint64_t size) const {
-    return space_ && address >= space_->base() && address + size <= space_->base() + space_->size();
+    std::erase_if(mapped_, [&](const auto& m) { return !slot_of(m.first); });
+    DeviceSlot* owner = slot_of(address);
+    return owner && owner->space->release_unmapped(address);
   }
   // Device memory the application maps itself into a range it reserved (cuMemMap:
   // PyTorch's expandable segments): snapshotted at its own address, kind "mapped".
@@ -199,7 +215,7 @@ class Recorder {
   // Managed memory from the fixed range after the device range (managed_arena.hpp);
   // 0 when it cannot be placed there (then the driver's managed memory is used).
   uint64_t allocate_managed(uint64_t size) {
-    if (!space_) init_device();
+    if (slots_.empty()) slot();
     return arena_ ? arena_->allocate(size) : 0;
   }
   bool free_managed(uint64_t address) { return arena_ && arena_->free(address); }
@@ -210,22 +226,6 @@ class Recorder {
   void capture_began(uint64_t stream) { capturing_.insert(stream); }
   void capture_ended(uint64_t stream) { capturing_.erase(stream); }
   bool capturing(uint64_t stream) const;
-
-  // Another GPU than the recorded one is current: its allocations and launches pass
-  // through unrecorded (one recorded device per process; docs/record.md).
-  bool foreign_device() {
-    if (ordinal_ < 0) return false;
-    using CtxGetDevice = CUresult (*)(CUdevice*);
-    static auto get_device = driver_function<CtxGetDevice>("cuCtxGetDevice");
-    CUdevice current = ordinal_;
-    if (!get_device || get_device(&current) != CUDA_SUCCESS || current == ordinal_) return false;
-    if (!warned_device_) {
-      warned_device_ = true;
-      std::fprintf(stderr, "mneme record: device %d is recorded; allocations and launches on device %d "
-                           "run unrecorded (one device per process)\n", ordinal_, current);
-    }
-    return true;
-  }
 
   // Executable graphs and the mirrors that say what they run (graph_mirror.hpp).
   void graph_instantiated(cudaGraphExec_t exec, cudaGraph_t graph, unsigned long long flags) {
@@ -313,7 +313,9 @@ class Recorder {
  private:
   Recorder();
   void load_manifest(const std::string& path);
-  void init_device();
+  // Opens the slot of GPU `ordinal` and lets the GPUs that have slots reach each other's
+  // memory where they can (peer access; docs/record.md).
+  DeviceSlot& open_slot(int ordinal);
   rt::RecordingWriter& writer();
 
   bool selected(KernelEntry& k) const {
@@ -326,8 +328,9 @@ class Recorder {
   // What a snapshot copies: every live allocation and device global (with the globals of
   // `module`, the application-loaded module the kernel came from), or (`args` given:
   // --capture reachable) the globals and the allocations reachable from them and `args`.
-  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                   const std::string* args = nullptr, void* module = nullptr, void** fatbin = nullptr);
+  // Another GPU's allocations are "peer" regions, and only those the launch reaches.
+  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources, const std::string& args,
+                   bool reachable_only, void* module = nullptr, void** fatbin = nullptr);
   static void drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources);
   std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
   bool capture_reachable_ = false;
@@ -400,11 +403,8 @@ class Recorder {
   std::set<uint64_t> capturing_;
   std::unordered_map<cudaGraphExec_t, std::unique_ptr<GraphMirror>> mirrors_;
   std::set<cudaGraphExec_t> warned_graphs_;
-  std::shared_ptr<rt::cuda::CudaDevice> device_;
-  std::unique_ptr<rt::AddressSpace> space_;
+  std::vector<std::unique_ptr<DeviceSlot>> slots_;
   std::unique_ptr<ManagedArena> arena_;
-  int ordinal_ = -1;  // the device recorded: the one current at the first allocation
-  bool warned_device_ = false;
   uint64_t managed_size_ = 0;
   std::unique_ptr<rt::RecordingWriter> writer_;
   std::unique_ptr<CudaSource> source_;
@@ -426,7 +426,7 @@ class RecorderLock {
 
 // ---- the allocation service (allocations.cpp)
 
-// Whether the recorder serves an allocation now (recording, on the recorded device).
+// Whether the recorder serves an allocation now (recording).
 bool served_here();
 // An allocation from the fixed range.
 cudaError_t serve(void** ptr, uint64_t size);

@@ -521,7 +521,8 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
   // refuses gets a zarr.json (the records are in the order they are stored).
   std::vector<size_t> stored(regions.size());
   for (size_t k = 0; k < stored.size(); ++k) stored[k] = k;
-  std::string problem = region_list_problem(regions, stored, info_.vas_base, info_.vas_size);
+  auto [vas_base, vas_size] = range_of(inst);
+  std::string problem = region_list_problem(regions, stored, vas_base, vas_size);
   if (!problem.empty())
     throw InvalidRegionsError("instance " + dyn + " not written: " + problem);
   std::ostringstream rs;
@@ -531,7 +532,9 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
        << ", \"address\": " << r.address << ", \"size\": " << r.size
        << ", \"symbol\": " << (r.symbol.empty() ? "null" : json_string(r.symbol))
        << ", \"epilogue_encoding\": " << json_string(r.epilogue_encoding)
-       << ", \"prologue_crc32c\": " << r.prologue_crc32c << ", \"epilogue_crc32c\": " << r.epilogue_crc32c << "}";
+       << ", \"prologue_crc32c\": " << r.prologue_crc32c << ", \"epilogue_crc32c\": " << r.epilogue_crc32c;
+    if (r.device >= 0) rs << ", \"device\": " << r.device;
+    rs << "}";
   }
   std::ostringstream a;
   a << "{\"kind\": \"instance\", \"dynamic_hash\": " << json_string(dyn) << ", \"grid\": [" << inst.grid[0]
@@ -540,10 +543,16 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
     << ", \"stream\": " << inst.stream << ", \"args_size\": " << inst.args.size()
     << ", \"occurrences\": " << occurrences << ", \"epilogue_format\": " << json_string(epilogue_format_)
     << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
-    << ", \"address_space\": {\"base\": " << info_.vas_base << ", \"size\": " << info_.vas_size << "}";
+    << ", \"address_space\": {\"base\": " << vas_base << ", \"size\": " << vas_size << "}";
+  if (inst.device >= 0) a << ", \"device\": " << inst.device;
   if (inst.capture != "all") a << ", \"capture\": " << json_string(inst.capture);
   a << "}";
   write_json(node / "zarr.json", group_json(a.str()));
+}
+
+std::pair<uint64_t, uint64_t> RecordingWriter::range_of(const InstanceInfo& inst) const {
+  if (inst.vas_size) return {inst.vas_base, inst.vas_size};
+  return {info_.vas_base, info_.vas_size};
 }
 
 bool RecordingWriter::commit_instance(const fs::path& node, const std::string& static_hash,
@@ -631,7 +640,8 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
   std::vector<size_t> order(inst.regions.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   order_regions(inst.regions, order);
-  std::string problem = region_list_problem(inst.regions, order, info_.vas_base, info_.vas_size);
+  auto [vas_base, vas_size] = range_of(inst);
+  std::string problem = region_list_problem(inst.regions, order, vas_base, vas_size);
   if (!problem.empty())
     throw InvalidRegionsError("instance " + dyn + " of kernel " + kernel_label(static_hash) + " not written: " + problem);
   std::vector<RegionSnapshot> regions;
@@ -669,7 +679,7 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
       }
     }
     records.push_back({r.kind, r.address, r.size, r.symbol, encoding, crc32c(r.before, r.size),
-                       crc32c(r.after, r.size)});
+                       crc32c(r.after, r.size), r.device});
   }
   write_instance_metadata(node, dyn, inst, records, 1);
   if (commit_instance(node, static_hash, dyn)) return {dyn, true};

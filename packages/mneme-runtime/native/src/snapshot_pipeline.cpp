@@ -421,7 +421,8 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
   inst->order.resize(regions.size());
   std::iota(inst->order.begin(), inst->order.end(), size_t(0));
   order_regions(regions, inst->order);
-  std::string problem = region_list_problem(regions, inst->order, writer_.vas_base(), writer_.vas_size());
+  auto [vas_base, vas_size] = writer_.range_of(info);
+  std::string problem = region_list_problem(regions, inst->order, vas_base, vas_size);
   if (!problem.empty()) {
     // The reader would refuse the instance, and with it every listing of the database:
     // this launch runs unrecorded, the others are recorded as usual.
@@ -776,7 +777,7 @@ void SnapshotPipeline::finalize(Instance& inst) {
           before = crc32c_combine(before, inst.crc_before[k][c], n);
           after = crc32c_combine(after, inst.crc_after[k][c], n);
         }
-        records.push_back({r.kind, r.address, r.size, r.symbol, encoding, before, after});
+        records.push_back({r.kind, r.address, r.size, r.symbol, encoding, before, after, r.device});
       }
       bool mine;
       uint64_t occurrences;

@@ -16,14 +16,19 @@ namespace mneme::recorder {
 
 class CudaSource : public mneme::runtime::SnapshotSource {
  public:
+  // Copies run on `device` until use() names another.
   explicit CudaSource(std::shared_ptr<mneme::runtime::cuda::CudaDevice> device);
+
+  // Later copies, fences and digests run on `device` (the launch's GPU), on a stream of
+  // its own: a GPU copies its own memory, and reaches another's only through peer access.
+  void use(const std::shared_ptr<mneme::runtime::cuda::CudaDevice>& device);
 
   void* allocate(size_t bytes) override;
   void deallocate(void* pointer, size_t) noexcept override;
   void copy(void* destination, uint64_t source, size_t bytes) override;
   std::shared_ptr<mneme::runtime::Fence> fence() override;
   void wait_all() override;
-  // Background threads keep the context current for their event waits.
+  // Background threads keep the first GPU's context current for their event waits.
   void thread_started() override;
   // The chunk-digest kernel (snapshot_digest.cu, as PTX the driver JIT-compiles), one
   // launch per range on the copy stream, its results in mapped host memory.
@@ -31,16 +36,22 @@ class CudaSource : public mneme::runtime::SnapshotSource {
 
  private:
   class EventFence;
+  // One GPU's stream, spare events and digest kernel.
+  struct Lane {
+    std::shared_ptr<mneme::runtime::cuda::CudaDevice> device;
+    CUstream stream = nullptr;
+    std::vector<CUevent> events;
+    CUmodule digest_module = nullptr;
+    CUfunction digest_kernel = nullptr;
+    uint64_t* digest_words = nullptr;
+    uint64_t digest_bytes = 0;
+  };
+  Lane& open_lane(const std::shared_ptr<mneme::runtime::cuda::CudaDevice>& device);
 
-  std::shared_ptr<mneme::runtime::cuda::CudaDevice> device_;
   const mneme::runtime::cuda::Driver& d_;
-  CUstream stream_ = nullptr;
-  std::mutex mutex_;
-  std::vector<CUevent> events_;
-  CUmodule digest_module_ = nullptr;
-  CUfunction digest_kernel_ = nullptr;
-  uint64_t* digest_words_ = nullptr;
-  uint64_t digest_bytes_ = 0;
+  std::mutex mutex_;  // the lanes' spare events
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  Lane* lane_ = nullptr;  // in use
   bool digest_failed_ = false;
 };
 

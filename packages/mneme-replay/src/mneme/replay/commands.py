@@ -83,8 +83,16 @@ LS_COLUMNS = (
     Column("instance", role="id"),
     Column("origin"),
     *(Column(header, justify="right") for header in
-      ("grid", "block", "smem", "occ", "app ms", "regions", "raw", "stored", "unique", "ratio")),
+      ("gpu", "grid", "block", "smem", "occ", "app ms", "regions", "raw", "stored", "unique", "ratio")),
 )
+
+
+def _gpu(device: int | None, peers: list[int]) -> str:
+    """"1": ran on GPU 1 of the recorded process; "0+1": on GPU 0, reaching GPU 1's memory
+    (replays on two GPUs); "-": recorded before recordings said (one GPU)."""
+    if device is None:
+        return "-"
+    return "+".join(str(d) for d in (device, *peers))
 
 
 def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
@@ -110,6 +118,8 @@ def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
                 "kernel": kernel.demangled_name,
                 "instance": inst.id,
                 "origin": kernel.origin,
+                "device": inst.device,
+                "peer_devices": list(inst.peer_devices),
                 "grid": list(inst.grid),
                 "block": list(inst.block),
                 "shared_mem": inst.shared_mem,
@@ -145,7 +155,7 @@ def ls(db: Path, as_json: bool):
         soft_wrap=True,
     )
     cells = [
-        [r["kernel"], r["instance"], _origin_file(r["origin"]), _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
+        [r["kernel"], r["instance"], _origin_file(r["origin"]), _gpu(r["device"], r["peer_devices"]), _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
          str(r["occurrences"]), _ms(r["app_ms"]), str(r["regions"]), human(r["raw_bytes"]),
          human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"])]
         for r in rows

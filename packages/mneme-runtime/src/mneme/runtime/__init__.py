@@ -22,6 +22,8 @@ from mneme.runtime.device import (
     Module,
     ParamInfo,
     Stream,
+    can_access_peer,
+    device_count,
     driver_available,
 )
 from mneme.runtime.errors import (
@@ -60,5 +62,7 @@ __all__ = [
     "RangeUnavailableError",
     "Stream",
     "UserError",
+    "can_access_peer",
+    "device_count",
     "driver_available",
 ]

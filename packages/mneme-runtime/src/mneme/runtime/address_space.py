@@ -49,6 +49,12 @@ class AddressSpace:
     def size(self) -> int:
         return self._native.size
 
+    def share_with(self, device) -> None:
+        """Let ``device`` (a Device or an ordinal) read and write the range's memory as
+        well, mapped now and later: peer access for memory of the VMM API, which
+        ``cuCtxEnablePeerAccess`` does not cover. Raises UserError when it cannot reach it."""
+        self._native.share_with(int(getattr(device, "ordinal", device)))
+
     @property
     def end(self) -> int:
         return self._native.base + self._native.size

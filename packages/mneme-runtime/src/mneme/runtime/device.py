@@ -22,6 +22,17 @@ def driver_available() -> bool:
     return _native.cuda_driver_available()
 
 
+def device_count() -> int:
+    """CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applies); raises
+    NoDriverError without a driver."""
+    return _native.cuda_device_count()
+
+
+def can_access_peer(ordinal: int, peer: int) -> bool:
+    """Whether device ``ordinal`` can read and write memory of device ``peer``."""
+    return _native.cuda_can_access_peer(ordinal, peer)
+
+
 def _dim3(value: Dim) -> tuple[int, int, int]:
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3:
@@ -230,9 +241,19 @@ class Device:
     def synchronize(self) -> None:
         self._native.synchronize()
 
-    def address_space(self, base: int = DEFAULT_BASE, size: int = DEFAULT_SIZE) -> AddressSpace:
-        """Reserve ``[base, base+size)`` of device virtual address space."""
-        return AddressSpace(self._native.address_space(base, size), device=self)
+    def address_space(
+        self, base: int = DEFAULT_BASE, size: int = DEFAULT_SIZE, shared_with: Sequence = ()
+    ) -> AddressSpace:
+        """Reserve ``[base, base+size)`` of device virtual address space. Devices in
+        ``shared_with`` (Devices or ordinals) reach its memory too (peer access)."""
+        space = AddressSpace(self._native.address_space(base, size), device=self)
+        try:
+            for other in shared_with:
+                space.share_with(other)
+        except BaseException:
+            space.close()
+            raise
+        return space
 
     # --- copies ---------------------------------------------------------------
 

@@ -36,8 +36,11 @@ DEFAULT_ZSTD_LEVEL = 1
 #: recorded address range (the others where the driver or the application put them).
 #: "mapped": device memory the application mapped itself (cuMemMap into a range it
 #: reserved: PyTorch's expandable segments), replayed, like "managed", at its own address.
-REGION_KINDS = ("heap", "global", "managed", "mapped")
+#: "peer": memory of another GPU of the process that the launch reaches (peer access),
+#: inside that GPU's own range; replay maps it on a second GPU (docs/format.md, "Devices").
+REGION_KINDS = ("heap", "global", "managed", "mapped", "peer")
 IN_RANGE_KIND = "heap"
+PEER_KIND = "peer"
 #: Kinds replay maps as device memory at the region's own address, outside the range.
 OWN_ADDRESS_KINDS = ("managed", "mapped")
 #: FNV-1a 64 (dynamic hashes of instances).
@@ -67,6 +70,7 @@ def c_header() -> str:
 #define MNEME_RECORDING_DEFAULT_ZSTD_LEVEL {DEFAULT_ZSTD_LEVEL}
 #define MNEME_RECORDING_REGION_KINDS {", ".join(f'"{k}"' for k in REGION_KINDS)}
 #define MNEME_RECORDING_IN_RANGE_KIND "{IN_RANGE_KIND}"
+#define MNEME_RECORDING_PEER_KIND "{PEER_KIND}"
 #define MNEME_RECORDING_FNV1A64_OFFSET 0x{FNV_OFFSET:016x}ull
 #define MNEME_RECORDING_FNV1A64_PRIME 0x{FNV_PRIME:x}ull
 

@@ -238,6 +238,7 @@ class Tuner:
         bound = self.bound[0]
         #: the launch shapes the study's trials proved invalid (valid_region.py)
         self.region = LaunchRegion.for_space(bound, self.base_settings)
+        self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
         sampler = ValidRegionSampler(
             make_sampler(self.sampler_name, len(self.objectives), self.options.seed),
             self.region, self.options.seed)
@@ -514,6 +515,7 @@ class Tuner:
                 for p in probes:
                     study.enqueue_trial(p)
             search_start = time.monotonic()
+            self._probe_keys = {json.dumps(p, sort_keys=True) for p in probes}
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             study.flush()  # every trial in the storage before the results are read
             study.pull()
@@ -565,6 +567,11 @@ class Tuner:
         deadline = start + o.timeout if o.timeout else None
         last_count = time.monotonic()
         bound = self.bound[0]
+        # The probe answers before the search begins: a search trial beside a probe trial
+        # whose shape has not answered yet may try that (invalid) shape again (seen on two
+        # H200s: 8-15 extra failures for ~30 invalid shapes while the probe ran).
+        probe_keys = set(self._probe_keys)  # probe points not asked yet
+        probing: set[int] = set()  # probe trials in flight
 
         def report() -> None:
             if on_progress:
@@ -596,6 +603,8 @@ class Tuner:
                 last_count = now
             out_of_time = deadline is not None and now >= deadline
             while not out_of_time and len(trials_of) < depth:
+                if probing and not probe_keys:
+                    break  # every probe point is out: the search waits for their answers
                 if claimed == 0:
                     # About CLAIM_SECONDS of trials at once: a claim costs a pull and a write.
                     elapsed = time.monotonic() - start
@@ -609,6 +618,9 @@ class Tuner:
                         break
                 trial = study.ask()
                 point = bound.suggest(trial)
+                key = json.dumps(point, sort_keys=True)
+                is_probe = key in probe_keys
+                probe_keys.discard(key)
                 reason = bound.violated(point)
                 if reason is not None:
                     trial.set_user_attr(TRIAL_ATTR, {"failure": "infeasible", "reason": reason})
@@ -631,7 +643,6 @@ class Tuner:
                         claimed = max(0, claimed - 1)
                     continue
                 infeasible = 0
-                key = json.dumps(point, sort_keys=True)
                 if o.reuse_repeats and key in seen and seen[key][1] is not None:
                     # The same point again (small discrete spaces): reuse its measurement.
                     number, values, attrs = seen[key]
@@ -661,6 +672,8 @@ class Tuner:
                              for x in settings]
                 futures = [executor.submit(s, i) for s, i in zip(first, self.instances, strict=True)]
                 trials_of[trial.number] = [trial, point, settings, futures, self._screening]
+                if is_probe:
+                    probing.add(trial.number)
                 claimed -= 1
                 for f in futures:
                     inflight[f] = trial.number
@@ -680,6 +693,7 @@ class Tuner:
                 inflight.pop(f, None)
             for number in [n for n, entry in trials_of.items() if all(f.done() for f in entry[3])]:
                 trial, point, all_settings, futures, screening = trials_of.pop(number)
+                probing.discard(number)
                 settings = all_settings[0]
                 attrs: dict[str, Any] = {"settings": settings.to_dict()}
                 errors = [f.exception() for f in futures if f.exception() is not None]

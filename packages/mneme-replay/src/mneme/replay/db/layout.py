@@ -21,6 +21,7 @@ from mneme.runtime.recording_format import (  # noqa: F401 (re-exported)
     INSTANCES,
     IR,
     KERNELS,
+    PEER_KIND,
     PRIVATE_DIR,
     PROLOGUE,
     REGION_KINDS,

@@ -36,7 +36,7 @@ from .errors import (
     NotFoundError,
 )
 from .metadata import Spec
-from .region_layout import region_layout_problem
+from .region_layout import address_space_problem, region_layout_problem
 from .schema import (
     INSTANCE_SCHEMA,
     KERNEL_SCHEMA,
@@ -414,6 +414,28 @@ class Instance:
         arguments and device globals reach (a replay that reads elsewhere faults)."""
         return self._attrs.get("capture", "all")
 
+    @property
+    def device(self) -> int | None:
+        """The GPU it ran on (CUDA ordinal in the recorded process); None for instances
+        recorded before recordings said (a process of one GPU)."""
+        return self._attrs.get("device")
+
+    @property
+    def address_range(self) -> tuple[int, int]:
+        """(base, size) of the address range its heap regions lie in: its GPU's own range
+        (each GPU of a process has one), else the recording's."""
+        recorded = self._attrs.get("address_space")
+        if recorded is not None and "device" in self._attrs:
+            return recorded["base"], recorded["size"]
+        info = self.kernel.db.info
+        return info.vas_base, info.vas_size
+
+    @property
+    def peer_devices(self) -> tuple[int, ...]:
+        """The other GPUs whose memory the launch reached through peer pointers (its
+        "peer" regions), sorted; empty when it touched only its own GPU's memory."""
+        return tuple(sorted({r.device for r in self.regions if r.kind == layout.PEER_KIND}))
+
     @cached_property
     def regions(self) -> list[RegionInfo]:
         """The regions, checked against the layout rules of docs/format.md: sorted by
@@ -421,13 +443,19 @@ class Instance:
         regions = [RegionInfo.from_json(r) for r in self._attrs["regions"]]
         info = self.kernel.db.info
         recorded = self._attrs.get("address_space")  # absent before writers stored it
-        if recorded is not None and (recorded["base"], recorded["size"]) != (info.vas_base, info.vas_size):
+        own_range = recorded is not None and "device" in self._attrs  # a GPU's own range
+        if own_range:
+            problem = address_space_problem(recorded["base"], recorded["size"])
+            if problem:
+                raise CorruptDataError(f"instance {self.id}: {problem}")
+        elif recorded is not None and (recorded["base"], recorded["size"]) != (info.vas_base, info.vas_size):
             raise CorruptDataError(
                 f"instance {self.id} was recorded in address range {recorded['base']:#x}+"
                 f"{recorded['size']:#x}, but the database's root metadata says "
                 f"{info.vas_base:#x}+{info.vas_size:#x} (the root metadata was changed)"
             )
-        problem = region_layout_problem(regions, info.vas_base, info.vas_size)
+        base, size = self.address_range
+        problem = region_layout_problem(regions, base, size)
         if problem:
             raise CorruptDataError(f"instance {self.id}: {problem}")
         return regions
@@ -564,6 +592,8 @@ class Instance:
             "occurrences": self.occurrences,
             "epilogue_format": self.epilogue_format,
             "capture": self.capture,
+            "device": self.device,
+            "peer_devices": list(self.peer_devices),
             "args": self.args.hex(),
             "regions": [r.to_json() for r in self.regions],
             "annotations": {k: v.to_json() for k, v in self.annotations.items()},

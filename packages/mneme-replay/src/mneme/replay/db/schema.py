@@ -115,7 +115,8 @@ REGION_SCHEMA = Obj(
         "symbol": Nullable(Str()),
         "epilogue_encoding": OneOf(("bytes", "xor-prologue")),
     },
-    {"prologue_crc32c": U32, "epilogue_crc32c": U32},
+    # "device": the GPU (CUDA ordinal in the recorded process) of a "peer" region
+    {"prologue_crc32c": U32, "epilogue_crc32c": U32, "device": Int(0, 1 << 31)},
 )
 INSTANCE_SCHEMA = Obj(
     {
@@ -136,8 +137,10 @@ INSTANCE_SCHEMA = Obj(
         # "reachable": only the allocations the launch could reach were captured
         "capture": OneOf(("all", "reachable")),
         # the root's address range when the instance was written: a later edit of the
-        # root's range disagrees with it (mneme check)
+        # root's range disagrees with it (mneme check). With "device": that GPU's range.
         "address_space": ADDRESS_SPACE_SCHEMA,
+        # the GPU it ran on (CUDA ordinal in the recorded process; docs/format.md, "Devices")
+        "device": Int(0, 1 << 31),
     },
 )
 
@@ -321,24 +324,29 @@ class RegionInfo:
     address: int
     size: int
     symbol: str | None = None
+    #: "peer" regions: the GPU (CUDA ordinal in the recorded process) whose memory it is
+    device: int | None = None
 
     @property
     def name(self) -> str:
         return region_name(self.address)
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "name": self.name,
             "kind": self.kind,
             "address": self.address,
             "size": self.size,
             "symbol": self.symbol,
         }
+        if self.device is not None:
+            doc["device"] = self.device
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict) -> RegionInfo:
         REGION_SCHEMA.check(doc, "region")
-        info = cls(doc["kind"], doc["address"], doc["size"], doc["symbol"])
+        info = cls(doc["kind"], doc["address"], doc["size"], doc["symbol"], doc.get("device"))
         if check_region_name(doc["name"]) != info.name:
             raise CorruptDataError(f"region {doc['name']!r} does not match its address")
         if info.address + info.size > 1 << 64:

@@ -3,7 +3,8 @@
 ``DeviceImage`` reserves the recorded virtual address range with the runtime's
 ``AddressSpace``, recreates every heap region at its recorded address (managed regions,
 which the driver placed outside that range at record time, get reservations of their own
-at exactly their recorded addresses), uploads the
+at exactly their recorded addresses; "peer" regions, another GPU's memory the launch
+reached, are mapped on a second GPU that the replay GPU reaches), uploads the
 prologue once and keeps a pristine device copy of it, so resetting memory before each
 iteration is device-to-device copies only. Device globals live in the loaded module:
 ``bind_module`` points them at the module's addresses and resets them the same way.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS
+from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
 from .errors import RestoreError
 from .verify_kernels import RESULT_BYTES
@@ -102,6 +103,30 @@ class _Global:
     address: int | None = None  # in the currently bound module
 
 
+def peer_devices(device, recorded: list[int], instance_id: str) -> dict:
+    """A GPU of this machine for each other GPU of the recorded process whose memory the
+    instance reached (recorded ordinal -> Device), each reachable from ``device`` (peer
+    access); the GPU of the same ordinal when it can serve. RestoreError when too few."""
+    from mneme.runtime import Device, can_access_peer, device_count
+
+    count = device_count()
+    here = device.ordinal
+    usable = [o for o in range(count) if o != here and can_access_peer(here, o)]
+    if len(usable) < len(recorded):
+        need = len(recorded) + 1
+        raise RestoreError(
+            f"instance {instance_id} reads the memory of {len(recorded)} other GPU(s) of the recorded "
+            f"process (peer access): replay it on a machine with {need} GPUs that reach each other "
+            f"(this one shows {count}, {len(usable)} reachable from GPU {here})"
+        )
+    chosen: dict[int, int] = {r: r for r in recorded if r in usable}
+    rest = iter(o for o in usable if o not in chosen.values())
+    for r in recorded:
+        if r not in chosen:
+            chosen[r] = next(rest)
+    return {r: Device(o) for r, o in chosen.items()}
+
+
 class DeviceImage:
     """The recorded memory of one instance, live on one device.
 
@@ -114,13 +139,21 @@ class DeviceImage:
         regions = list(instance.regions)
         # Heap and managed regions both come back as device memory at their recorded
         # addresses: at replay only the kernel touches them.
-        self.heap = [r for r in regions if r.kind == IN_RANGE_KIND or r.kind in OWN_ADDRESS_KINDS]
+        self.heap = [r for r in regions
+                     if r.kind == IN_RANGE_KIND or r.kind in OWN_ADDRESS_KINDS or r.kind == PEER_KIND]
         self.globals_info = [r for r in regions if r.kind == "global"]
         granularity = int(device.properties.granularity) or (2 << 20)
         self.spans = merge_spans([r for r in self.heap if r.kind == IN_RANGE_KIND])
         # managed memory, and memory the application mapped itself: at their own addresses
         managed = merge_spans([r for r in self.heap if r.kind in OWN_ADDRESS_KINDS], granularity)
-        base, size = int(info.vas_base), int(info.vas_size)
+        # another GPU's memory, per recorded GPU: mapped on a GPU of this machine that this
+        # one reaches
+        peer_regions = [r for r in self.heap if r.kind == PEER_KIND]
+        recorded_peers = sorted({r.device for r in peer_regions})
+        peer_spans = {d: merge_spans([r for r in peer_regions if r.device == d], granularity)
+                      for d in recorded_peers}
+        # the instance's GPU's range (each GPU of a process has its own), else the recording's
+        base, size = (int(v) for v in getattr(instance, "address_range", (info.vas_base, info.vas_size)))
         for span in self.spans:
             if span.address < base or span.address + span.size > base + size:
                 raise RestoreError(
@@ -130,23 +163,39 @@ class DeviceImage:
         epilogues = self._epilogues(verify)
         # Scratch (pristine copies, expected epilogues, verification results, L2 flush)
         # lives in the same reservation, past the recorded range.
-        scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed)
+        every_peer_span = [s for spans in peer_spans.values() for s in spans]
+        scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed + every_peer_span)
         scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
         scratch += sum(_round_up(len(e), _SCRATCH_ALIGNMENT) for e in epilogues.values())
         scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
         scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
         scratch += self._flush_size()  # address space only until flush_l2 is used
         # every scratch allocation starts a fresh granule; keep room for that
-        scratch += granularity * (len(self.spans) + len(managed) + 2 * len(regions) + 6)
+        scratch += granularity * (len(self.spans) + len(managed) + len(every_peer_span) + 2 * len(regions) + 6)
         # Whole steps below the host's mapping area; in it (bases like 0x7f0000000000,
         # where the process's own libraries land) as little as needed: a 64 GiB range there
         # collides with them (seen on the H100 host: "the driver offered 0x7f0204000000").
         step = _RESERVE_STEP if base + size < _HOST_MAPPINGS else granularity
         reserve = _round_up(size + scratch, step)
+        # The peer GPUs' contexts before any reservation: a context made while a range is
+        # reserved puts the driver's own memory right after it, where the peer's recorded
+        # range may lie (seen on two H200s).
+        peers = peer_devices(device, recorded_peers, getattr(instance, "id", "?")) if recorded_peers else {}
         self.space = device.address_space(base, reserve)
         self._allocations: list = []
         self._managed_spaces: list = []
+        self._peer_spaces: list = []
         try:
+            for recorded, spans in peer_spans.items():
+                # one reservation per peer GPU, in whole steps like the own range (the
+                # driver's later allocations land beyond what later images need)
+                lo = spans[0].address
+                hi = lo + _round_up(spans[-1].address + spans[-1].size - lo,
+                                    _RESERVE_STEP if lo < _HOST_MAPPINGS else granularity)
+                space = peers[recorded].address_space(lo, hi - lo, shared_with=[device])
+                self._peer_spaces.append(space)
+                for span in spans:
+                    self._allocations.append(space.allocate_at(span.address, span.size))
             # The recorder places managed memory right after the recorded range (inside
             # this reservation): mapped first, before any scratch. Older recordings hold
             # the driver's addresses: each gets a reservation of its own there.
@@ -162,7 +211,7 @@ class DeviceImage:
                 space = device.address_space(span.address, span.size)
                 self._managed_spaces.append(space)
                 self._allocations.append(space.allocate_at(span.address, span.size))
-            self.spans = self.spans + managed
+            self.spans = self.spans + managed + every_peer_span
             # Scratch goes after everything recorded, never into a hole between recorded
             # regions: a kernel reaching memory it was not recorded with must fault there,
             # not scribble on a pristine copy.
@@ -310,7 +359,7 @@ class DeviceImage:
 
     def actual_address(self, region) -> int | None:
         """Where the replayed bytes of ``region`` are (None: global not in the module)."""
-        if region.kind == IN_RANGE_KIND or region.kind in OWN_ADDRESS_KINDS:
+        if region.kind == IN_RANGE_KIND or region.kind in OWN_ADDRESS_KINDS or region.kind == PEER_KIND:
             return int(region.address)
         for g in self.globals:
             if g.region.name == region.name:
@@ -323,10 +372,11 @@ class DeviceImage:
         space = getattr(self, "space", None)
         if space is not None and not space.closed:
             space.close()
-        for managed in getattr(self, "_managed_spaces", []):
-            if not managed.closed:
-                managed.close()
+        for own in getattr(self, "_managed_spaces", []) + getattr(self, "_peer_spaces", []):
+            if not own.closed:
+                own.close()
         self._managed_spaces = []
+        self._peer_spaces = []
         self._allocations = []
 
     def __enter__(self) -> DeviceImage:

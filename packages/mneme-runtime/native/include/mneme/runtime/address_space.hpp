@@ -61,6 +61,9 @@ class AddressSpace {
   uint64_t size() const { return size_; }
   uint64_t granularity() const { return granularity_; }
   const MappingBackend& backend() const { return *backend_; }
+  // Device `ordinal` reaches the range's memory too, mapped now and later
+  // (MappingBackend::share_with).
+  void share_with(int ordinal);
 
   // First-fit allocation. alignment is raised to 256 and, for allocations of a
   // granule or more, to the granularity (large buffers never straddle a

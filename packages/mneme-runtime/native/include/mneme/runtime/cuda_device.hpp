@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "mneme/runtime/cuda_driver.hpp"
 #include "mneme/runtime/device.hpp"
@@ -102,13 +103,16 @@ class CudaMappingBackend : public MappingBackend {
   void release(uint64_t base, uint64_t size) noexcept override;
   void map(uint64_t address, uint64_t size) override;
   void unmap(uint64_t address, uint64_t size) override;
+  // Peer access through the VMM API (cuCtxEnablePeerAccess does not cover cuMemMap'd
+  // memory): every mapping grants `ordinal` read/write access as well.
+  void share_with(int ordinal) override;
 
  private:
   void unmap_granule(uint64_t address);
 
   std::shared_ptr<CudaDevice> device_;
   CUmemAllocationProp allocation_;
-  CUmemAccessDesc access_;
+  std::vector<CUmemAccessDesc> access_;  // this device first, then the devices shared with
   uint64_t granularity_;
   std::unordered_map<uint64_t, CUmemGenericAllocationHandle> handles_;  // granule address -> handle
 };

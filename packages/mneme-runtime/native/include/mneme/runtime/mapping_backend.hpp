@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "mneme/runtime/errors.hpp"
+
 namespace mneme::runtime {
 
 class MappingBackend {
@@ -33,6 +35,14 @@ class MappingBackend {
   // reserved. Only ranges given to map() earlier are unmapped, but a range
   // mapped in one call may be unmapped granule by granule.
   virtual void unmap(uint64_t address, uint64_t size) = 0;
+
+  // Lets device `ordinal` read and write this memory too (several GPUs of one process):
+  // what is mapped now and every later mapping. Throws when that device cannot reach it.
+  virtual void share_with(int ordinal);
 };
+
+inline void MappingBackend::share_with(int ordinal) {
+  throw UserError(name() + " cannot be shared with device " + std::to_string(ordinal));
+}
 
 }  // namespace mneme::runtime

@@ -58,6 +58,7 @@ struct RegionSnapshot {
   const uint8_t* before = nullptr;
   const uint8_t* after = nullptr;
   std::string symbol;  // device global name, empty for heap regions
+  int device = -1;     // "peer" regions: the GPU (CUDA ordinal) whose memory it is
 };
 
 struct InstanceInfo {
@@ -69,6 +70,10 @@ struct InstanceInfo {
   std::vector<RegionSnapshot> regions;
   // "all" (every live allocation) or "reachable" (what the arguments and globals reach)
   std::string capture = "all";
+  // The GPU it ran on (CUDA ordinal; -1: not said, the recording's only one) and that
+  // GPU's address range (vas_size 0: the recording's, RecordingInfo).
+  int device = -1;
+  uint64_t vas_base = 0, vas_size = 0;
 };
 
 // One region's entry in an instance's metadata.
@@ -80,6 +85,7 @@ struct RegionRecord {
   // Format 2: CRC-32C of the region's full prologue and epilogue bytes (what a reader
   // reconstructs), recorded so that `mneme check` can verify what readers get.
   uint32_t prologue_crc32c = 0, epilogue_crc32c = 0;
+  int device = -1;  // "peer" regions: the GPU whose memory it is
 };
 
 // Encodes and decodes chunks as the format stores them: the chunk padded with zeros to
@@ -163,9 +169,11 @@ std::string region_list_problem(const std::vector<Region>& regions, const std::v
   }
   for (size_t index : order) {
     const Region& r = regions[index];
-    if (r.kind == MNEME_RECORDING_IN_RANGE_KIND &&
-        !(vas_base <= r.address && r.address - vas_base <= vas_size && r.size <= vas_size - (r.address - vas_base)))
+    bool inside = vas_base <= r.address && r.address - vas_base <= vas_size && r.size <= vas_size - (r.address - vas_base);
+    if (r.kind == MNEME_RECORDING_IN_RANGE_KIND && !inside)
       return "heap region " + region_name(r.address) + " lies outside the recorded address range";
+    if (r.kind == MNEME_RECORDING_PEER_KIND && (r.device < 0 || r.address < vas_base + vas_size && vas_base < r.address + r.size))
+      return "peer region " + region_name(r.address) + (r.device < 0 ? " names no device" : " lies inside the instance's own address range");
   }
   return "";
 }
@@ -216,6 +224,9 @@ class RecordingWriter {
   // "<demangled name> (<static hash>)" of a kernel this writer stored or found stored
   // (add_kernel); the hash alone for others. For messages about an instance.
   std::string kernel_label(const std::string& static_hash) const;
+  // The address range an instance's heap regions lie in: its GPU's (InstanceInfo), else
+  // the recording's.
+  std::pair<uint64_t, uint64_t> range_of(const InstanceInfo& inst) const;
 
   // Building blocks of the background snapshot pipeline (snapshot_pipeline.hpp), which
   // writes an instance chunk by chunk from several threads; add_instance uses them too.

@@ -96,9 +96,10 @@ uint64_t default_host_memory();
 uint64_t parse_size(const std::string& text);
 
 struct RegionSpec {
-  std::string kind;  // "heap" or "global"
+  std::string kind;  // a kind of MNEME_RECORDING_REGION_KINDS
   uint64_t address = 0, size = 0;
   std::string symbol;
+  int device = -1;  // "peer" regions: the GPU whose memory it is
 };
 
 struct PipelineStats {
