@@ -141,6 +141,7 @@ def run(args) -> dict:
                                   int(args.host_memory * (1 << 30)), args.threads)
         w.add_kernel(STATIC, "_Z5benchPf", "bench(float*)", b"BC\xc0\xde" + bytes(64), [(8, 8, 0, True, False)], [])
         strace = Strace(args.strace)
+        cpu = os.times()
         start = time.perf_counter()  # (strace attaches first)
         captured = 0.0
         for k, regions in enumerate(launches):
@@ -152,6 +153,8 @@ def run(args) -> dict:
         w.flush()
         drain = time.perf_counter() - t
         wall = time.perf_counter() - start
+        cpu_end = os.times()
+        cpu_s = (cpu_end.user - cpu.user) + (cpu_end.system - cpu.system)
         syscalls = strace.close()
         stats = w.stats()
         error = w.error()
@@ -169,7 +172,7 @@ def run(args) -> dict:
                 raise SystemExit(f"mneme check: {problems[:3]}")
         fsync_bw, cache_bw = disk_bandwidth(work, args.disk_mib << 20)
         return {"snapshot_bytes": snapshot, "stats": stats, "captured_s": captured, "drain_s": drain,
-                "wall_s": wall, "disk_bytes": disk, "disk_fsync_Bps": fsync_bw, "disk_cache_Bps": cache_bw,
+                "wall_s": wall, "cpu_s": cpu_s, "disk_bytes": disk, "disk_fsync_Bps": fsync_bw, "disk_cache_Bps": cache_bw,
                 "instances": args.instances, "cores": os.cpu_count(), "syscalls": syscalls}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -232,6 +235,7 @@ def main() -> None:
           f"{s['deduplicated_chunks']} chunks deduplicated)")
     print(f"  wall                   {r['wall_s']:8.2f} s    (captures {r['captured_s']:.2f} s, "
           f"drain at the end {r['drain_s']:.2f} s, blocked_s {s['blocked_s']:.2f}, wait_s {s['wait_s']:.2f})")
+    print(f"  process CPU time       {r['cpu_s']:8.2f} s    (all threads, user + system)")
     print("  thread-seconds         " + "  ".join(f"{k}={s[k]:.2f}" for k in
                                                   ("write_s", "commit_s", "encode_s", "hash_s", "crc_s", "delta_s", "decode_s") if k in s))
     disk = r["disk_fsync_Bps"]
