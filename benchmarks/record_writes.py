@@ -84,6 +84,8 @@ class WorkingSet:
             address += (size + (2 << 20) - 1) // (2 << 20) * (2 << 20)
             made += size
             i += 1
+        if len(self.regions) == 1:  # a small working set: one segment, an activation
+            self.regions[0][1:] = ["activations", self.fill("activations", self.regions[0][2].size)]
         # Device globals and small tensors: many regions of a few bytes to 64 KiB, most of
         # them zero, a few rewritten by each launch.
         for _ in range(small):
