@@ -632,7 +632,7 @@ NB_MODULE(_native, m) {
         d["staging_bytes"] = s.staging_bytes; d["pinned_bytes"] = s.pinned_bytes;
         d["blocked_s"] = s.blocked_s; d["wait_s"] = s.wait_s; d["alloc_s"] = s.alloc_s;
         d["crc_s"] = s.crc_s; d["delta_s"] = s.delta_s; d["hash_s"] = s.hash_s; d["encode_s"] = s.encode_s;
-        d["decode_s"] = s.decode_s; d["write_s"] = s.write_s; d["deduplicated_chunks"] = s.deduplicated_chunks;
+        d["decode_s"] = s.decode_s; d["write_s"] = s.write_s; d["commit_s"] = s.commit_s; d["deduplicated_chunks"] = s.deduplicated_chunks;
         d["threads"] = s.threads;
         return d;
       })

@@ -103,6 +103,43 @@ void write_file(const fs::path& path, const void* data, size_t size) {
   if (!out) throw Error("cannot write " + path.string());
 }
 
+// A document inside a staged node: nothing reads it before the node's rename commits it,
+// so it is written in place (no temporary, no rename: two directory operations fewer per
+// array, which add up over the thousands of small regions of a framework process).
+void write_staged_json(const fs::path& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t put = ::write(fd, text.data() + done, text.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      int err = errno;
+      ::close(fd);
+      throw Error("cannot write " + path.string() + ": " + std::strerror(err));
+    }
+    done += size_t(put);
+  }
+  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
+// A folder whose parent exists (the usual case inside a staged node): one mkdir, not
+// create_directories' stat of every component; the whole path when the parent is missing.
+bool make_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return true;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return !ec;
+}
+
+// An array's chunk folder `dir/c`, and `dir` first when it is missing.
+bool make_chunk_dir(const fs::path& dir) {
+  fs::path c = dir / "c";
+  if (::mkdir(c.c_str(), 0755) == 0 || errno == EEXIST) return true;
+  if (errno != ENOENT) return false;
+  return make_dir(dir) && (::mkdir(c.c_str(), 0755) == 0 || errno == EEXIST);
+}
+
 // Metadata documents are replaced atomically: temporary file, then rename.
 void write_json(const fs::path& path, const std::string& text) {
   fs::path tmp = path.parent_path() / ("." + path.filename().string() + "." + std::to_string(getpid()) + ".tmp");
@@ -306,23 +343,24 @@ double since(StageClock::time_point start) {
 }
 }  // namespace
 
-const std::vector<uint8_t>& ChunkCodec::encode(const uint8_t* data, uint64_t n, uint64_t chunk) {
+ChunkBytes ChunkCodec::encode(const uint8_t* data, uint64_t n, uint64_t chunk) {
   auto start = StageClock::now();
   if (n < chunk) {  // Zarr pads the last chunk of an array to the full chunk shape
-    padded_.resize(chunk);
+    if (padded_.size() < chunk) padded_.resize(chunk);
     std::memcpy(padded_.data(), data, n);
     std::memset(padded_.data() + n, 0, chunk - n);
     data = padded_.data();
   }
-  compressed_.resize(ZSTD_compressBound(chunk) + 4);
-  size_t z = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), compressed_.size() - 4, data,
-                               chunk, level_);
+  // The buffer keeps its size between chunks: resizing it down to each frame and back up
+  // zero-filled megabytes per chunk.
+  size_t bound = ZSTD_compressBound(chunk) + 4;
+  if (compressed_.size() < bound) compressed_.resize(bound);
+  size_t z = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), bound - 4, data, chunk, level_);
   if (ZSTD_isError(z)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(z));
   uint32_t crc = crc32c(compressed_.data(), z);
   for (int b = 0; b < 4; ++b) compressed_[z + b] = static_cast<uint8_t>(crc >> (8 * b));
-  compressed_.resize(z + 4);
   times.encode_s += since(start);
-  return compressed_;
+  return {compressed_.data(), z + 4};
 }
 
 void ChunkCodec::decode_file(const fs::path& file, uint8_t* out, uint64_t chunk) {
@@ -376,7 +414,7 @@ uint64_t avalanche(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-void write_all(const fs::path& path, const std::vector<uint8_t>& bytes, int flags) {
+void write_all(const fs::path& path, ChunkBytes bytes, int flags) {
   int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0 && errno == ENOENT) {
     std::error_code ec;
@@ -385,8 +423,8 @@ void write_all(const fs::path& path, const std::vector<uint8_t>& bytes, int flag
   }
   if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
   size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t put = ::write(fd, bytes.data() + done, bytes.size() - done);
+  while (done < bytes.size) {
+    ssize_t put = ::write(fd, bytes.data + done, bytes.size - done);
     if (put < 0 && errno == EINTR) continue;
     if (put <= 0) {
       int err = errno;
@@ -419,6 +457,41 @@ std::string chunk_digest(const uint8_t* data, size_t size) {
   return hex;
 }
 
+namespace {
+
+// Unnamed files (O_TMPFILE: Linux 3.11, ext4, XFS, btrfs, tmpfs) until a file system or the
+// process's privileges refuse them; then named temporaries.
+std::atomic<bool> g_named_temporaries{false};
+
+// Writes all of `bytes` to `fd` (left open); false with errno set.
+bool put_all(int fd, ChunkBytes bytes) {
+  size_t done = 0;
+  while (done < bytes.size) {
+    ssize_t put = ::write(fd, bytes.data + done, bytes.size - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      if (put == 0) errno = EIO;
+      return false;
+    }
+    done += size_t(put);
+  }
+  return true;
+}
+
+// Gives the unnamed file `fd` the name `name`: 0, or errno (EEXIST: the name is taken).
+int link_unnamed(int fd, const fs::path& name) {
+  char proc[40];
+  std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  if (::linkat(AT_FDCWD, proc, AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  int err = errno;
+  if (err == EEXIST) return err;
+  // No /proc: the descriptor itself (needs CAP_DAC_READ_SEARCH on older kernels).
+  if (::linkat(fd, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+  return errno == EEXIST ? EEXIST : err;
+}
+
+}  // namespace
+
 uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
                                       uint64_t chunk, ChunkCodec& codec) const {
   fs::path path = dir / "c" / std::to_string(index);
@@ -429,63 +502,89 @@ uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const
   char suffix[48];
   std::snprintf(suffix, sizeof suffix, "-%llx-%d", static_cast<unsigned long long>(chunk), level_);
   fs::path stored = root_ / ".mneme" / "chunks" / digest.substr(0, 2) / (digest + suffix);
+  // The chunk file as a link to the store entry; the array's folders are made on the way
+  // (one mkdir each when the node's folder exists, as it does in the pipeline).
+  auto link_chunk = [&] {
+    if (::link(stored.c_str(), path.c_str()) == 0) return true;
+    if (errno != ENOENT || !make_chunk_dir(dir)) return false;
+    return ::link(stored.c_str(), path.c_str()) == 0;
+  };
   struct stat st {};
   if (::stat(stored.c_str(), &st) == 0) {
-    bool linked = ::link(stored.c_str(), path.c_str()) == 0;  // already in the database
-    if (!linked && errno == ENOENT) {
-      std::error_code ec;
-      fs::create_directories(dir / "c", ec);
-      linked = ::link(stored.c_str(), path.c_str()) == 0;
-    }
-    if (linked) {
+    if (link_chunk()) {  // already in the database
       ++codec.times.deduplicated;
       return 0;
     }
     // a file system without hard links, or the store entry just collected: write it
   }
-  const auto& bytes = codec.encode(data, n, chunk);
+  ChunkBytes bytes = codec.encode(data, n, chunk);
   start = StageClock::now();
   struct WriteTimer {  // every way out of here counts as writing
     ChunkCodec& codec;
     StageClock::time_point start;
     ~WriteTimer() { codec.times.write_s += since(start); }
   } timer{codec, start};
-  static std::atomic<uint64_t> serial{0};
-  fs::path temporary = stored.parent_path() / (".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
-  auto link_chunk = [&] {
-    if (::link(stored.c_str(), path.c_str()) == 0) return true;
-    if (errno != ENOENT) return false;
-    std::error_code ec;
-    fs::create_directories(dir / "c", ec);
-    return ::link(stored.c_str(), path.c_str()) == 0;
-  };
-  try {
-    write_all(temporary, bytes, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
-    // Published by a link, not a rename: of writers (threads or processes) racing to store
-    // the same bytes the first wins, and the others link to its entry instead of replacing
-    // it under the chunks already linked to it; the content stays one inode.
-    bool published = ::link(temporary.c_str(), stored.c_str()) == 0;
-    bool lost_race = !published && errno == EEXIST;
-    ::unlink(temporary.c_str());
+  // Published by a link, not a rename: of writers (threads or processes) racing to store
+  // the same bytes the first wins, and the others link to its entry instead of replacing
+  // it under the chunks already linked to it; the content stays one inode.
+  auto linked = [&](bool published, bool lost_race) -> int64_t {  // -1: write a plain file
     if ((published || lost_race) && link_chunk()) {
-      if (published) return bytes.size();
+      if (published) return int64_t(bytes.size);
       ++codec.times.deduplicated;
       return 0;
     }
-  } catch (const Error&) {
-    ::unlink(temporary.c_str());
+    return -1;
+  };
+  fs::path shard = stored.parent_path();
+  if (!g_named_temporaries.load(std::memory_order_relaxed)) {
+    // An unnamed file in the store's folder, named by the link that publishes it: no
+    // temporary name to create and remove (two directory operations per chunk), and a
+    // writer killed before the link leaves nothing behind.
+    int fd = ::open(shard.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT && make_dir(shard)) fd = ::open(shard.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      if (put_all(fd, bytes)) {
+        int err = link_unnamed(fd, stored);
+        ::close(fd);
+        if (err == 0 || err == EEXIST) {
+          int64_t result = linked(err == 0, err == EEXIST);
+          if (result >= 0) return uint64_t(result);
+        } else {
+          g_named_temporaries = true;  // cannot name unnamed files here: named temporaries
+        }
+      } else {
+        ::close(fd);
+      }
+    } else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+      g_named_temporaries = true;  // the file system has no unnamed files
+    }
   }
+  if (g_named_temporaries.load(std::memory_order_relaxed)) {
+    static std::atomic<uint64_t> serial{0};
+    fs::path temporary = shard / (".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
+    try {
+      write_all(temporary, bytes, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
+      bool published = ::link(temporary.c_str(), stored.c_str()) == 0;
+      bool lost_race = !published && errno == EEXIST;
+      ::unlink(temporary.c_str());
+      int64_t result = linked(published, lost_race);
+      if (result >= 0) return uint64_t(result);
+    } catch (const Error&) {
+      ::unlink(temporary.c_str());
+    }
+  }
+  make_chunk_dir(dir);
   write_all(path, bytes, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);  // no store: a plain chunk file
-  return bytes.size();
+  return bytes.size;
 }
 
 void RecordingWriter::write_group_metadata(const fs::path& dir) const {
-  fs::create_directories(dir);
-  write_json(dir / "zarr.json", group_json(""));
+  if (!make_dir(dir)) throw Error("cannot create " + dir.string());
+  write_staged_json(dir / "zarr.json", group_json(""));
 }
 
 void RecordingWriter::write_array_metadata(const fs::path& dir, uint64_t size, const std::string& encoding) const {
-  fs::create_directories(dir);
+  if (!make_dir(dir)) throw Error("cannot create " + dir.string());
   std::ostringstream m;
   m << "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [" << size
     << "], \"data_type\": \"uint8\", \"chunk_grid\": {\"name\": \"regular\", \"configuration\": "
@@ -496,7 +595,7 @@ void RecordingWriter::write_array_metadata(const fs::path& dir, uint64_t size, c
        "\"configuration\": {\"level\": "
     << level_ << ", \"checksum\": false}}, {\"name\": \"crc32c\"}], \"attributes\": {\"mneme\": "
     << "{\"encoding\": " << json_string(encoding) << "}}, \"storage_transformers\": []}";
-  write_json(dir / "zarr.json", m.str());
+  write_staged_json(dir / "zarr.json", m.str());
 }
 
 uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, uint64_t size,

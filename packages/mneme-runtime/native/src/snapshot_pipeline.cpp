@@ -1,5 +1,6 @@
 #include "mneme/runtime/snapshot_pipeline.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,51 @@ bool xor_into(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t n) {
     out[i] = x;
   }
   return any != 0;
+}
+
+// CPUs a cgroup v2 quota (cpu.max: "<quota> <period>") grants this process; 0: none.
+unsigned cgroup_cpus() {
+  std::FILE* f = std::fopen("/proc/self/cgroup", "r");
+  if (!f) return 0;
+  char line[4096];
+  std::string group;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "0::", 3) == 0) {
+      group = line + 3;
+      while (!group.empty() && (group.back() == '\n' || group.back() == '\r')) group.pop_back();
+    }
+  std::fclose(f);
+  if (group.empty()) return 0;
+  unsigned least = 0;
+  size_t start = group.find_first_not_of('/');
+  const fs::path root = "/sys/fs/cgroup";
+  fs::path dir = start == std::string::npos ? root : root / group.substr(start);
+  // The quota of the process's group and of every group above it: the smallest holds.
+  for (int depth = 0; depth < 64; ++depth, dir = dir.parent_path()) {
+    if (std::FILE* q = std::fopen((dir / "cpu.max").c_str(), "r")) {
+      char quota[32] = {0};
+      unsigned long long period = 0;
+      if (std::fscanf(q, "%31s %llu", quota, &period) == 2 && std::strcmp(quota, "max") != 0 && period > 0) {
+        unsigned long long cpus = (std::strtoull(quota, nullptr, 10) + period - 1) / period;
+        if (cpus > 0 && (!least || cpus < least)) least = unsigned(cpus);
+      }
+      std::fclose(q);
+    }
+    if (dir == root) break;
+  }
+  return least;
+}
+
+// The CPUs this process may run on (its affinity mask: a container's or taskset's share;
+// a cgroup's CPU quota), not every CPU of the host that hardware_concurrency() counts:
+// more background threads than CPUs only make each stage's thread-seconds longer.
+unsigned usable_cpus() {
+  unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = unsigned(CPU_COUNT(&set));
+  unsigned quota = cgroup_cpus();
+  return quota ? std::min(n, quota) : n;
 }
 
 class DoneFence : public Fence {
@@ -160,6 +206,12 @@ struct SnapshotPipeline::Instance {
   // epilogue is the prologue: no delta stored, the same CRC).
   std::vector<std::vector<uint64_t>> digest_before;
   std::vector<std::vector<uint8_t>> unchanged;
+  // The node's folders and the zarr.json of each region's arrays are written by the
+  // background thread that stores the region's first prologue chunk (many threads at
+  // once, while the capture goes on), not all at the commit: [region] done. The commit
+  // writes those of regions without chunks and the epilogue arrays "best" decides late.
+  std::once_flag skeleton;
+  std::vector<uint8_t> described;
   std::atomic<uint64_t> stored{0};
   std::atomic<int> pending{1};  // queued tasks + 1 until sealed (or abandoned)
   std::atomic<bool> abandoned{false}, failed{false}, sealed{false};
@@ -177,7 +229,7 @@ SnapshotPipeline::SnapshotPipeline(RecordingWriter& writer, SnapshotSource& sour
   digests_ = options.digests;
   cap_ = std::max(cap_, 2 * block_);  // at least two blocks: one filling while one drains
   unsigned threads = options.threads;
-  if (!threads) threads = std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
+  if (!threads) threads = std::clamp(usable_cpus(), 1u, 32u);
   stats_.host_memory_bytes = cap_;
   stats_.threads = threads;
   for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { run_worker(); });
@@ -452,6 +504,7 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
   }
   inst->diff_stored.assign(inst->regions.size(), 0);
   inst->bytes_stored.assign(inst->regions.size(), 0);
+  inst->described.assign(inst->regions.size(), 0);
   // Retaining the prologue must leave at least one block for the epilogue to stream through.
   inst->retain = writer_.epilogue_format() != "bytes" && (blocks + 1) * block_ <= cap_;
   {
@@ -615,25 +668,27 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
   const std::string& format = writer_.epilogue_format();
   std::vector<bool> changed_pieces;
   ChunkCodec::Times before_times = w.codec.times;
-  double crc_s = 0, delta_s = 0;
+  double crc_s = 0, delta_s = 0, commit_s = 0;
   struct Account {  // adds this block's stage times to the statistics, however it ends
     SnapshotPipeline& pipeline;
     Worker& w;
     const ChunkCodec::Times& before;
     double& crc_s;
     double& delta_s;
+    double& commit_s;
     ~Account() {
       const auto& now = w.codec.times;
       std::lock_guard<std::mutex> s(pipeline.stats_mutex_);
       pipeline.stats_.crc_s += crc_s;
       pipeline.stats_.delta_s += delta_s;
+      pipeline.stats_.commit_s += commit_s;
       pipeline.stats_.hash_s += now.hash_s - before.hash_s;
       pipeline.stats_.encode_s += now.encode_s - before.encode_s;
       pipeline.stats_.decode_s += now.decode_s - before.decode_s;
       pipeline.stats_.write_s += now.write_s - before.write_s;
       pipeline.stats_.deduplicated_chunks += now.deduplicated - before.deduplicated;
     }
-  } account{*this, w, before_times, crc_s, delta_s};
+  } account{*this, w, before_times, crc_s, delta_s, commit_s};
   for (const Piece& p : pieces) {
     const RegionSpec& region = inst.regions[p.region];
     uint64_t chunk = inst.chunk[p.region];
@@ -643,6 +698,11 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     (epilogue ? inst.crc_after : inst.crc_before)[p.region][p.index] = crc32c(data, p.n);
     crc_s += seconds_since(crc_start);
     if (!epilogue) {
+      if (p.index == 0) {
+        auto describe_start = Clock::now();
+        describe(inst, p.region);
+        commit_s += seconds_since(describe_start);
+      }
       inst.stored += writer_.write_chunk(inst.node / "prologue" / name, p.index, data, p.n, chunk, w.codec);
       if (!inst.retain) {
         std::lock_guard<std::mutex> lock(inst.m);
@@ -713,6 +773,29 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
   }
 }
 
+void SnapshotPipeline::make_skeleton(Instance& inst) {
+  std::call_once(inst.skeleton, [&] {
+    std::error_code ec;
+    fs::create_directories(inst.node, ec);  // its zarr.json is written at the commit
+    writer_.write_group_metadata(inst.node / "prologue");
+    writer_.write_group_metadata(inst.node / "epilogue");
+  });
+}
+
+void SnapshotPipeline::describe(Instance& inst, size_t k) {
+  make_skeleton(inst);
+  const RegionSpec& r = inst.regions[k];
+  std::string name = region_name(r.address);
+  const std::string& format = writer_.epilogue_format();
+  fs::path pro = inst.node / "prologue" / name;
+  writer_.write_array_metadata(pro, r.size, "bytes");
+  std::error_code ec;
+  fs::create_directory(pro / "c", ec);  // its chunks follow at once
+  if (format != "best") writer_.write_array_metadata(inst.node / "epilogue" / name, r.size,
+                                                     format == "bytes" ? "bytes" : "xor-prologue");
+  inst.described[k] = 1;
+}
+
 void SnapshotPipeline::fail(Instance& inst, const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(inst.m);
@@ -739,20 +822,21 @@ void SnapshotPipeline::finalize(Instance& inst) {
   };
   release_held();  // normally none is left: each epilogue chunk released its prologue
   std::error_code ec;
+  auto commit_start = Clock::now();
   if (!inst.abandoned && !inst.failed && !inst.rejected) {
     try {
       fs::path node = inst.node;
+      make_skeleton(inst);
       writer_.write_array(node / "args", reinterpret_cast<const uint8_t*>(inst.info.args.data()),
                           inst.info.args.size(), "bytes", false);
-      writer_.write_group_metadata(node / "prologue");
-      writer_.write_group_metadata(node / "epilogue");
       const std::string& format = writer_.epilogue_format();
       std::vector<RegionRecord> records;
       uint64_t stored = inst.stored;
       for (size_t k = 0; k < inst.regions.size(); ++k) {
         const RegionSpec& r = inst.regions[k];
         std::string name = region_name(r.address);
-        writer_.write_array_metadata(node / "prologue" / name, r.size, "bytes");
+        bool described = inst.described[k];  // its arrays' zarr.json are written (describe)
+        if (!described) writer_.write_array_metadata(node / "prologue" / name, r.size, "bytes");
         fs::path epi = node / "epilogue" / name;
         std::string encoding = format == "bytes" ? "bytes" : "xor-prologue";
         if (format == "best") {
@@ -767,7 +851,7 @@ void SnapshotPipeline::finalize(Instance& inst) {
             stored -= inst.bytes_stored[k];
           }
         }
-        writer_.write_array_metadata(epi, r.size, encoding);
+        if (!described || format == "best") writer_.write_array_metadata(epi, r.size, encoding);
         if (!inst.unchanged.empty() && !inst.unchanged[k].empty())
           for (size_t c = 0; c < inst.unchanged[k].size(); ++c)
             if (inst.unchanged[k][c]) inst.crc_after[k][c] = inst.crc_before[k][c];
@@ -805,6 +889,10 @@ void SnapshotPipeline::finalize(Instance& inst) {
     if (it != known_.end() && it->second.get() == &inst) known_.erase(it);
   }
   fs::remove_all(inst.stage, ec);
+  {
+    std::lock_guard<std::mutex> s(stats_mutex_);
+    stats_.commit_s += seconds_since(commit_start);
+  }
   // Only metadata stays for repeat counting.
   inst.held = {};
   inst.written = {};
@@ -847,13 +935,13 @@ std::string format_stats(const PipelineStats& s) {
                 "blocked_s=%.6f snapshot_gbs=%.3f peak_staged_bytes=%llu host_memory_bytes=%llu "
                 "staging_bytes=%llu pinned_bytes=%llu stored_bytes=%llu wait_s=%.6f alloc_s=%.6f "
                 "kernel_s=%.6f sync_s=%.6f drain_s=%.6f crc_s=%.3f delta_s=%.3f hash_s=%.3f encode_s=%.3f "
-                "decode_s=%.3f write_s=%.3f deduplicated_chunks=%llu threads=%u",
+                "decode_s=%.3f write_s=%.3f commit_s=%.3f deduplicated_chunks=%llu threads=%u",
                 (unsigned long long)s.instances, (unsigned long long)s.committed, (unsigned long long)s.repeats,
                 (unsigned long long)s.snapshot_bytes, (unsigned long long)s.unchanged_bytes, s.blocked_s, gbs, (unsigned long long)s.peak_staged_bytes,
                 (unsigned long long)s.host_memory_bytes, (unsigned long long)s.staging_bytes,
                 (unsigned long long)s.pinned_bytes, (unsigned long long)s.stored_bytes, s.wait_s, s.alloc_s,
                 s.kernel_s, s.sync_s, s.drain_s, s.crc_s, s.delta_s, s.hash_s, s.encode_s, s.decode_s, s.write_s,
-                (unsigned long long)s.deduplicated_chunks, s.threads);
+                s.commit_s, (unsigned long long)s.deduplicated_chunks, s.threads);
   return line;
 }
 

@@ -88,6 +88,12 @@ struct RegionRecord {
   int device = -1;  // "peer" regions: the GPU whose memory it is
 };
 
+// Bytes owned by someone else (a codec's buffer, valid until its next call).
+struct ChunkBytes {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
 // Encodes and decodes chunks as the format stores them: the chunk padded with zeros to
 // the array's chunk size, a zstd frame, then the frame's CRC-32C (4 bytes, little-endian).
 // Holds its zstd contexts and buffers: one per thread.
@@ -98,7 +104,7 @@ class ChunkCodec {
   ChunkCodec(const ChunkCodec&) = delete;
   ChunkCodec& operator=(const ChunkCodec&) = delete;
   // The stored bytes of `n` data bytes padded to `chunk`; valid until the next call.
-  const std::vector<uint8_t>& encode(const uint8_t* data, uint64_t n, uint64_t chunk);
+  ChunkBytes encode(const uint8_t* data, uint64_t n, uint64_t chunk);
   // Decodes a stored chunk file into `out` (`chunk` bytes); throws on a bad checksum.
   void decode_file(const std::filesystem::path& file, uint8_t* out, uint64_t chunk);
 

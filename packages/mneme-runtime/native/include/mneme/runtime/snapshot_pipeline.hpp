@@ -123,6 +123,8 @@ struct PipelineStats {
   // deltas, content hashes, compression, reading back prologues that were not retained,
   // file writes; and chunks found already stored (no compression, no write).
   double crc_s = 0, delta_s = 0, hash_s = 0, encode_s = 0, decode_s = 0, write_s = 0;
+  // Folders, zarr.json documents and the commit (rename) of the instances' nodes.
+  double commit_s = 0;
   uint64_t deduplicated_chunks = 0;
   unsigned threads = 0;
 };
@@ -204,6 +206,9 @@ class SnapshotPipeline {
   void task_done(const std::shared_ptr<Instance>& instance);
   void finalize(Instance& instance);
   void fail(Instance& instance, const std::string& message);
+  // The node's folders and group documents (once), and region k's array documents.
+  void make_skeleton(Instance& instance);
+  void describe(Instance& instance, size_t region);
 
   RecordingWriter& writer_;
   SnapshotSource& source_;
