@@ -103,24 +103,45 @@ void write_file(const fs::path& path, const void* data, size_t size) {
   if (!out) throw Error("cannot write " + path.string());
 }
 
+// Writes all of `bytes` to `fd` (left open); false with errno set.
+bool put_all(int fd, ChunkBytes bytes) {
+  size_t done = 0;
+  while (done < bytes.size) {
+    ssize_t put = ::write(fd, bytes.data + done, bytes.size - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      if (put == 0) errno = EIO;
+      return false;
+    }
+    done += size_t(put);
+  }
+  return true;
+}
+
+// The whole of `bytes` into the file at `path`, opened with `flags` (its folder made when
+// missing).
+void write_all(const fs::path& path, ChunkBytes bytes, int flags) {
+  int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0 && errno == ENOENT) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    fd = ::open(path.c_str(), flags, 0644);
+  }
+  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  if (!put_all(fd, bytes)) {
+    int err = errno;
+    ::close(fd);
+    throw Error("cannot write " + path.string() + ": " + std::strerror(err));
+  }
+  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+}
+
 // A document inside a staged node: nothing reads it before the node's rename commits it,
 // so it is written in place (no temporary, no rename: two directory operations fewer per
 // array, which add up over the thousands of small regions of a framework process).
 void write_staged_json(const fs::path& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t put = ::write(fd, text.data() + done, text.size() - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      int err = errno;
-      ::close(fd);
-      throw Error("cannot write " + path.string() + ": " + std::strerror(err));
-    }
-    done += size_t(put);
-  }
-  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  write_all(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
+            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
 }
 
 // A folder whose parent exists (the usual case inside a staged node): one mkdir, not
@@ -414,27 +435,6 @@ uint64_t avalanche(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-void write_all(const fs::path& path, ChunkBytes bytes, int flags) {
-  int fd = ::open(path.c_str(), flags, 0644);
-  if (fd < 0 && errno == ENOENT) {
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
-    fd = ::open(path.c_str(), flags, 0644);
-  }
-  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size) {
-    ssize_t put = ::write(fd, bytes.data + done, bytes.size - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      int err = errno;
-      ::close(fd);
-      throw Error("cannot write " + path.string() + ": " + std::strerror(err));
-    }
-    done += size_t(put);
-  }
-  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
-}
 
 }  // namespace
 
@@ -463,20 +463,6 @@ namespace {
 // process's privileges refuse them; then named temporaries.
 std::atomic<bool> g_named_temporaries{false};
 
-// Writes all of `bytes` to `fd` (left open); false with errno set.
-bool put_all(int fd, ChunkBytes bytes) {
-  size_t done = 0;
-  while (done < bytes.size) {
-    ssize_t put = ::write(fd, bytes.data + done, bytes.size - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      if (put == 0) errno = EIO;
-      return false;
-    }
-    done += size_t(put);
-  }
-  return true;
-}
 
 // Gives the unnamed file `fd` the name `name`: 0, or errno (EEXIST: the name is taken).
 int link_unnamed(int fd, const fs::path& name) {
