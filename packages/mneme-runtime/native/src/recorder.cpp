@@ -258,7 +258,8 @@ void at_exit() { Recorder::get().finish(); }
 
 // Every live allocation and every registered device global: what a snapshot copies.
 void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources,
-                           const std::string& args, bool reachable_only, void* module, void** fatbin) {
+                           const DeviceSlot& here, const std::string& args, bool reachable_only, void* module,
+                           void** fatbin) {
   regions.clear();
   sources.clear();
   std::vector<std::pair<uint64_t, uint64_t>> globals;
@@ -290,13 +291,12 @@ void Recorder::regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uin
   }
   // Allocation start addresses the launch reaches: wanted with --capture reachable, and
   // always to find which of other GPUs' allocations are this launch's peer memory.
-  const DeviceSlot& here = slot();
   bool peers = false;
   for (const auto* pool : {&live_, &mapped_})
     for (const auto& [address, size] : *pool)
       if (const DeviceSlot* owner = slot_of(address); owner && owner != &here) peers = true;
   std::set<uint64_t> reached;
-  if (reachable_only || peers) reached = reachable(args, globals);
+  if (reachable_only || peers) reached = reachable(here, args, globals);
   for (const auto& [pool, kind] : {std::pair{&live_, "heap"}, {&managed_, "managed"}, {&mapped_, "mapped"}}) {
     for (const auto& [address, size] : *pool) {
       const DeviceSlot* owner = pool == &managed_ ? nullptr : slot_of(address);
@@ -345,7 +345,8 @@ void Recorder::drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::
 // device global points into, then, transitively, those that 8-byte words stored in reached
 // allocations point into. Pointers the kernel computes from integers are not seen
 // (docs/record.md, "--capture reachable").
-std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals) {
+std::set<uint64_t> Recorder::reachable(const DeviceSlot& here, const std::string& args,
+                                       const std::vector<std::pair<uint64_t, uint64_t>>& globals) {
   std::map<uint64_t, uint64_t> all(live_);
   all.insert(managed_.begin(), managed_.end());
   all.insert(mapped_.begin(), mapped_.end());
@@ -371,7 +372,6 @@ std::set<uint64_t> Recorder::reachable(const std::string& args, const std::vecto
     std::memcpy(&value, args.data() + at, 8);
     if (auto start = owner(value); start && found.insert(*start).second) pending.push_back(*start);
   }
-  const DeviceSlot& here = slot();
   const auto& d = here.device->driver();
   std::vector<unsigned char> buffer;
   constexpr uint64_t kPiece = 64ull << 20;
@@ -491,9 +491,9 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
-  regions_now(regions, sources, inst.args, capture_reachable_, launch.module, kernel->fatbin);
-  inst.capture = capture_reachable_ ? "reachable" : "all";
   DeviceSlot& here = slot();
+  regions_now(regions, sources, here, inst.args, capture_reachable_, launch.module, kernel->fatbin);
+  inst.capture = capture_reachable_ ? "reachable" : "all";
   inst.device = here.ordinal();
   inst.vas_base = here.space->base();
   inst.vas_size = here.space->size();

@@ -329,10 +329,12 @@ class Recorder {
   // `module`, the application-loaded module the kernel came from), or (`args` given:
   // --capture reachable) the globals and the allocations reachable from them and `args`.
   // Another GPU's allocations are "peer" regions, and only those the launch reaches.
-  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources, const std::string& args,
-                   bool reachable_only, void* module = nullptr, void** fatbin = nullptr);
+  // `here`: the slot of the GPU the launch runs on.
+  void regions_now(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources, const DeviceSlot& here,
+                   const std::string& args, bool reachable_only, void* module = nullptr, void** fatbin = nullptr);
   static void drop_repeated_regions(std::vector<rt::RegionSpec>& regions, std::vector<uint64_t>& sources);
-  std::set<uint64_t> reachable(const std::string& args, const std::vector<std::pair<uint64_t, uint64_t>>& globals);
+  std::set<uint64_t> reachable(const DeviceSlot& here, const std::string& args,
+                               const std::vector<std::pair<uint64_t, uint64_t>>& globals);
   bool capture_reachable_ = false;
 
   // Why nothing was recorded, said at exit when nothing was (docs/record.md).
