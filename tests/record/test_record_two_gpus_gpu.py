@@ -94,6 +94,9 @@ def test_each_launch_is_recorded_on_its_gpu_with_the_peer_memory_it_reads(record
     assert [r.device for r in peers] == [1] and base1 <= peers[0].address < base1 + size1
     table = _mneme("ls", str(recording))
     assert table.returncode == 0 and "0+1" in table.stdout, table.stdout
+    check = _mneme("check", str(recording))
+    assert check.returncode == 0 and "every chunk verified" in check.stdout, check.stdout + check.stderr
+    assert [r["occurrences"] for r in rows["add_remote"]] == [21]
 
 
 def test_every_instance_replays_verified_on_two_gpus(recording):
