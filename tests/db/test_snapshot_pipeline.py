@@ -228,6 +228,33 @@ def test_repeats_count_while_in_flight_and_after_commit(tmp_path):
     assert inst.occurrences == 3
 
 
+def test_repeats_after_the_commit_wait_in_memory_until_a_flush(tmp_path):
+    """A repeat never waits for the disk (the application's launch goes on): the counts of
+    committed instances, and of instances an earlier recording holds, are written at the
+    flush (at exit in the recorder)."""
+    db = tmp_path / "m.rdb"
+    rng = np.random.default_rng(2)
+    regions = regions_for(rng, 2)
+    w = new_writer(db, threads=2)
+    dyn, _ = w.add_instance(STATIC, (1, 1, 1), (32, 1, 1), 0, b"\x02" * 12, regions)
+    w.flush()
+    meta = db / "kernels" / STATIC / "instances" / dyn / "zarr.json"
+    written = meta.stat().st_mtime_ns
+    for _ in range(50):
+        assert w.add_instance(STATIC, (1, 1, 1), (32, 1, 1), 0, b"\x02" * 12, regions) == (dyn, False)
+    assert meta.stat().st_mtime_ns == written  # nothing written per repeat
+    assert Database.open(db).kernel(STATIC).instance(dyn).occurrences == 1
+    w.flush()
+    assert Database.open(db).kernel(STATIC).instance(dyn).occurrences == 51
+    w.close()
+    # a second recording into the database: its launches of the same instance count too
+    again = new_writer(db, threads=1)
+    for _ in range(7):
+        assert again.add_instance(STATIC, (1, 1, 1), (32, 1, 1), 0, b"\x02" * 12, regions) == (dyn, False)
+    again.close()
+    assert Database.open(db).kernel(STATIC).instance(dyn).occurrences == 58
+
+
 def test_destroying_the_writer_flushes(tmp_path):
     w = new_writer(tmp_path / "d.rdb", threads=1)
     written = write_many(w, count=8, max_size=1_500_000)

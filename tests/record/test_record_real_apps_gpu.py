@@ -25,6 +25,7 @@ REAL_APPS = [
     "graph_nodes",
     "managed_solver",
     "managed_memory",
+    "managed_mlp",
     "stream_compaction",
     "float_histogram",
     "clock_timing",
@@ -237,3 +238,35 @@ def test_reachable_capture_misses_a_computed_pointer_and_replay_says_so(tmp_path
     assert "verified   yes" not in result.stdout
     print(f"\ncomputed_pointer under --capture reachable: exit {result.returncode}: "
           f"{(result.stderr.strip() or result.stdout.strip()).splitlines()[-1]}")
+
+
+def test_managed_memory_stays_the_drivers_placed_in_the_range(recorded):
+    """--managed placed (the default): the application keeps real managed memory (its
+    own pointer query says so: host memory standing in would say 'host'), placed in the
+    recorder's range, each allocation a region at its own address."""
+    db_path, plain, result = recorded("managed_mlp")
+    assert "corpus-output weights_memory_type 0000000000000003" in result.stdout, result.stdout[-600:]
+    assert "outside the recorder's range" not in result.stderr, result.stderr
+    db = Database.open(db_path)
+    hi = db.info.vas_base + db.info.vas_size
+    managed = [r for i in db.instances() for r in i.regions if r.kind == "managed"]
+    assert managed and all(hi <= r.address < hi + (1 << 40) for r in managed)
+    assert {1024 * 1024 * 4, 256 * 1024 * 4, 1024 * 4} <= {r.size for r in managed}
+
+
+def test_managed_memory_served_from_host_memory_when_asked(tmp_path):
+    """--managed host: host memory mapped in the range stands in; the program computes the
+    same and every instance replays verified."""
+    import subprocess
+
+    exe = executable("managed_solver", tmp_path)
+    plain = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    result = mneme_record(tmp_path / "host.rdb", exe, "--managed", "host")
+    assert result.returncode == 0, result.stderr
+    assert own_results(result.stdout) == own_results(plain.stdout)
+    instances = list(Database.open(tmp_path / "host.rdb").instances())
+    assert instances
+    for inst in instances:
+        with ReplaySession(inst) as session:
+            replayed = session.run(CompileConfig.for_level("O3", arch="sm_90"), ReplayConfig(iterations=1))
+            assert replayed.verified is True, inst.id

@@ -566,10 +566,7 @@ NB_MODULE(_native, m) {
              std::string dyn = rt::dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
              if (p.count_repeat(static_hash, dyn)) return std::make_pair(dyn, false);
              if (!w.writer().has_kernel(static_hash)) throw rt::Error("kernel " + static_hash + " is not stored: add_kernel first");
-             if (w.writer().has_instance(static_hash, dyn)) {
-               w.writer().count_occurrence(static_hash, dyn);
-               return std::make_pair(dyn, false);
-             }
+             if (p.count_earlier(static_hash, dyn)) return std::make_pair(dyn, false);
              auto start = std::chrono::steady_clock::now();
              auto snap = p.begin(static_hash, inst, specs);
              try {

@@ -1,6 +1,9 @@
 // The allocation service: device allocations come from the fixed address range
 // (AddressSpace on the CUDA VMM API) so that replay finds them at the same addresses;
-// managed memory from the arena after it (managed_arena.hpp).
+// managed memory placed in the arena after it (managed_arena.hpp).
+#include <cstdio>
+#include <utility>
+
 #include "recorder.hpp"
 
 #include "mneme/runtime/errors.hpp"
@@ -68,7 +71,52 @@ bool release(void* ptr) {
   return true;
 }
 
-// A managed allocation freed: true when it was the arena's (then freed here).
+// Managed memory for the application (managed_arena.hpp): the driver's allocation made
+// under a Placement, so that it lies in the arena; where it does not, host memory mapped
+// in the arena stands in (said once). `allocate` makes the driver's allocation (false: it
+// failed, nothing was allocated), `free` gives one back.
+bool serve_managed(uint64_t size, uint64_t& address, const std::function<bool(uint64_t&)>& allocate,
+                   const std::function<void(uint64_t)>& free) {
+  auto& r = Recorder::get();
+  RecorderLock lock(r);
+  ManagedArena* arena = r.managed_arena();
+  if (arena && r.managed_mode() == "host") {
+    if ((address = arena->allocate_host(size))) {
+      r.track_managed(address, size);
+      return true;
+    }
+  } else if (arena) {
+    bool made;
+    {
+      ManagedArena::Placement placing(*arena);
+      made = allocate(address);
+    }
+    if (!made) return false;
+    if (!arena->placed(address, size)) {
+      uint64_t host = arena->allocate_host(size);
+      static bool said = false;
+      if (!std::exchange(said, true))
+        std::fprintf(stderr,
+                     "mneme record: the driver placed managed memory at 0x%llx, outside the recorder's range; %s\n",
+                     static_cast<unsigned long long>(address),
+                     host ? "host memory mapped in the range stands in (kernels reach it over the bus while "
+                            "recording: slower, never wrong)"
+                          : "it is recorded there (a replay process may find that address taken)");
+      if (host) {
+        free(address);
+        address = host;
+      }
+    }
+    r.track_managed(address, size);
+    return true;
+  }
+  if (!allocate(address)) return false;
+  r.track_managed(address, size);
+  return true;
+}
+
+// A managed allocation freed: true when it was the arena's host memory (then freed
+// here); the driver's own managed memory is freed by the caller, with the driver.
 bool forget_managed(uint64_t address) {
   auto& r = Recorder::get();
   if (!r.active() || !address) return false;
@@ -79,6 +127,8 @@ bool forget_managed(uint64_t address) {
   return r.free_managed(address);
 }
 
+// Whether [ptr, ptr + count) is host memory standing in for managed memory (prefetch and
+// advice have no meaning there: the driver would refuse them).
 bool arena_owned(const void* ptr, size_t count) {
   auto& r = Recorder::get();
   if (!r.active() || !ptr) return false;

@@ -50,7 +50,7 @@ void AppTiming::on_launch() {
 
 void AppTiming::instance(const std::string& static_hash, const std::string& dynamic_hash, LaunchKey key) {
   std::lock_guard lock(mutex_);
-  if (enabled_) instances_.emplace(std::make_pair(static_hash, dynamic_hash), std::move(key));
+  if (enabled_) instances_.try_emplace(std::make_pair(static_hash, dynamic_hash), std::move(key));
 }
 
 void AppTiming::snapshot_begins() {

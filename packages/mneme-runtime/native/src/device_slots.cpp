@@ -43,7 +43,7 @@ Recorder::DeviceSlot& Recorder::open_slot(int ordinal) {
     slot->device = std::dynamic_pointer_cast<rt::cuda::CudaDevice>(rt::open_device("cuda", ordinal));
     slot->space = std::make_unique<rt::AddressSpace>(std::make_unique<rt::cuda::CudaMappingBackend>(slot->device),
                                                      base, vass_);
-    if (slots_.empty() && managed_size_)
+    if (slots_.empty() && managed_size_ && managed_mode_ != "driver")
       arena_ = std::make_unique<mneme::recorder::ManagedArena>(slot->device->driver(), base_ + vass_, managed_size_);
   } catch (const std::exception& e) {
     fatal(std::string(e.what()) + " (choose another base with --vass-base, or a smaller -vass)");

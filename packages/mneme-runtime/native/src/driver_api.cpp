@@ -365,17 +365,21 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 CUresult cuMemAllocManaged(CUdeviceptr* ptr, size_t size, unsigned int flags) {
   DRIVER(cuMemAllocManaged);
-  auto& r = Recorder::get();
-  if (!r.active() || Forwarding::active() || !size || !ptr) return real_cuMemAllocManaged(ptr, size, flags);
-  RecorderLock lock(r);
-  if (uint64_t at = r.allocate_managed(size)) {
-    r.track_managed(at, size);
-    *ptr = at;
-    return CUDA_SUCCESS;
-  }
-  CUresult status = real_cuMemAllocManaged(ptr, size, flags);
-  if (status == CUDA_SUCCESS) r.track_managed(uint64_t(*ptr), size);
-  return status;
+  DRIVER(cuMemFree_v2);
+  if (!Recorder::get().active() || Forwarding::active() || !size || !ptr) return real_cuMemAllocManaged(ptr, size, flags);
+  CUresult status = CUDA_SUCCESS;
+  uint64_t address = 0;
+  bool made = serve_managed(
+      size, address,
+      [&](uint64_t& at) {
+        CUdeviceptr p = 0;
+        status = real_cuMemAllocManaged(&p, size, flags);
+        at = p;
+        return status == CUDA_SUCCESS;
+      },
+      [&](uint64_t at) { real_cuMemFree_v2(at); });
+  if (made) *ptr = address;
+  return made ? CUDA_SUCCESS : status;
 }
 
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr ptr, size_t count, CUmemLocation location, unsigned int flags,

@@ -93,6 +93,11 @@ Recorder::Recorder() {
   zstd_level_ = std::atoi(env("MNEME_RECORD_ZSTD_LEVEL", std::to_string(MNEME_RECORDING_DEFAULT_ZSTD_LEVEL).c_str()).c_str());
   // Room for managed memory after the device range (0: the driver's managed memory).
   managed_size_ = std::strtoull(env("MNEME_RECORD_MANAGED_SIZE", "1099511627776").c_str(), nullptr, 0);
+  // How managed memory is served (managed_arena.hpp): the driver's placed in that room,
+  // host memory mapped there, or the driver's wherever it puts it.
+  managed_mode_ = env("MNEME_RECORD_MANAGED", "placed");
+  if (managed_mode_ != "placed" && managed_mode_ != "host" && managed_mode_ != "driver")
+    fatal("MNEME_RECORD_MANAGED=" + managed_mode_ + " is not one of placed, host, driver", 2);
   std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
   if (!host_memory.empty() && !(options_.host_memory = rt::parse_size(host_memory)))
     fatal("MNEME_RECORD_HOST_MEMORY=" + host_memory + " is not a size (bytes, or e.g. 512M, 8G)", 2);
@@ -113,6 +118,7 @@ void Recorder::finish() {
     auto start = Clock::now();
     pipeline_->flush();
     pipeline_->note_drain(seconds(start, Clock::now()));
+
     std::string error = pipeline_->error();
     if (!error.empty()) {
       std::fflush(nullptr);
@@ -478,10 +484,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
       kernel->stored = true;
     }
     // ...or of an earlier recording into the same database.
-    if (w.has_instance(static_hash, dyn)) {
-      w.count_occurrence(static_hash, dyn);
-      return do_launch();
-    }
+    if (pipeline.count_earlier(static_hash, dyn)) return do_launch();
   } catch (const std::exception& e) {
     fatal(std::string("writing the recording failed: ") + e.what(), 2);
   }

@@ -212,14 +212,16 @@ class Recorder {
   void untrack_mapped(uint64_t address, uint64_t size) {
     std::erase_if(mapped_, [&](const auto& m) { return m.first >= address && m.first < address + size; });
   }
-  // Managed memory from the fixed range after the device range (managed_arena.hpp);
-  // 0 when it cannot be placed there (then the driver's managed memory is used).
-  uint64_t allocate_managed(uint64_t size) {
+  // The fixed range after the first GPU's range that managed memory is placed in
+  // (managed_arena.hpp); nullptr when there is none (MNEME_RECORD_MANAGED=driver).
+  ManagedArena* managed_arena() {
     if (slots_.empty()) slot();
-    return arena_ ? arena_->allocate(size) : 0;
+    return arena_.get();
   }
-  bool free_managed(uint64_t address) { return arena_ && arena_->free(address); }
-  bool in_arena(uint64_t address, uint64_t size) const { return arena_ && arena_->contains(address, size); }
+  // How managed allocations are served (MNEME_RECORD_MANAGED): placed / host / driver.
+  const std::string& managed_mode() const { return managed_mode_; }
+  bool free_managed(uint64_t address) { return arena_ && arena_->free_host(address); }
+  bool in_arena(uint64_t address, uint64_t size) const { return arena_ && arena_->hosts(address, size); }
 
   // Stream capture: while any stream captures, launches only add graph nodes (nothing
   // runs), and a device-wide synchronisation would invalidate the capture.
@@ -408,6 +410,7 @@ class Recorder {
   std::vector<std::unique_ptr<DeviceSlot>> slots_;
   std::unique_ptr<ManagedArena> arena_;
   uint64_t managed_size_ = 0;
+  std::string managed_mode_ = "placed";
   std::unique_ptr<rt::RecordingWriter> writer_;
   std::unique_ptr<CudaSource> source_;
   std::unique_ptr<rt::SnapshotPipeline> pipeline_;
@@ -434,9 +437,13 @@ bool served_here();
 cudaError_t serve(void** ptr, uint64_t size);
 // False when `ptr` is not the recorder's (then the caller frees it with the driver).
 bool release(void* ptr);
-// A managed allocation freed: true when it was the arena's (then freed here).
+// A managed allocation for the application, in the arena (allocations.cpp): false when
+// `allocate` (the driver's allocation) failed.
+bool serve_managed(uint64_t size, uint64_t& address, const std::function<bool(uint64_t&)>& allocate,
+                   const std::function<void(uint64_t)>& free);
+// A managed allocation freed: true when it was the arena's host memory (then freed here).
 bool forget_managed(uint64_t address);
-// Whether [ptr, ptr + count) is managed memory of the recorder's arena.
+// Whether [ptr, ptr + count) is host memory standing in for managed memory.
 bool arena_owned(const void* ptr, size_t count);
 
 // ---- where kernels' code came from (kernel_registry.cpp; docs/record.md, "Origins")

@@ -278,28 +278,30 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   return real_cudaFreeAsync(ptr, stream);
 }
 
-// Managed memory stays the driver's: host access keeps working through page faults.
-// Its regions are snapshotted at their driver-chosen addresses (kind "managed"); replay
-// maps device memory at exactly those addresses (docs/record.md).
+// Managed memory: the driver's, placed in the recorder's range (allocations.cpp), so the
+// application keeps real managed memory and replay finds it at the same addresses.
 cudaError_t cudaMallocManaged(void** ptr, size_t size, unsigned int flags) {
   Forwarding forwarding;
   REAL(cudaMallocManaged);
-  auto& r = Recorder::get();
-  if (!r.active() || !size || !ptr) return real_cudaMallocManaged(ptr, size, flags);
-  RecorderLock lock(r);
-  if (uint64_t at = r.allocate_managed(size)) {
-    r.track_managed(at, size);
-    *ptr = reinterpret_cast<void*>(at);
-    return cudaSuccess;
-  }
-  cudaError_t status = real_cudaMallocManaged(ptr, size, flags);
-  if (status == cudaSuccess) r.track_managed(reinterpret_cast<uint64_t>(*ptr), size);
-  return status;
+  REAL(cudaFree);
+  if (!Recorder::get().active() || !size || !ptr) return real_cudaMallocManaged(ptr, size, flags);
+  cudaError_t status = cudaSuccess;
+  uint64_t address = 0;
+  bool made = serve_managed(
+      size, address,
+      [&](uint64_t& at) {
+        void* p = nullptr;
+        status = real_cudaMallocManaged(&p, size, flags);
+        at = reinterpret_cast<uint64_t>(p);
+        return status == cudaSuccess;
+      },
+      [&](uint64_t at) { real_cudaFree(reinterpret_cast<void*>(at)); });
+  if (made) *ptr = reinterpret_cast<void*>(address);
+  return made ? cudaSuccess : status;
 }
 
-
-// Prefetching and advice have no meaning for the arena's host memory: accepted, ignored
-// (the driver would refuse them for memory that is not its managed memory).
+// Prefetching and advice have no meaning for host memory standing in for managed memory:
+// accepted, ignored (the driver would refuse them); the driver's managed memory gets them.
 cudaError_t cudaMemPrefetchAsync(const void* ptr, size_t count, cudaMemLocation location, unsigned int flags,
                                  cudaStream_t stream) {
   Forwarding forwarding;

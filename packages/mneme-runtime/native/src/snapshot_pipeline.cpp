@@ -218,6 +218,7 @@ struct SnapshotPipeline::Instance {
   std::mutex m;
   std::condition_variable cv;
   uint64_t occurrences = 1;  // under m
+  uint64_t unwritten = 0;    // under m: occurrences counted after the commit
   bool committed = false;    // under m
 };
 
@@ -416,8 +417,16 @@ void SnapshotPipeline::run_worker() {
 }
 
 void SnapshotPipeline::flush() {
-  std::unique_lock<std::mutex> lock(queue_mutex_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    idle_cv_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  }
+  try {
+    write_occurrences();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> s(stats_mutex_);
+    if (error_.empty()) error_ = std::string("writing occurrence counts: ") + e.what();
+  }
 }
 
 bool SnapshotPipeline::drain_for(double seconds) noexcept {
@@ -448,16 +457,52 @@ bool SnapshotPipeline::count_repeat(const std::string& static_hash, const std::s
     if (it == known_.end()) return false;
     inst = it->second;
   }
-  bool on_disk;
+  uint64_t batch = 0;
   {
     std::lock_guard<std::mutex> lock(inst->m);
-    on_disk = inst->committed;
-    if (!on_disk) ++inst->occurrences;  // written with the instance's metadata
+    // Before the commit the count goes into the metadata the commit writes.
+    uint64_t& count = inst->committed ? inst->unwritten : inst->occurrences;
+    if (++count == kOccurrencesBatch && inst->committed) batch = std::exchange(inst->unwritten, 0);
   }
-  if (on_disk) writer_.count_occurrence(static_hash, dyn);
+  if (batch) writer_.count_occurrences(static_hash, dyn, batch);
   std::lock_guard<std::mutex> s(stats_mutex_);
   ++stats_.repeats;
   return true;
+}
+
+bool SnapshotPipeline::count_earlier(const std::string& static_hash, const std::string& dyn) {
+  const std::string key = static_hash + "/" + dyn;
+  uint64_t batch = 0;
+  {
+    std::lock_guard<std::mutex> lock(known_mutex_);
+    auto it = earlier_.find(key);
+    if (it != earlier_.end()) {
+      if (++it->second == kOccurrencesBatch) batch = std::exchange(it->second, 0);
+    } else if (writer_.has_instance(static_hash, dyn)) {  // a look at the disk the first time only
+      earlier_[key] = 1;
+    } else {
+      return false;
+    }
+  }
+  if (batch) writer_.count_occurrences(static_hash, dyn, batch);
+  return true;
+}
+
+void SnapshotPipeline::write_occurrences() {
+  std::vector<std::pair<std::string, uint64_t>> pending;
+  {
+    std::lock_guard<std::mutex> lock(known_mutex_);
+    for (auto& [key, count] : earlier_)
+      if (count) pending.emplace_back(key, std::exchange(count, 0));
+    for (auto& [key, inst] : known_) {
+      std::lock_guard<std::mutex> m(inst->m);
+      if (inst->committed && inst->unwritten) pending.emplace_back(key, std::exchange(inst->unwritten, 0));
+    }
+  }
+  for (const auto& [key, count] : pending) {
+    size_t slash = key.find('/');
+    writer_.count_occurrences(key.substr(0, slash), key.substr(slash + 1), count);
+  }
 }
 
 std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::string& static_hash,

@@ -115,10 +115,14 @@ def summarize_reports(directory: Path) -> str:
 @click.option("--capture", type=click.Choice(["all", "reachable"]), default="all", show_default=True,
               help="What a snapshot holds: every live allocation, or only those the kernel's "
                    "arguments and device globals reach through stored pointers (docs/record.md).")
+@click.option("--managed", type=click.Choice(["placed", "host", "driver"]), default="placed", show_default=True,
+              help="How managed memory is served: the driver's, placed in the recorder's range (device "
+                   "speed); host memory mapped there (kernels read it over the bus); or the driver's "
+                   "wherever it puts it (replay may find the address taken). docs/record.md.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
            epilogue_format: str, record_ranks: str, host_memory: float | None, stats: bool,
-           capture: str, command: tuple[str, ...]):
+           capture: str, managed: str, command: tuple[str, ...]):
     """Run COMMAND and record its kernel launches: any command (an executable, python, a
     script or launcher that starts the application). Kernels of executables built with
     mneme-clang++ come with their LLVM IR; all others with their PTX and/or cubin."""
@@ -159,6 +163,7 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
             "MNEME_RECORD_EPILOGUE": epilogue_format,
             "MNEME_RECORD_RANKS": record_ranks,
             "MNEME_RECORD_CAPTURE": capture,
+            "MNEME_RECORD_MANAGED": managed,
         })
         if host_memory is not None:
             env["MNEME_RECORD_HOST_MEMORY"] = str(max(1, int(host_memory * (1 << 30))))

@@ -142,8 +142,15 @@ class SnapshotPipeline {
   SnapshotPipeline& operator=(const SnapshotPipeline&) = delete;
 
   // One more occurrence of an instance this pipeline captured (in flight or committed):
-  // false when it does not know the instance.
+  // false when it does not know the instance. Counted in memory (a launch of the
+  // application never waits for the disk): write_occurrences stores what a commit missed.
   bool count_repeat(const std::string& static_hash, const std::string& dynamic_hash);
+  // One more occurrence of an instance an earlier recording into this database holds:
+  // false when the database does not hold it. Counted in memory as well.
+  bool count_earlier(const std::string& static_hash, const std::string& dynamic_hash);
+  // Adds the occurrences counted since each instance's commit to its metadata (flush
+  // calls it; for an instance also whenever kOccurrencesBatch more have piled up).
+  void write_occurrences();
   // Whether this run already captured the instance (counts nothing).
   bool knows(const std::string& static_hash, const std::string& dynamic_hash) const;
 
@@ -159,7 +166,8 @@ class SnapshotPipeline {
   void capture_epilogue(Instance& instance, const std::vector<uint64_t>& sources);
   void abandon(Instance& instance);
 
-  // Waits until every captured instance is committed (or failed).
+  // Waits until every captured instance is committed (or failed), then writes the
+  // occurrences counted since (write_occurrences).
   void flush();
   // For fatal-signal handlers: waits at most `seconds` for captured instances to commit,
   // polling (no locks taken). True when none is left.
@@ -198,6 +206,7 @@ class SnapshotPipeline {
   void grow_in_background();
   void release(Block* block);
   void capture(Instance& instance, bool epilogue, const std::vector<uint64_t>& sources);
+  static constexpr uint64_t kOccurrencesBatch = 4096;
   void submit(std::function<void(Worker&)> task, bool first = false);
   void run_worker();
   // `released`: set once it gave `block` back to the pool itself (early, for diff epilogues).
@@ -244,6 +253,7 @@ class SnapshotPipeline {
   // instances this pipeline knows, by "<static>/<dynamic>"
   mutable std::mutex known_mutex_;
   std::map<std::string, std::shared_ptr<Instance>> known_;
+  std::map<std::string, uint64_t> earlier_;  // under known_mutex_: occurrences of instances of earlier recordings
   std::atomic<int> uncommitted_{0};
 
   mutable std::mutex stats_mutex_;
