@@ -23,6 +23,7 @@ pytestmark = pytest.mark.gpu
 REAL_APPS = [
     "graph_capture",
     "graph_nodes",
+    "driver_graphs",
     "managed_solver",
     "managed_memory",
     "managed_mlp",
@@ -126,6 +127,29 @@ def test_graph_built_node_by_node_follows_set_params_and_enabling(recorded):
     # eager (3, 1) once; left branch (5, 2) for launches 0-2 and (17, 6) for 3-7; right
     # branch (9, 4) on every launch but the one it was disabled for
     assert scale == {(3, 1): 1, (5, 2): 3, (17, 6): 5, (9, 4): 7}
+
+
+def test_driver_graph_taken_by_lookup_is_recorded_with_its_exec_updates(recorded):
+    """XLA's way: cuGraph* taken through cuGetProcAddress, instantiated with
+    cuGraphInstantiateWithFlags, changed with cuGraphExecKernelNodeSetParams,
+    cuGraphExecMemsetNodeSetParams and cuGraphExecUpdate between six launches. Every graph
+    kernel is recorded with the arguments of its launch (the mirror followed each change);
+    test_application_computes_the_same_under_record asserts no launch ran unrecorded."""
+    db_path, _, _ = recorded("driver_graphs")
+    scale, fill, combine = Counter(), Counter(), 0
+    for inst in Database.open(db_path).instances():
+        name = inst.kernel.demangled_name
+        if name.startswith("scale_add"):
+            scale[(_scalar(inst, 2, "<I"), _scalar(inst, 3, "<I"))] += inst.occurrences
+        elif name.startswith("fill_index"):
+            fill[_scalar(inst, 2, "<I")] += inst.occurrences
+        elif name.startswith("combine"):
+            combine += inst.occurrences
+    # eager (5, 1) once; launches 0-1 (5, 1), 2-3 (7, 9) after SetParams; launch 4 the
+    # updated graph's (11, 4); launch 5 (2, 3), set on a node of the graph updated from
+    assert scale == {(5, 1): 3, (7, 9): 2, (11, 4): 1, (2, 3): 1}
+    assert fill == {3: 5, 13: 2}
+    assert combine == 7
 
 
 def test_managed_memory_is_recorded_at_its_own_addresses(recorded):

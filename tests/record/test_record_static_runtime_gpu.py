@@ -41,20 +41,17 @@ from record_support import corpus_build
 #: the launch styles (<<<>>>, cudaLaunchKernel(Ex), cuLaunchKernel on a runtime kernel),
 #: graphs, memory pools, globals, thrust/cub, NVRTC and the module/library loaders
 STATIC_RUNTIME_PROGRAMS = [
-    "atomics", "device_globals", "driver_api", "graph_capture", "launch_styles",
+    "atomics", "device_globals", "driver_api", "driver_graphs", "graph_capture", "launch_styles",
     "malloc_async", "many_launches", "shared_memory", "templates",
     "atomic_relaxed", "inline_ptx", "library_load", "nvrtc_module", "rdc_two_tu", "thrust_cub",
 ]
 BUILD_JOBS = 8
-#: Graphs a static runtime instantiates are not followed (the recorder follows graphs at the
-#: runtime API; docs/record.md "Not yet"): their launches run unrecorded, said in one line.
-GRAPH_PROGRAMS = {"graph_capture"}
+#: Graphs a static runtime instantiates are followed through the driver functions it takes
+#: from cuGetProcAddress (graph_driver_api.cpp), so graph programs are recorded as completely.
 
 
 def static_programs():
-    return [pytest.param(name, marks=pytest.mark.xfail(
-                reason="graphs of a static runtime run unrecorded (docs/record.md)", strict=True))
-            if name in GRAPH_PROGRAMS else name for name in STATIC_RUNTIME_PROGRAMS]
+    return list(STATIC_RUNTIME_PROGRAMS)
 
 
 def program_dir(name: str) -> Path:

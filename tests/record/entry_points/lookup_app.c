@@ -8,7 +8,17 @@
 typedef int (*GetProc)(const char*, void**, int, unsigned long long, int*);
 typedef int (*Launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
 typedef int (*Alloc)(void*, unsigned long);
+/* Every graph function takes at most six integer or pointer arguments: called with zeros. */
+typedef int (*AnyGraphFunction)(void*, void*, void*, void*, void*, void*);
+struct GraphLookup {
+  const char* symbol;
+  int version;
+  int per_thread;
+  int (*function)();
+};
 void* next_which_library(void);
+void* cudart_dlsym(const char* name);
+void* cudart_proc(const char* name, int version);
 int which_library(void);
 
 static const char* owner(void* p) {
@@ -41,5 +51,25 @@ int main(void) {
   printf("proc cuGetProcAddress %s\n", owner(pfn));
   printf("rtld_next %d %s\n", ((int (*)(void))next_which_library())(), owner(next_which_library()));
   printf("dlsym getpid %s\n", owner(dlsym(RTLD_DEFAULT, "getpid")));
+  /* The shared runtime's own lookups: "cudart_dlsym <name> <owner>", "cudart_proc <symbol> <owner>". */
+  printf("cudart_dlsym cuGraphLaunch %s\n", owner(cudart_dlsym("cuGraphLaunch")));
+  printf("cudart_dlsym cuLaunchKernel %s\n", owner(cudart_dlsym("cuLaunchKernel")));
+  printf("cudart_proc cuGraphInstantiate %s\n", owner(cudart_proc("cuGraphInstantiate", 13000)));
+  printf("cudart_proc cuGraphExecUpdate %s\n", owner(cudart_proc("cuGraphExecUpdate", 13000)));
+  /* The graph functions, every version: "graph_dlsym <name> <owner> <returned> <expected>"
+   * and "graph_proc <symbol>@<version>[/ptsz] <name> <owner> <returned> <expected>". */
+  int (*mark)(const char*) = (int (*)(const char*))dlsym(cuda, "stand_in_mark");
+  const struct GraphLookup* lookups = (const struct GraphLookup*)dlsym(cuda, "stand_in_graph_lookups");
+  for (const struct GraphLookup* l = lookups; l->symbol; ++l) {
+    Dl_info info;
+    dladdr((void*)l->function, &info);
+    const char* name = info.dli_sname;
+    AnyGraphFunction f = (AnyGraphFunction)dlsym(cuda, name);
+    printf("graph_dlsym %s %s %d %d\n", name, owner((void*)f), f(0, 0, 0, 0, 0, 0), mark(name));
+    get(l->symbol, &pfn, l->version, l->per_thread ? 2 : 0, &status);
+    f = (AnyGraphFunction)pfn;
+    printf("graph_proc %s@%d%s %s %s %d %d\n", l->symbol, l->version, l->per_thread ? "/ptsz" : "", name,
+           owner(pfn), f ? f(0, 0, 0, 0, 0, 0) : -1, mark(name));
+  }
   return which_library() == 1 ? 0 : 2;
 }

@@ -6,7 +6,7 @@
 // Triton's launchers, CuPy and JAX/XLA instead dlopen libcuda and take its functions with
 // dlsym, or take every entry point from cuGetProcAddress (which cudaGetDriverEntryPoint
 // also reaches). Both are interposed here: a lookup whose answer is one of the driver
-// functions the recorder wraps (driver_api.cpp) returns the wrapper instead. Matching the
+// functions the recorder wraps (driver_api.cpp, graph_driver_api.cpp) returns the wrapper instead. Matching the
 // answer, not the name, serves exactly the version the caller asked for: cuGetProcAddress
 // ("cuMemAlloc", 3020) gives cuMemAlloc_v2, which is wrapped; an older version the
 // recorder does not wrap passes through as it is. Lookups made by the recorder itself
@@ -24,7 +24,7 @@
 
 using namespace mneme::recorder;
 
-// The wrappers (driver_api.cpp and here), by the exported name of the function they replace.
+// The wrappers (driver_api.cpp, graph_driver_api.cpp and here), by the exported name of the function they replace.
 extern "C" {
 CUresult mneme_cuGetProcAddress_v1(const char*, void**, int, cuuint64_t) __asm__("cuGetProcAddress");
 CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
@@ -32,7 +32,8 @@ CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcA
 
 namespace mneme::recorder {
 
-// Every driver function driver_api.cpp wraps, by its exported (versioned) name.
+// Every driver function the recorder wraps (driver_api.cpp, graph_driver_api.cpp), by its
+// exported (versioned) name.
 const char* const kWrappedDriverFunctions[] = {
     "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
@@ -44,7 +45,21 @@ const char* const kWrappedDriverFunctions[] = {
     "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync", "cuMemFreeAsync_ptsz",
     "cuMemAllocManaged", "cuMemPrefetchAsync_v2", "cuMemAdvise_v2", "cuMemMap", "cuMemUnmap",
     "cuMemAddressReserve", "cuMemAddressFree",
-    "cuGraphLaunch",  // graph_api.cpp: says when a graph runs unrecorded
+    // graph_driver_api.cpp: every version of every function that instantiates, changes,
+    // destroys or launches an executable graph, or begins or ends a capture. Served one,
+    // all must be: a change made behind the recorder's back leaves a graph's mirror stale
+    // (tests/record/test_entry_points.py checks this list against cuda.h).
+    "cuGraphInstantiate", "cuGraphInstantiate_v2", "cuGraphInstantiateWithFlags",
+    "cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams_ptsz",
+    "cuGraphExecKernelNodeSetParams", "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecMemcpyNodeSetParams",
+    "cuGraphExecMemsetNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphExecChildGraphNodeSetParams",
+    "cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphExecNodeSetParams",
+    "cuGraphNodeSetEnabled", "cuGraphExecExternalSemaphoresSignalNodeSetParams",
+    "cuGraphExecExternalSemaphoresWaitNodeSetParams", "cuGraphExecBatchMemOpNodeSetParams",
+    "cuGraphExecUpdate", "cuGraphExecUpdate_v2", "cuGraphExecDestroy", "cuGraphLaunch", "cuGraphLaunch_ptsz",
+    "cuStreamBeginCapture", "cuStreamBeginCapture_ptsz", "cuStreamBeginCapture_v2", "cuStreamBeginCapture_v2_ptsz",
+    "cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph_ptsz", "cuStreamEndCapture",
+    "cuStreamEndCapture_ptsz",
 };
 
 namespace {

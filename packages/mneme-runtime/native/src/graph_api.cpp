@@ -1,7 +1,8 @@
 // Stream capture and CUDA graphs (docs/record.md, "CUDA Graphs and stream capture"):
 // captures are followed so that nothing synchronises inside one, executable graphs get a
 // mirror (graph_mirror.hpp), and a graph launch holding a kernel to record runs node by
-// node, each kernel recorded like a plain launch.
+// node, each kernel recorded like a plain launch. The runtime API's wrappers are here; the
+// driver API's, in every exported version, are in graph_driver_api.cpp.
 #include <elf.h>
 
 #include <cstdio>
@@ -30,8 +31,8 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
   // Launched into a capture, the graph becomes a child node of the graph being captured.
   if (capturing(stream)) return do_launch();
   auto* graph = mirror(exec);
-  if (!graph) {  // instantiated where the recorder could not follow (a static CUDA runtime)
-    unrecorded_call("cuGraphLaunch", "the graph was instantiated where the recorder cannot follow it (a static CUDA runtime, or the driver API reached through a lookup)");
+  if (!graph) {  // instantiated before the recorder was active, or by a function it does not wrap
+    unrecorded_call("cuGraphLaunch", "the recorder did not see the graph's instantiation (before recording began, or by a driver function it does not wrap)");
     return do_launch();
   }
   auto steps = graph->steps();
@@ -105,7 +106,6 @@ cudaError_t instantiated(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long
   return status;
 }
 
-// After a successful change to an executable graph, the same change on its mirror.
 cudaError_t follow(cudaGraphExec_t exec, cudaError_t status,
                    const std::function<void(mneme::recorder::GraphMirror&)>& change) {
   auto& r = Recorder::get();
@@ -177,20 +177,6 @@ cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
   return capture_end(stream, real_cudaStreamEndCapture_ptsz(stream, graph));
 }
 
-CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
-  REAL(cuStreamBeginCapture_v2);
-  CUresult status = real_cuStreamBeginCapture_v2(stream, mode);
-  capture_begin(reinterpret_cast<cudaStream_t>(stream), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
-  return status;
-}
-
-CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
-  REAL(cuStreamEndCapture);
-  CUresult status = real_cuStreamEndCapture(stream, graph);
-  capture_end(reinterpret_cast<cudaStream_t>(stream), cudaSuccess);
-  return status;
-}
-
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
   Forwarding forwarding;
   REAL(cudaGraphInstantiate);
@@ -217,35 +203,11 @@ cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t* exec, cudaGraph
                       real_cudaGraphInstantiateWithParams_ptsz(exec, graph, params));
 }
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
-  REAL(cuGraphInstantiateWithFlags);
-  CUresult status = real_cuGraphInstantiateWithFlags(exec, graph, flags);
-  instantiated(reinterpret_cast<cudaGraphExec_t*>(exec), reinterpret_cast<cudaGraph_t>(graph), flags,
-               status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
-  return status;
-}
-
-CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  REAL(cuGraphInstantiateWithParams);
-  CUresult status = real_cuGraphInstantiateWithParams(exec, graph, params);
-  instantiated(reinterpret_cast<cudaGraphExec_t*>(exec), reinterpret_cast<cudaGraph_t>(graph),
-               params ? params->flags : 0, status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown);
-  return status;
-}
-
 cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaKernelNodeParams* p) {
   Forwarding forwarding;
   REAL(cudaGraphExecKernelNodeSetParams);
   return follow(exec, real_cudaGraphExecKernelNodeSetParams(exec, node, p),
                 [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params(node, p); });
-}
-
-CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
-  REAL(cuGraphExecKernelNodeSetParams_v2);
-  CUresult status = real_cuGraphExecKernelNodeSetParams_v2(exec, node, p);
-  follow(reinterpret_cast<cudaGraphExec_t>(exec), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown,
-         [&](mneme::recorder::GraphMirror& m) { m.set_kernel_params_driver(reinterpret_cast<cudaGraphNode_t>(node), p); });
-  return status;
 }
 
 cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaMemcpy3DParms* p) {
@@ -326,25 +288,11 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGra
                 [&](mneme::recorder::GraphMirror& m) { m.update_from(graph); });
 }
 
-CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info) {
-  REAL(cuGraphExecUpdate_v2);
-  CUresult status = real_cuGraphExecUpdate_v2(exec, graph, info);
-  follow(reinterpret_cast<cudaGraphExec_t>(exec), status == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown,
-         [&](mneme::recorder::GraphMirror& m) { m.update_from(reinterpret_cast<cudaGraph_t>(graph)); });
-  return status;
-}
-
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   Forwarding forwarding;
   REAL(cudaGraphExecDestroy);
   graph_gone(exec);
   return real_cudaGraphExecDestroy(exec);
-}
-
-CUresult cuGraphExecDestroy(CUgraphExec exec) {
-  REAL(cuGraphExecDestroy);
-  graph_gone(reinterpret_cast<cudaGraphExec_t>(exec));
-  return real_cuGraphExecDestroy(exec);
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
@@ -358,21 +306,6 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
   REAL(cudaGraphLaunch_ptsz);
   return graph_launch(exec, stream, __builtin_return_address(0),
                       [&] { return int(real_cudaGraphLaunch_ptsz(exec, stream)); });
-}
-
-// Also served to libraries that take it from cuGetProcAddress (entry_points.cpp), so the
-// driver is asked for it by name rather than through RTLD_NEXT.
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  static auto real_cuGraphLaunch = driver_function<decltype(&cuGraphLaunch)>("cuGraphLaunch");
-  if (!real_cuGraphLaunch) return CUDA_ERROR_NOT_FOUND;
-  if (Forwarding::active()) return real_cuGraphLaunch(exec, stream);
-  CUresult status = CUDA_SUCCESS;
-  cudaError_t e = graph_launch(reinterpret_cast<cudaGraphExec_t>(exec), reinterpret_cast<cudaStream_t>(stream),
-                               __builtin_return_address(0), [&] {
-                                 status = real_cuGraphLaunch(exec, stream);
-                                 return status == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
-                               });
-  return e == cudaSuccess ? CUDA_SUCCESS : (status != CUDA_SUCCESS ? status : CUDA_ERROR_LAUNCH_FAILED);
 }
 
 }  // extern "C"

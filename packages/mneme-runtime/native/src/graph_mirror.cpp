@@ -10,6 +10,43 @@ namespace mneme::recorder {
 
 namespace {
 
+// A driver function by its exact versioned name (interpose.hpp), looked up once; a call
+// through it returns CUDA_ERROR_NOT_FOUND when this driver lacks it.
+template <typename... Args>
+struct Driver {
+  using Fn = CUresult (*)(Args...);
+  explicit Driver(const char* name) : fn(driver_function<Fn>(name)) {}
+  CUresult operator()(Args... args) const { return fn ? fn(args...) : CUDA_ERROR_NOT_FOUND; }
+  Fn fn;
+};
+
+CUgraph as_cu(cudaGraph_t graph) { return reinterpret_cast<CUgraph>(graph); }
+CUgraphNode as_cu(cudaGraphNode_t node) { return reinterpret_cast<CUgraphNode>(node); }
+
+cudaGraphNodeType type_of(cudaGraphNode_t node, bool& ok) {
+  static Driver<CUgraphNode, CUgraphNodeType*> get_type("cuGraphNodeGetType");
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  ok = get_type(as_cu(node), &type) == CUDA_SUCCESS;
+  return static_cast<cudaGraphNodeType>(type);  // the runtime's values are the driver's
+}
+
+cudaGraph_t child_of(cudaGraphNode_t node) {
+  static Driver<CUgraphNode, CUgraph*> get_child("cuGraphChildGraphNodeGetGraph");
+  CUgraph child = nullptr;
+  return get_child(as_cu(node), &child) == CUDA_SUCCESS ? reinterpret_cast<cudaGraph_t>(child) : nullptr;
+}
+
+cudaGraph_t clone_of(cudaGraph_t graph) {
+  static Driver<CUgraph*, CUgraph> clone("cuGraphClone");
+  CUgraph copy = nullptr;
+  return clone(&copy, as_cu(graph)) == CUDA_SUCCESS ? reinterpret_cast<cudaGraph_t>(copy) : nullptr;
+}
+
+void destroy(cudaGraph_t graph) {
+  static Driver<CUgraph> destroy_graph("cuGraphDestroy");
+  destroy_graph(as_cu(graph));
+}
+
 const char* node_type_name(cudaGraphNodeType type) {
   switch (type) {
     case cudaGraphNodeTypeExtSemaphoreSignal: return "external semaphore signal";
@@ -39,23 +76,41 @@ bool runs_alone(cudaGraphNodeType type) {
 }
 
 std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
-  REAL(cudaGraphGetNodes);
+  static Driver<CUgraph, CUgraphNode*, size_t*> get_nodes("cuGraphGetNodes");
   size_t count = 0;
-  if (real_cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return {};
+  if (get_nodes(as_cu(graph), nullptr, &count) != CUDA_SUCCESS) return {};
   std::vector<cudaGraphNode_t> nodes(count);
-  if (count && real_cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return {};
+  if (count && get_nodes(as_cu(graph), reinterpret_cast<CUgraphNode*>(nodes.data()), &count) != CUDA_SUCCESS)
+    return {};
   nodes.resize(count);
   return nodes;
 }
 
+// The graph's edges (from[i] -> to[i]): cuGraphGetEdges_v2 (CUDA 12.3+) or the first version.
+bool edges_of(cudaGraph_t graph, std::vector<cudaGraphNode_t>& from, std::vector<cudaGraphNode_t>& to) {
+  static Driver<CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*> v2("cuGraphGetEdges_v2");
+  static Driver<CUgraph, CUgraphNode*, CUgraphNode*, size_t*> v1("cuGraphGetEdges");
+  auto get = [&](CUgraphNode* f, CUgraphNode* t, size_t* n) {
+    return v2.fn ? v2(as_cu(graph), f, t, nullptr, n) : v1(as_cu(graph), f, t, n);
+  };
+  size_t edges = 0;
+  if (get(nullptr, nullptr, &edges) != CUDA_SUCCESS) return false;
+  from.assign(edges, nullptr);
+  to.assign(edges, nullptr);
+  if (edges && get(reinterpret_cast<CUgraphNode*>(from.data()), reinterpret_cast<CUgraphNode*>(to.data()), &edges) !=
+                   CUDA_SUCCESS)
+    return false;
+  from.resize(edges);
+  to.resize(edges);
+  return true;
+}
+
 // Kahn's algorithm over the graph's edges; ties keep the driver's node order.
 bool dependency_order(cudaGraph_t graph, std::vector<cudaGraphNode_t>& out) {
-  REAL(cudaGraphGetEdges);
   auto nodes = nodes_of(graph);
-  size_t edges = 0;
-  if (real_cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges) != cudaSuccess) return false;
-  std::vector<cudaGraphNode_t> from(edges), to(edges);
-  if (edges && real_cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &edges) != cudaSuccess) return false;
+  std::vector<cudaGraphNode_t> from, to;
+  if (!edges_of(graph, from, to)) return false;
+  const size_t edges = from.size();
   std::unordered_map<cudaGraphNode_t, size_t> waiting;
   std::unordered_map<cudaGraphNode_t, std::vector<cudaGraphNode_t>> next;
   for (auto n : nodes) waiting[n] = 0;
@@ -80,14 +135,13 @@ bool dependency_order(cudaGraph_t graph, std::vector<cudaGraphNode_t>& out) {
 // The first node (in child graphs too) the recorder cannot run on its own, as a reason;
 // empty when there is none. Checked before cloning: some of them cannot be cloned.
 std::string unsupported_node(cudaGraph_t graph) {
-  REAL(cudaGraphNodeGetType);
-  REAL(cudaGraphChildGraphNodeGetGraph);
   for (auto node : nodes_of(graph)) {
-    cudaGraphNodeType type;
-    if (real_cudaGraphNodeGetType(node, &type) != cudaSuccess) return "a node's type could not be read";
+    bool ok = false;
+    cudaGraphNodeType type = type_of(node, ok);
+    if (!ok) return "a node's type could not be read";
     if (type == cudaGraphNodeTypeGraph) {
-      cudaGraph_t child = nullptr;
-      if (real_cudaGraphChildGraphNodeGetGraph(node, &child) != cudaSuccess) return "a child graph could not be read";
+      cudaGraph_t child = child_of(node);
+      if (!child) return "a child graph could not be read";
       if (auto why = unsupported_node(child); !why.empty()) return why;
     } else if (!runs_alone(type)) {
       return std::string("it holds a ") + node_type_name(type) + " node";
@@ -99,31 +153,29 @@ std::string unsupported_node(cudaGraph_t graph) {
 }  // namespace
 
 GraphMirror::GraphMirror(cudaGraph_t graph, unsigned long long flags) {
-  REAL(cudaGraphClone);
   if (flags & cudaGraphInstantiateFlagDeviceLaunch) {
     why_not_ = "it was instantiated for device-side launch";
     return;
   }
   why_not_ = unsupported_node(graph);
   if (!why_not_.empty()) return;
-  if (real_cudaGraphClone(&clone_, graph) != cudaSuccess) {
-    clone_ = nullptr;
-    why_not_ = "the recorder could not copy it (cudaGraphClone failed)";
+  if (!(clone_ = clone_of(graph))) {
+    why_not_ = "the recorder could not copy it (cuGraphClone failed)";
     return;
   }
   adopt(graph);
 }
 
 GraphMirror::~GraphMirror() {
-  REAL(cudaGraphDestroy);
-  if (clone_) real_cudaGraphDestroy(clone_);
+  if (clone_) destroy(clone_);
 }
 
 void GraphMirror::adopt(cudaGraph_t graph) {
-  REAL(cudaGraphNodeFindInClone);
+  static Driver<CUgraphNode*, CUgraphNode, CUgraph> find_in_clone("cuGraphNodeFindInClone");
   for (auto node : nodes_of(graph)) {
-    cudaGraphNode_t mirror = nullptr;
-    if (real_cudaGraphNodeFindInClone(&mirror, node, clone_) == cudaSuccess && mirror) nodes_[node] = mirror;
+    CUgraphNode mirror = nullptr;
+    if (find_in_clone(&mirror, as_cu(node), as_cu(clone_)) == CUDA_SUCCESS && mirror)
+      nodes_[node] = reinterpret_cast<cudaGraphNode_t>(mirror);
   }
 }
 
@@ -137,8 +189,6 @@ void GraphMirror::lose_track(const std::string& why) {
 }
 
 bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string& why) {
-  REAL(cudaGraphNodeGetType);
-  REAL(cudaGraphChildGraphNodeGetGraph);
   using GetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
   using KernelFunction = CUresult (*)(CUfunction*, CUkernel);
   using FunctionName = CUresult (*)(const char**, CUfunction);
@@ -154,7 +204,9 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
     if (disabled_.count(node)) continue;
     Step step;
     step.node = node;
-    if (real_cudaGraphNodeGetType(node, &step.type) != cudaSuccess) {
+    bool ok = false;
+    step.type = type_of(node, ok);
+    if (!ok) {
       why = "a node's type could not be read";
       return false;
     }
@@ -198,8 +250,8 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
         break;
       }
       case cudaGraphNodeTypeGraph: {
-        cudaGraph_t child = nullptr;
-        if (real_cudaGraphChildGraphNodeGetGraph(node, &child) != cudaSuccess || !collect(child, out, why)) {
+        cudaGraph_t child = child_of(node);
+        if (!child || !collect(child, out, why)) {
           if (why.empty()) why = "a child graph could not be read";
           return false;
         }
@@ -229,107 +281,129 @@ std::vector<Step> GraphMirror::steps() {
 }
 
 cudaError_t GraphMirror::run(const Step& step, cudaStream_t stream) {
-  REAL(cudaGraphMemcpyNodeGetParams);
-  REAL(cudaMemcpy3DAsync);
-  REAL(cudaGraphMemsetNodeGetParams);
-  REAL(cudaGraphHostNodeGetParams);
-  REAL(cudaLaunchHostFunc);
-  REAL(cudaGraphEventRecordNodeGetEvent);
-  REAL(cudaGraphEventWaitNodeGetEvent);
-  REAL(cudaEventRecord);
-  REAL(cudaStreamWaitEvent);
+  static Driver<CUgraphNode, CUDA_MEMCPY3D*> memcpy_params("cuGraphMemcpyNodeGetParams");
+  static Driver<const CUDA_MEMCPY3D*, CUstream> memcpy_3d("cuMemcpy3DAsync_v2");
+  static Driver<CUgraphNode, CUDA_MEMSET_NODE_PARAMS*> memset_params("cuGraphMemsetNodeGetParams");
+  static Driver<CUgraphNode, CUDA_HOST_NODE_PARAMS*> host_params("cuGraphHostNodeGetParams");
+  static Driver<CUstream, CUhostFn, void*> launch_host("cuLaunchHostFunc");
+  static Driver<CUgraphNode, CUevent*> recorded_event("cuGraphEventRecordNodeGetEvent");
+  static Driver<CUgraphNode, CUevent*> awaited_event("cuGraphEventWaitNodeGetEvent");
+  static Driver<CUevent, CUstream> event_record("cuEventRecord");
+  static Driver<CUstream, CUevent, unsigned> wait_event("cuStreamWaitEvent");
+  // Elements of 1, 2 or 4 bytes: the driver's 2-D memsets of that width.
+  static Driver<CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream> d8("cuMemsetD2D8Async");
+  static Driver<CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream> d16("cuMemsetD2D16Async");
+  static Driver<CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream> d32("cuMemsetD2D32Async");
+  auto node = as_cu(step.node);
+  auto s = reinterpret_cast<CUstream>(stream);
+  CUresult r = CUDA_SUCCESS;  // empty nodes; kernels run through the recorder
   switch (step.type) {
     case cudaGraphNodeTypeMemcpy: {
-      cudaMemcpy3DParms p{};
-      cudaError_t e = real_cudaGraphMemcpyNodeGetParams(step.node, &p);
-      return e != cudaSuccess ? e : real_cudaMemcpy3DAsync(&p, stream);
+      CUDA_MEMCPY3D p{};
+      if ((r = memcpy_params(node, &p)) == CUDA_SUCCESS) r = memcpy_3d(&p, s);
+      break;
     }
     case cudaGraphNodeTypeMemset: {
-      cudaMemsetParams p{};
-      cudaError_t e = real_cudaGraphMemsetNodeGetParams(step.node, &p);
-      if (e != cudaSuccess) return e;
-      // Elements of 1, 2 or 4 bytes: the driver's 2-D memsets of that width.
-      using Memset8 = CUresult (*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
-      using Memset16 = CUresult (*)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream);
-      using Memset32 = CUresult (*)(CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream);
-      static auto d8 = driver_function<Memset8>("cuMemsetD2D8Async");
-      static auto d16 = driver_function<Memset16>("cuMemsetD2D16Async");
-      static auto d32 = driver_function<Memset32>("cuMemsetD2D32Async");
-      auto dst = reinterpret_cast<CUdeviceptr>(p.dst);
+      CUDA_MEMSET_NODE_PARAMS p{};
+      if ((r = memset_params(node, &p)) != CUDA_SUCCESS) break;
       size_t pitch = p.height > 1 ? p.pitch : p.width * p.elementSize;
-      auto s = reinterpret_cast<CUstream>(stream);
-      CUresult r = CUDA_ERROR_INVALID_VALUE;
-      if (p.elementSize == 1 && d8) r = d8(dst, pitch, (unsigned char)p.value, p.width, p.height, s);
-      if (p.elementSize == 2 && d16) r = d16(dst, pitch, (unsigned short)p.value, p.width, p.height, s);
-      if (p.elementSize == 4 && d32) r = d32(dst, pitch, p.value, p.width, p.height, s);
-      return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+      r = CUDA_ERROR_INVALID_VALUE;
+      if (p.elementSize == 1) r = d8(p.dst, pitch, (unsigned char)p.value, p.width, p.height, s);
+      if (p.elementSize == 2) r = d16(p.dst, pitch, (unsigned short)p.value, p.width, p.height, s);
+      if (p.elementSize == 4) r = d32(p.dst, pitch, p.value, p.width, p.height, s);
+      break;
     }
     case cudaGraphNodeTypeHost: {
-      cudaHostNodeParams p{};
-      cudaError_t e = real_cudaGraphHostNodeGetParams(step.node, &p);
-      return e != cudaSuccess ? e : real_cudaLaunchHostFunc(stream, p.fn, p.userData);
+      CUDA_HOST_NODE_PARAMS p{};
+      if ((r = host_params(node, &p)) == CUDA_SUCCESS) r = launch_host(s, p.fn, p.userData);
+      break;
     }
     case cudaGraphNodeTypeEventRecord: {
-      cudaEvent_t event = nullptr;
-      cudaError_t e = real_cudaGraphEventRecordNodeGetEvent(step.node, &event);
-      return e != cudaSuccess ? e : real_cudaEventRecord(event, stream);
+      CUevent event = nullptr;
+      if ((r = recorded_event(node, &event)) == CUDA_SUCCESS) r = event_record(event, s);
+      break;
     }
     case cudaGraphNodeTypeWaitEvent: {
-      cudaEvent_t event = nullptr;
-      cudaError_t e = real_cudaGraphEventWaitNodeGetEvent(step.node, &event);
-      return e != cudaSuccess ? e : real_cudaStreamWaitEvent(stream, event, 0);
+      CUevent event = nullptr;
+      if ((r = awaited_event(node, &event)) == CUDA_SUCCESS) r = wait_event(s, event, 0);
+      break;
     }
     default:
-      return cudaSuccess;  // empty nodes; kernels run through the recorder
+      break;
   }
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+void GraphMirror::change(cudaGraphNode_t node, const char* what, const std::function<bool(cudaGraphNode_t)>& set) {
+  auto m = mirror_of(node);
+  if (!m || !set(m)) lose_track(std::string("a ") + what + " update could not be followed");
+}
+
+// The runtime's parameter types: reached from its wrappers, so the runtime is there.
 void GraphMirror::set_kernel_params(cudaGraphNode_t node, const cudaKernelNodeParams* params) {
   REAL(cudaGraphKernelNodeSetParams);
-  auto m = mirror_of(node);
-  if (!m || real_cudaGraphKernelNodeSetParams(m, params) != cudaSuccess) lose_track("a kernel node update could not be followed");
-}
-
-void GraphMirror::set_kernel_params_driver(cudaGraphNode_t node, const CUDA_KERNEL_NODE_PARAMS* params) {
-  using SetParams = CUresult (*)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
-  static auto set = driver_function<SetParams>("cuGraphKernelNodeSetParams_v2");
-  auto m = mirror_of(node);
-  if (!m || !set || set(reinterpret_cast<CUgraphNode>(m), params) != CUDA_SUCCESS)
-    lose_track("a kernel node update could not be followed");
+  change(node, "kernel node", [&](cudaGraphNode_t m) { return real_cudaGraphKernelNodeSetParams(m, params) == cudaSuccess; });
 }
 
 void GraphMirror::set_memcpy_params(cudaGraphNode_t node, const cudaMemcpy3DParms* params) {
   REAL(cudaGraphMemcpyNodeSetParams);
-  auto m = mirror_of(node);
-  if (!m || real_cudaGraphMemcpyNodeSetParams(m, params) != cudaSuccess) lose_track("a memcpy node update could not be followed");
+  change(node, "memcpy node", [&](cudaGraphNode_t m) { return real_cudaGraphMemcpyNodeSetParams(m, params) == cudaSuccess; });
 }
 
 void GraphMirror::set_memset_params(cudaGraphNode_t node, const cudaMemsetParams* params) {
   REAL(cudaGraphMemsetNodeSetParams);
-  auto m = mirror_of(node);
-  if (!m || real_cudaGraphMemsetNodeSetParams(m, params) != cudaSuccess) lose_track("a memset node update could not be followed");
+  change(node, "memset node", [&](cudaGraphNode_t m) { return real_cudaGraphMemsetNodeSetParams(m, params) == cudaSuccess; });
 }
 
 void GraphMirror::set_host_params(cudaGraphNode_t node, const cudaHostNodeParams* params) {
   REAL(cudaGraphHostNodeSetParams);
-  auto m = mirror_of(node);
-  if (!m || real_cudaGraphHostNodeSetParams(m, params) != cudaSuccess) lose_track("a host node update could not be followed");
-}
-
-void GraphMirror::set_event(cudaGraphNode_t node, cudaEvent_t event, bool record) {
-  REAL(cudaGraphEventRecordNodeSetEvent);
-  REAL(cudaGraphEventWaitNodeSetEvent);
-  auto m = mirror_of(node);
-  cudaError_t e = !m ? cudaErrorInvalidValue
-                : record ? real_cudaGraphEventRecordNodeSetEvent(m, event)
-                         : real_cudaGraphEventWaitNodeSetEvent(m, event);
-  if (e != cudaSuccess) lose_track("an event node update could not be followed");
+  change(node, "host node", [&](cudaGraphNode_t m) { return real_cudaGraphHostNodeSetParams(m, params) == cudaSuccess; });
 }
 
 void GraphMirror::set_node_params(cudaGraphNode_t node, cudaGraphNodeParams* params) {
   REAL(cudaGraphNodeSetParams);
-  auto m = mirror_of(node);
-  if (!m || real_cudaGraphNodeSetParams(m, params) != cudaSuccess) lose_track("a node update could not be followed");
+  change(node, "node", [&](cudaGraphNode_t m) { return real_cudaGraphNodeSetParams(m, params) == cudaSuccess; });
+}
+
+// The driver's parameter types (graph_driver_api.cpp), each by its exact versioned setter.
+void GraphMirror::set_kernel_params(cudaGraphNode_t node, const CUDA_KERNEL_NODE_PARAMS* params) {
+  static Driver<CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*> set("cuGraphKernelNodeSetParams_v2");
+  change(node, "kernel node", [&](cudaGraphNode_t m) { return set(as_cu(m), params) == CUDA_SUCCESS; });
+}
+
+void GraphMirror::set_kernel_params(cudaGraphNode_t node, const CUDA_KERNEL_NODE_PARAMS_v1* params) {
+  static Driver<CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1*> set("cuGraphKernelNodeSetParams");
+  change(node, "kernel node", [&](cudaGraphNode_t m) { return set(as_cu(m), params) == CUDA_SUCCESS; });
+}
+
+void GraphMirror::set_memcpy_params(cudaGraphNode_t node, const CUDA_MEMCPY3D* params) {
+  static Driver<CUgraphNode, const CUDA_MEMCPY3D*> set("cuGraphMemcpyNodeSetParams");
+  change(node, "memcpy node", [&](cudaGraphNode_t m) { return set(as_cu(m), params) == CUDA_SUCCESS; });
+}
+
+void GraphMirror::set_memset_params(cudaGraphNode_t node, const CUDA_MEMSET_NODE_PARAMS* params) {
+  static Driver<CUgraphNode, const CUDA_MEMSET_NODE_PARAMS*> set("cuGraphMemsetNodeSetParams");
+  change(node, "memset node", [&](cudaGraphNode_t m) { return set(as_cu(m), params) == CUDA_SUCCESS; });
+}
+
+void GraphMirror::set_host_params(cudaGraphNode_t node, const CUDA_HOST_NODE_PARAMS* params) {
+  static Driver<CUgraphNode, const CUDA_HOST_NODE_PARAMS*> set("cuGraphHostNodeSetParams");
+  change(node, "host node", [&](cudaGraphNode_t m) { return set(as_cu(m), params) == CUDA_SUCCESS; });
+}
+
+void GraphMirror::set_node_params(cudaGraphNode_t node, CUgraphNodeParams* params) {
+  static Driver<CUgraphNode, CUgraphNodeParams*> set("cuGraphNodeSetParams");
+  change(node, "node", [&](cudaGraphNode_t m) { return set(as_cu(m), params) == CUDA_SUCCESS; });
+}
+
+// Events are the same handles in the runtime and the driver.
+void GraphMirror::set_event(cudaGraphNode_t node, cudaEvent_t event, bool record) {
+  static Driver<CUgraphNode, CUevent> set_recorded("cuGraphEventRecordNodeSetEvent");
+  static Driver<CUgraphNode, CUevent> set_awaited("cuGraphEventWaitNodeSetEvent");
+  auto e = reinterpret_cast<CUevent>(event);
+  change(node, "event node", [&](cudaGraphNode_t m) {
+    return (record ? set_recorded(as_cu(m), e) : set_awaited(as_cu(m), e)) == CUDA_SUCCESS;
+  });
 }
 
 void GraphMirror::set_enabled(cudaGraphNode_t node, bool enabled) {
@@ -340,15 +414,13 @@ void GraphMirror::set_enabled(cudaGraphNode_t node, bool enabled) {
 }
 
 void GraphMirror::update_from(cudaGraph_t graph) {
-  REAL(cudaGraphClone);
-  REAL(cudaGraphDestroy);
   if (!clone_) return;
   if (auto why = unsupported_node(graph); !why.empty()) return lose_track(why);
-  cudaGraph_t fresh = nullptr;
-  if (real_cudaGraphClone(&fresh, graph) != cudaSuccess) return lose_track("an updated graph could not be copied");
+  cudaGraph_t fresh = clone_of(graph);
+  if (!fresh) return lose_track("an updated graph could not be copied");
   auto before = nodes_of(clone_), after = nodes_of(fresh);
   if (before.size() != after.size()) {
-    real_cudaGraphDestroy(fresh);
+    destroy(fresh);
     return lose_track("an update changed the number of nodes");
   }
   std::unordered_map<cudaGraphNode_t, size_t> position;
@@ -357,7 +429,7 @@ void GraphMirror::update_from(cudaGraph_t graph) {
   std::set<cudaGraphNode_t> disabled;
   for (auto m : disabled_) disabled.insert(after[position[m]]);
   disabled_ = std::move(disabled);
-  real_cudaGraphDestroy(clone_);
+  destroy(clone_);
   clone_ = fresh;
   adopt(graph);
 }

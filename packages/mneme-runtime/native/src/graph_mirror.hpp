@@ -6,6 +6,11 @@
 // updates, node enabling, cudaGraphExecUpdate. A graph launch that must be recorded then
 // runs the mirror's nodes one at a time in dependency order on the launch stream (a valid
 // schedule of the graph), kernels through the recorder like any other launch.
+//
+// The mirror reads, copies and runs graphs with the driver API only: graphs instantiated
+// by a static CUDA runtime (no libcudart.so to ask) or through the driver are mirrored too.
+// Only the setters for the runtime's own parameter types call the runtime (they are
+// reached from its wrappers, so it is there).
 #pragma once
 
 #include <cuda.h>
@@ -56,15 +61,22 @@ class GraphMirror {
   // Runs one non-kernel node on `stream` in stream order; returns the first error.
   cudaError_t run(const Step& step, cudaStream_t stream);
 
-  // Mirrors of the cudaGraphExec*SetParams family: `node` is a node of a graph this
-  // executable graph was instantiated or updated from.
+  // Mirrors of the cudaGraphExec*SetParams and cuGraphExec*SetParams families, one
+  // overload per parameter type of the runtime and driver (each version of the driver's
+  // kernel parameters): `node` is a node of a graph this executable graph was
+  // instantiated or updated from. A change that cannot be made on the mirror loses track.
   void set_kernel_params(cudaGraphNode_t node, const cudaKernelNodeParams* params);
-  void set_kernel_params_driver(cudaGraphNode_t node, const CUDA_KERNEL_NODE_PARAMS* params);
+  void set_kernel_params(cudaGraphNode_t node, const CUDA_KERNEL_NODE_PARAMS* params);
+  void set_kernel_params(cudaGraphNode_t node, const CUDA_KERNEL_NODE_PARAMS_v1* params);
   void set_memcpy_params(cudaGraphNode_t node, const cudaMemcpy3DParms* params);
+  void set_memcpy_params(cudaGraphNode_t node, const CUDA_MEMCPY3D* params);
   void set_memset_params(cudaGraphNode_t node, const cudaMemsetParams* params);
+  void set_memset_params(cudaGraphNode_t node, const CUDA_MEMSET_NODE_PARAMS* params);
   void set_host_params(cudaGraphNode_t node, const cudaHostNodeParams* params);
+  void set_host_params(cudaGraphNode_t node, const CUDA_HOST_NODE_PARAMS* params);
   void set_event(cudaGraphNode_t node, cudaEvent_t event, bool record);
   void set_node_params(cudaGraphNode_t node, cudaGraphNodeParams* params);
+  void set_node_params(cudaGraphNode_t node, CUgraphNodeParams* params);
   void set_enabled(cudaGraphNode_t node, bool enabled);
   // An update the mirror cannot follow: launches of this graph run unrecorded from now on.
   void lose_track(const std::string& why);
@@ -74,6 +86,9 @@ class GraphMirror {
 
  private:
   cudaGraphNode_t mirror_of(cudaGraphNode_t node);
+  // `set` applied to the mirror's copy of `node` (true on success); loses track, naming
+  // `what` changed, when the node has no copy or `set` fails.
+  void change(cudaGraphNode_t node, const char* what, const std::function<bool(cudaGraphNode_t)>& set);
   void adopt(cudaGraph_t graph);
   bool collect(cudaGraph_t graph, std::vector<Step>& out, std::string& why);
 

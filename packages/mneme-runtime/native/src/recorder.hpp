@@ -475,4 +475,16 @@ void note_global(void* module, const char* name);
 // "/path/app+0x1a2b (addr2line ...)": where a call came from, for messages.
 std::string code_site(const void* return_address);
 
+// What the runtime's (graph_api.cpp) and the driver's (graph_driver_api.cpp) graph wrappers
+// share. Each takes the status of the real call and returns it; a change is followed only
+// when the call succeeded and the recorder is active.
+cudaError_t capture_begin(cudaStream_t stream, cudaError_t status);
+cudaError_t capture_end(cudaStream_t stream, cudaError_t status);  // followed whatever the status
+cudaError_t instantiated(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags, cudaError_t status);
+// After a successful change to an executable graph, the same change on its mirror.
+cudaError_t follow(cudaGraphExec_t exec, cudaError_t status, const std::function<void(GraphMirror&)>& change);
+void graph_gone(cudaGraphExec_t exec);
+cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream, const void* caller,
+                         const std::function<int()>& do_launch);
+
 }  // namespace mneme::recorder
