@@ -59,8 +59,9 @@ def test_fails_cleanly_without_gpu(corpus_outputs, program):
     assert "MNEME-CHECK" not in proc.stdout
 
 
-def test_large_working_set_rejects_bad_size(corpus_outputs):
-    result = outcome(corpus_outputs, "build", "cuda", "large_working_set")
+@pytest.mark.parametrize("name", ["large_working_set", "atomic_pool"])
+def test_sized_program_rejects_bad_size(corpus_outputs, name):
+    result = outcome(corpus_outputs, "build", "cuda", name)
     proc = subprocess.run([str(result.executable), "0"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 64
     assert proc.stderr.startswith("usage: ")

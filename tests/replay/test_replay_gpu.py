@@ -22,6 +22,7 @@ from mneme.replay.engine import (
     reference_words,
     replay,
 )
+from mneme.replay.engine import determinism as nd
 from mneme.replay.engine.verify import initial_words
 from mneme.replay.engine.verify_kernels import RESULT_BYTES
 from mneme.replay.jit import CompileCache, CompileConfig
@@ -203,13 +204,22 @@ def test_device_verifier_matches_the_reference(device):
 
 def test_one_session_many_configurations(replay_db, device):
     instance = instance_of(replay_db, SAXPY)
+    nd.profile_path(instance).unlink(missing_ok=True)  # measured by this session's first run
     with ReplaySession(instance, device=device) as session:
         results = [
             session.run(CompileConfig.for_level(level), QUICK)
             for level in ("O0", "O1", "O2", "O3", "Os", "Oz")
         ]
         assert all(r.verified for r in results)
-        assert "restore" in results[0].timings and "restore" not in results[1].timings
+        # the first replay's phases, each timed apart: restore, then the determinism runs
+        # (which restore nothing), then run and verify; later replays only run and verify
+        first, later = results[0].timings, results[1].timings
+        assert {"restore", "determinism", "run", "verify"} <= set(first), first
+        assert all(first[k] >= 0 for k in first)
+        assert "restore" not in later and "determinism" not in later, later
+    with ReplaySession(instance, device=device) as session:  # the profile from the cache
+        timings = session.run(O3, QUICK).timings
+        assert "restore" in timings and "determinism" in timings, timings
         again = session.run(CompileConfig.for_level("O3"), QUICK)
         assert again.compile_cached and again.verified
 

@@ -42,7 +42,9 @@ class ReplayResult:
     launch: dict[str, Any] = field(default_factory=dict)
     arch: str = ""
     device: str = ""
-    #: seconds for restore (first replay of the session only), reset, run, verify
+    #: seconds for restore (first replay of the session only), determinism (the first
+    #: verified replay of the session: the profile measured, or read from the database's
+    #: cache), run, verify
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: region → class, for the regions the unchanged kernel does not reproduce bit for bit

@@ -348,11 +348,32 @@ class ReplaySession:
         )
         if compile_only:
             return result
-        if replay.verify and replay.determinism_runs:
-            # Before any candidate is verified: what the unchanged kernel reproduces.
+        result.device = self.device.name
+        self._restore(result)
+        if replay.verify and replay.determinism_runs and self._profile is None:
+            # Before any candidate is verified: what the unchanged kernel reproduces (its
+            # runs restore nothing: the memory is on the device already).
+            start = time.perf_counter()
             self.determinism(replay)
+            result.timings["determinism"] = time.perf_counter() - start
         self._replay(compiled, replay, grid, block, shared, result)
         return result
+
+    def _restore(self, result: ReplayResult) -> DeviceImage:
+        """The restored memory; restored now, and timed as ``restore``, on the session's
+        first replay."""
+        from mneme.runtime import DriverError
+
+        if self._image is not None:
+            return self._image
+        start = time.perf_counter()
+        try:
+            image = self.image()
+        except DriverError as error:
+            raise self._driver_failure(f"restoring the recorded memory failed: {error}", error,
+                                       RESTORE) from None
+        result.timings["restore"] = time.perf_counter() - start
+        return image
 
     def _driver_failure(self, message: str, error, kind: str,
                         cls: type[DeviceError] = DeviceError) -> DeviceError:
@@ -432,16 +453,7 @@ class ReplaySession:
         from mneme.runtime import DriverError
 
         device = self.device
-        result.device = device.name
-        start = time.perf_counter()
-        fresh = self._image is None
-        try:
-            image = self.image()
-        except DriverError as error:
-            raise self._driver_failure(f"restoring the recorded memory failed: {error}", error,
-                                       RESTORE) from None
-        if fresh:
-            result.timings["restore"] = time.perf_counter() - start
+        image = self._restore(result)
         try:
             loaded = self._load(compiled)
             function = loaded.function
