@@ -148,7 +148,7 @@ def test_driver_graph_taken_by_lookup_is_recorded_with_its_exec_updates(recorded
         elif name.startswith("combine"):
             combine += inst.occurrences
     # eager (5, 1) once; launches 0-1 (5, 1), 2-3 (7, 9) after SetParams; launch 4 the
-    # updated graph's (11, 4); launch 5 (2, 3), set on a node of the graph updated from
+    # updated graph's (11, 4); launch 5 (2, 3), set after the update through the original graph's node
     assert scale == {(5, 1): 3, (7, 9): 2, (11, 4): 1, (2, 3): 1}
     assert fill == {3: 5, 13: 2}
     assert combine == 7

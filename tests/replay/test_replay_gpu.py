@@ -24,7 +24,7 @@ from mneme.replay.engine import (
 )
 from mneme.replay.engine import determinism as nd
 from mneme.replay.engine.verify import initial_words
-from mneme.replay.engine.verify_kernels import RESULT_BYTES
+from mneme.replay.engine.verify_kernels import MULTISET_WIDTHS, RESULT_BYTES, multiset_digest_host
 from mneme.replay.jit import CompileCache, CompileConfig
 from mneme.runtime import RangeUnavailableError
 from replay_support import (
@@ -200,6 +200,23 @@ def test_device_verifier_matches_the_reference(device):
                 )
             assert words[5] == want[5]
         assert initial_words(1)[0, 1] == 2**64 - 1
+
+
+def test_device_multiset_digest_matches_the_reference(device):
+    """The order-insensitive comparison on the device computes what the host reference
+    does (tests/replay/test_replay_verify.py checks the reference's semantics)."""
+    rng = np.random.default_rng(11)
+    data = rng.integers(0, 256, size=1 << 20, dtype=np.uint8)
+    with device.address_space(0x230000000000, 64 << 20) as space:
+        buffer = space.allocate(data.nbytes)
+        out = space.allocate(RESULT_BYTES)
+        device.copy_to_device(buffer, data)
+        verifier = DeviceVerifier(device, "sm_{}{}".format(*device.compute_capability))
+        for width in MULTISET_WIDTHS:
+            assert verifier.multiset_digest(int(buffer), data.nbytes, width, int(out)) == \
+                multiset_digest_host(data, width), width
+        with pytest.raises(ValueError, match="aligned"):
+            verifier.multiset_digest(int(buffer) + 4, 64, 16, int(out))
 
 
 def test_one_session_many_configurations(replay_db, device):

@@ -10,8 +10,15 @@ from mneme.replay.engine import (
     reference_words,
     verify_host,
 )
+from mneme.replay.engine import determinism as nd
 from mneme.replay.engine.verify import verification_cubin
-from mneme.replay.engine.verify_kernels import TYPED_DTYPES, raw_kernel_name
+from mneme.replay.engine.verify_kernels import (
+    MULTISET_WIDTHS,
+    TYPED_DTYPES,
+    multiset_digest_host,
+    multiset_kernel_name,
+    raw_kernel_name,
+)
 from mneme.replay.jit import kernel_names, parse_module, parse_ptxas_report
 
 
@@ -129,4 +136,33 @@ def test_verification_kernels_compile_for_the_gpu():
     names = kernel_names(parse_module(verification_ir()))
     assert {f"mneme_verify_{d}" for d in TYPED_DTYPES} <= set(names)
     assert {raw_kernel_name(w) for w in (1, 2, 4, 8)} <= set(names)
+    assert {multiset_kernel_name(w) for w in MULTISET_WIDTHS} <= set(names)
     assert parse_ptxas_report("") == {}
+
+
+@pytest.mark.parametrize("width", MULTISET_WIDTHS)
+def test_multiset_digest_ignores_order_and_sees_every_change(width):
+    """The reference semantics of the device's order-insensitive comparison: any
+    permutation of whole elements keeps the digest, any changed, added or moved-apart
+    byte changes it, and it agrees with the host's sort-and-compare on random data."""
+    rng = np.random.default_rng(width)
+    data = rng.integers(0, 256, size=width * 4096, dtype=np.uint8)
+    elements = data.reshape(-1, width)
+    shuffled = elements[rng.permutation(len(elements))].reshape(-1)
+    digest = multiset_digest_host(data, width)
+    assert multiset_digest_host(shuffled, width) == digest
+    changed = shuffled.copy()
+    changed[rng.integers(changed.size)] ^= 1
+    assert multiset_digest_host(changed, width) != digest
+    # bytes moved across element boundaries: the same bytes, another multiset of elements
+    rolled = np.roll(data, 1)
+    assert multiset_digest_host(rolled, width) != digest
+    # two elements swapped for a duplicate of one: sums of plain values could not tell
+    duplicate = elements.copy()
+    duplicate[1] = duplicate[0]
+    assert multiset_digest_host(duplicate.reshape(-1), width) != digest
+    for candidate in (shuffled, changed, rolled):
+        same = nd.sorted_elements(candidate, width).tobytes() == nd.sorted_elements(data, width).tobytes()
+        assert (multiset_digest_host(candidate, width) == digest) == same
+    with pytest.raises(ValueError, match="whole number"):
+        multiset_digest_host(data[:-1], width)

@@ -15,6 +15,8 @@
 #include <link.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string_view>
@@ -170,8 +172,25 @@ void* next_after(const void* caller, const char* name) {
 bool served_to(const void* caller) { return !in_recorder(caller) && !in_shared_runtime(caller); }
 
 // What a driver lookup hands out for the real function `real`: its wrapper, if any.
-void* served_entry_point(void* real) {
+// MNEME_RECORD_TRACE_LOOKUPS=1 prints each lookup and its answer (which library asks for
+// what, in which version: the way to see why a call was not followed).
+bool tracing_lookups() {
+  static const bool trace = [] {
+    const char* v = std::getenv("MNEME_RECORD_TRACE_LOOKUPS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return trace;
+}
+
+void trace_lookup(const char* how, const char* symbol, long version, bool served) {
+  if (tracing_lookups())
+    std::fprintf(stderr, "mneme record: %s %s (version %ld): %s\n", how, symbol, version,
+                 served ? "the recorder's wrapper" : "the driver's function");
+}
+
+void* served_entry_point(void* real, const char* symbol = nullptr, long version = 0) {
   void* wrapper = table().wrapper_for(real);
+  if (symbol) trace_lookup("cuGetProcAddress", symbol, version, wrapper != nullptr);
   return wrapper ? wrapper : real;
 }
 
@@ -194,8 +213,12 @@ void* dlsym(void* handle, const char* name) {
   // wrappers too. (Other driver wrappers keep needing the shared runtime, so they are
   // only reached by linking, as before.)
   if (!found || !cuda_name) return found;
-  if (std::strncmp(name, "cuda", 4) != 0 && !wrapped_driver_function(name)) return found;
+  if (std::strncmp(name, "cuda", 4) != 0 && !wrapped_driver_function(name)) {
+    trace_lookup("dlsym", name, 0, false);
+    return found;
+  }
   void* ours = own_function(name);
+  trace_lookup("dlsym", name, 0, ours != nullptr);
   return ours ? ours : found;
 }
 
@@ -205,7 +228,8 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint
   static auto next = driver_function<Fn>("cuGetProcAddress_v2");
   if (!next) return CUDA_ERROR_NOT_SUPPORTED;
   CUresult result = next(symbol, pfn, version, flags, status);
-  if (result == CUDA_SUCCESS && pfn && served_to(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
+  if (result == CUDA_SUCCESS && pfn && served_to(__builtin_return_address(0)))
+    *pfn = served_entry_point(*pfn, symbol, version);
   return result;
 }
 
@@ -215,7 +239,8 @@ CUresult mneme_cuGetProcAddress_v1(const char* symbol, void** pfn, int version, 
   static auto next = driver_function<Fn>("cuGetProcAddress");
   if (!next) return CUDA_ERROR_NOT_SUPPORTED;
   CUresult result = next(symbol, pfn, version, flags);
-  if (result == CUDA_SUCCESS && pfn && served_to(__builtin_return_address(0))) *pfn = served_entry_point(*pfn);
+  if (result == CUDA_SUCCESS && pfn && served_to(__builtin_return_address(0)))
+    *pfn = served_entry_point(*pfn, symbol, version);
   return result;
 }
 

@@ -87,29 +87,38 @@ std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
 }
 
 // The graph's edges (from[i] -> to[i]): cuGraphGetEdges_v2 (CUDA 12.3+) or the first version.
-bool edges_of(cudaGraph_t graph, std::vector<cudaGraphNode_t>& from, std::vector<cudaGraphNode_t>& to) {
+// Every edge orders its nodes, whatever its data (a programmatic edge lets the second
+// kernel start early; running them one after the other is still a valid schedule). The
+// data is asked for all the same: without it the driver refuses graphs whose edges carry
+// any (CUDA_ERROR_LOSSY_QUERY; XLA's command buffers).
+CUresult edges_of(cudaGraph_t graph, std::vector<cudaGraphNode_t>& from, std::vector<cudaGraphNode_t>& to) {
   static Driver<CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*> v2("cuGraphGetEdges_v2");
   static Driver<CUgraph, CUgraphNode*, CUgraphNode*, size_t*> v1("cuGraphGetEdges");
+  std::vector<CUgraphEdgeData> data;
   auto get = [&](CUgraphNode* f, CUgraphNode* t, size_t* n) {
-    return v2.fn ? v2(as_cu(graph), f, t, nullptr, n) : v1(as_cu(graph), f, t, n);
+    return v2.fn ? v2(as_cu(graph), f, t, f ? data.data() : nullptr, n) : v1(as_cu(graph), f, t, n);
   };
   size_t edges = 0;
-  if (get(nullptr, nullptr, &edges) != CUDA_SUCCESS) return false;
+  if (CUresult r = get(nullptr, nullptr, &edges); r != CUDA_SUCCESS) return r;
   from.assign(edges, nullptr);
   to.assign(edges, nullptr);
-  if (edges && get(reinterpret_cast<CUgraphNode*>(from.data()), reinterpret_cast<CUgraphNode*>(to.data()), &edges) !=
-                   CUDA_SUCCESS)
-    return false;
+  data.assign(edges, CUgraphEdgeData{});
+  if (edges) {
+    CUresult r = get(reinterpret_cast<CUgraphNode*>(from.data()), reinterpret_cast<CUgraphNode*>(to.data()), &edges);
+    if (r != CUDA_SUCCESS) return r;
+  }
   from.resize(edges);
   to.resize(edges);
-  return true;
+  return CUDA_SUCCESS;
 }
 
-// Kahn's algorithm over the graph's edges; ties keep the driver's node order.
-bool dependency_order(cudaGraph_t graph, std::vector<cudaGraphNode_t>& out) {
+// Kahn's algorithm over the graph's edges; ties keep the driver's node order. Empty, or
+// why the nodes have no order.
+std::string dependency_order(cudaGraph_t graph, std::vector<cudaGraphNode_t>& out) {
   auto nodes = nodes_of(graph);
   std::vector<cudaGraphNode_t> from, to;
-  if (!edges_of(graph, from, to)) return false;
+  if (CUresult r = edges_of(graph, from, to); r != CUDA_SUCCESS)
+    return "its edges could not be read (cuGraphGetEdges: CUresult " + std::to_string(int(r)) + ")";
   const size_t edges = from.size();
   std::unordered_map<cudaGraphNode_t, size_t> waiting;
   std::unordered_map<cudaGraphNode_t, std::vector<cudaGraphNode_t>> next;
@@ -129,7 +138,10 @@ bool dependency_order(cudaGraph_t graph, std::vector<cudaGraphNode_t>& out) {
     for (auto m : next[n])
       if (--waiting[m] == 0) ready.push_back(m);
   }
-  return out.size() == nodes.size();
+  if (out.size() != nodes.size())
+    return "its nodes could not be ordered (" + std::to_string(out.size()) + " of " + std::to_string(nodes.size()) +
+           " reached through its edges)";
+  return "";
 }
 
 // The first node (in child graphs too) the recorder cannot run on its own, as a reason;
@@ -196,8 +208,8 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
   static auto kernel_function = driver_function<KernelFunction>("cuKernelGetFunction");
   static auto function_name = driver_function<FunctionName>("cuFuncGetName");
   std::vector<cudaGraphNode_t> order;
-  if (!dependency_order(graph, order)) {
-    why = "its nodes could not be ordered";
+  if (auto no_order = dependency_order(graph, order); !no_order.empty()) {
+    why = no_order;
     return false;
   }
   for (auto node : order) {

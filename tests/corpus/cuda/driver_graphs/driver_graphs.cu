@@ -6,7 +6,7 @@
 // instantiated with cuGraphInstantiateWithFlags and launched with cuGraphLaunch six
 // times. Between launches the executable graph changes: a kernel node's arguments
 // (cuGraphExecKernelNodeSetParams), the memset value (cuGraphExecMemsetNodeSetParams), and
-// a whole second graph of the same shape (cuGraphExecUpdate), whose node then changes
+// a whole second graph of the same shape (cuGraphExecUpdate), after which a node changes
 // again. The host checks every launch's result. Each kernel also runs once eagerly with
 // the checksum protocol.
 #include <cuda.h>
@@ -192,10 +192,11 @@ int main() {
       CORPUS_REQUIRE(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "the update applied");
       h = h2;
     }
-    if (it == 5) {  // a node of the graph the update came from changes again
+    if (it == 5) {  // after the update, a node changes again: named by the graph it was
+      // instantiated from (the driver refuses the update source's nodes: CUDA_ERROR_INVALID_VALUE)
       h.mul = mul2 = 2u; h.add = add2 = 3u;
       CUDA_KERNEL_NODE_PARAMS sp = kernel_params(scale_fn, scale_args2);
-      DRIVER_CHECK(p_cuGraphExecKernelNodeSetParams(exec, second.scale, &sp));
+      DRIVER_CHECK(p_cuGraphExecKernelNodeSetParams(exec, first.scale, &sp));
     }
     DRIVER_CHECK(p_cuGraphLaunch(exec, reinterpret_cast<CUstream>(s)));
     CORPUS_CHECK(cudaStreamSynchronize(s));

@@ -44,7 +44,8 @@ DEFAULT_RUNS = 3
 MAX_FLOAT_SPREAD = 1e-3
 #: tolerances are this many times the spread measured over the runs
 SPREAD_FACTOR = 8.0
-_ORDER_WIDTHS = (16, 8, 4)
+#: element widths an order-insensitive region is tried with, widest first
+ORDER_WIDTHS = (16, 8, 4)
 _FLOAT_DTYPES = ("float32", "float64")
 _PROFILE_VERSION = 1
 
@@ -149,7 +150,7 @@ def classify(recorded: np.ndarray, runs: list[np.ndarray]) -> RegionClass:
     count = int(differ.sum())
     if count == 0:
         return RegionClass()
-    for width in _ORDER_WIDTHS:
+    for width in ORDER_WIDTHS:
         if recorded.size % width == 0 and all(_same_multiset(recorded, s, width) for s in samples):
             return RegionClass(ORDER, element=width, differing_bytes=count)
     for dtype in _FLOAT_DTYPES:

@@ -162,7 +162,9 @@ class ReplaySession:
         self.make_room = make_room
         self._profile: nd.DeterminismProfile | None = None
         self._expected_host: dict[str, np.ndarray] = {}
-        self._expected_sorted: dict[str, np.ndarray] = {}  # order-class regions
+        self._expected_sorted: dict[str, np.ndarray] = {}  # order-class regions, on mismatch
+        # multiset digests of the recorded epilogues: (region, element width) -> digest
+        self._expected_digests: dict[tuple[str, int], tuple[int, int]] = {}
         self._code_images: list | None = None  # nvcc-built kernels: parsed once
 
     # -- pieces ---------------------------------------------------------------------------
@@ -411,30 +413,55 @@ class ReplaySession:
         return self._profile
 
     def _measure_determinism(self, replay: ReplayConfig) -> nd.DeterminismProfile:
+        """Runs the recorded configuration and classifies each region that differs from
+        the recording. Exact comparison and the multiset digests run on the device; only
+        a region no multiset explains (float spread, or anything) comes to the host."""
         baseline = CompileConfig()
         unchanged = ReplayConfig(iterations=1, warmup=0, verify=False, arch=replay.arch,
                                  device=replay.device, determinism_runs=0)
         exact = {r.name: Tolerance() for r in self.instance.regions}
+        regions = {r.name: r for r in self.instance.regions}
         runs = max(1, replay.determinism_runs)
-        samples: dict[str, list[np.ndarray | None]] = {}
+        differing: dict[str, int] = {}  # region -> most bytes that differed in one run
+        orders: dict[str, set[int]] = {}  # element widths whose multiset held in every run
+        samples: dict[str, list[np.ndarray]] = {}  # runs no multiset explains, on the host
         for _ in range(runs):
             self.run(baseline, unchanged)
-            differing = {m.region for m in self._check(exact, profile=None)}
-            for region in self.instance.regions:
-                bytes_now = None
-                if region.name in differing:
-                    bytes_now = self._device_bytes(region)
-                samples.setdefault(region.name, []).append(bytes_now)
+            for mismatch in self._check(exact, profile=None):
+                region = regions.get(mismatch.region)
+                if region is None:  # bytes outside the recorded regions: verification says so
+                    continue
+                differing[region.name] = max(differing.get(region.name, 0), int(mismatch.count))
+                held = {w for w in nd.ORDER_WIDTHS if self._multiset_same(region, w)}
+                orders[region.name] = orders.get(region.name, held) & held
+                if not held:
+                    samples.setdefault(region.name, []).append(self._device_bytes(region))
         profile = nd.DeterminismProfile(runs, baseline.pipeline)
-        for region in self.instance.regions:
-            taken = samples.get(region.name, [])
-            if all(s is None for s in taken):
+        for name, count in differing.items():
+            widths = [w for w in nd.ORDER_WIDTHS if w in orders[name]]
+            if widths:
+                profile.regions[name] = nd.RegionClass(nd.ORDER, element=widths[0], differing_bytes=count)
                 continue
-            recorded = self._expected_bytes(region)
-            profile.regions[region.name] = nd.classify(
-                recorded, [recorded if s is None else s for s in taken]
-            )
+            taken = samples.get(name) or [self._device_bytes(regions[name])]
+            profile.regions[name] = nd.classify(self._expected_bytes(regions[name]), taken)
         return profile
+
+    def _multiset_same(self, region, width: int) -> bool | None:
+        """Whether the region's replayed bytes hold the recorded multiset of ``width``-byte
+        elements, decided by digests on the device; None where the device cannot tell
+        (elements not aligned), so the host decides."""
+        image = self.image()
+        actual, expected = image.actual_address(region), image.expected.get(region.name)
+        if actual is None or expected is None or region.size % width or actual % width or expected % width:
+            return None
+        if self._verifier is None:
+            self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
+        key = (region.name, width)
+        if key not in self._expected_digests:
+            self._expected_digests[key] = self._verifier.multiset_digest(
+                expected, region.size, width, image.results, self._stream)
+        found = self._verifier.multiset_digest(actual, region.size, width, image.results, self._stream)
+        return found == self._expected_digests[key]
 
     def _device_bytes(self, region) -> np.ndarray:
         address = self.image().actual_address(region)
@@ -561,8 +588,9 @@ class ReplaySession:
         return self._check(self.tolerances(replay), profile)
 
     def _check(self, tolerances: dict[str, Tolerance], profile) -> list:
-        """Each region by its class (bit-exact without a profile): on the device, except
-        order-insensitive regions, compared as multisets on the host."""
+        """Each region by its class (bit-exact without a profile), on the device:
+        order-insensitive regions by their multiset digests (the host sorts them only to
+        describe a mismatch)."""
         image = self.image()
         if self._verifier is None:
             self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
@@ -592,6 +620,9 @@ class ReplaySession:
                                       slack.address))
         mismatches = self._verifier.run(checks, image.results, self._stream)
         for region, width in unordered:
+            if self._multiset_same(region, width):  # on the device: only two words come back
+                continue
+            # Differs (or the device cannot tell): the host finds where, for the report.
             if region.name not in self._expected_sorted:  # sorted once, not per trial
                 self._expected_sorted[region.name] = nd.sorted_elements(
                     self._expected_bytes(region), width)

@@ -30,6 +30,7 @@ from .verify_kernels import (
     RESULT_BYTES,
     RESULT_WORDS,
     TYPED_DTYPES,
+    multiset_kernel_name,
     raw_kernel_name,
     typed_kernel_name,
     verification_ir,
@@ -371,6 +372,27 @@ class DeviceVerifier:
             if found is not None:
                 mismatches.append(found)
         return mismatches
+
+    def multiset_digest(self, address: int, size: int, width: int, slot: int, stream=None) -> tuple[int, int]:
+        """The order-insensitive digest of ``size`` bytes at ``address`` as ``width``-byte
+        elements (``multiset_digest_host`` on the device); ``slot`` is a result slot of
+        scratch memory. Only the two words come back to the host."""
+        if size % width or address % width:
+            raise ValueError(f"{size} bytes at {address:#x} are not aligned {width}-byte elements")
+        words = np.zeros(2, dtype=np.uint64)
+        self.device.copy_to_device(int(slot), words, stream)
+        count = size // width
+        if count:
+            function = self._function(multiset_kernel_name(width))
+            blocks = max(1, min(-(-count // BLOCK_THREADS), self._max_blocks))
+            args = function.pack_arguments(int(address), count, int(slot))
+            function.launch((blocks, 1, 1), (BLOCK_THREADS, 1, 1), args, 0, stream)
+        self.device.copy_from_device(words, int(slot), stream)
+        if stream is not None:
+            stream.synchronize()
+        else:
+            self.device.synchronize()
+        return int(words[0]), int(words[1])
 
     def raw_words(self, check: RegionCheck, results: int) -> np.ndarray:
         """The result slot of one check (for cross-checking against reference_words)."""

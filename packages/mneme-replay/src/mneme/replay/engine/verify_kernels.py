@@ -11,6 +11,12 @@ the lowest set byte of ``a ^ b`` is the lowest address).
 ``mode`` 0 = bit-exact per element, 1 = ``|a - b| <= atol + rtol * |b|`` per element
 (NaN matches NaN), 2 = bit-exact per element for the report plus the sums a norm needs.
 
+``mneme_multiset_<W>`` (W = 32, 64 or 128 bits): an order-insensitive digest of ``n``
+elements of W bits: two sums (mod 2^64) of the elements' 64-bit hashes under two seeds,
+added into result words ``[0]`` and ``[1]`` (initialised to 0). Two regions hold the same
+multiset of elements when their digests agree (a chance collision: about 2^-128);
+``multiset_digest_host`` computes the same on the host.
+
 Result slot (8 x 8 bytes, initialised by the host):
 ``[0]`` u64 mismatch count, ``[1]`` u64 first mismatch (byte offset for raw, element
 index for typed; init ~0), ``[2]`` max |a - b| among mismatches (double bits, init 0),
@@ -229,6 +235,112 @@ def typed_kernel_name(dtype: str) -> str:
     return f"mneme_verify_{dtype}"
 
 
+MULTISET_WIDTHS = (4, 8, 16)
+#: the two seeds of the multiset digest, and splitmix64's finaliser constants
+MULTISET_SEEDS = (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03)
+_MIX_1, _MIX_2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _i64(value: int) -> int:
+    """An unsigned 64-bit constant as LLVM IR writes it (signed decimal)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _mix(out: str, value: str) -> str:
+    """splitmix64's finaliser of ``%value`` into ``%out`` (a bijection on 64 bits)."""
+    return (
+        f"  %{out}.a = lshr i64 %{value}, 30\n  %{out}.b = xor i64 %{value}, %{out}.a\n"
+        f"  %{out}.c = mul i64 %{out}.b, {_i64(_MIX_1)}\n  %{out}.d = lshr i64 %{out}.c, 27\n"
+        f"  %{out}.e = xor i64 %{out}.c, %{out}.d\n  %{out}.f = mul i64 %{out}.e, {_i64(_MIX_2)}\n"
+        f"  %{out}.g = lshr i64 %{out}.f, 31\n  %{out} = xor i64 %{out}.f, %{out}.g\n"
+    )
+
+
+def _multiset_hash(seed: int, tag: str, width: int) -> str:
+    """The hash of element words ``%lo`` (and ``%hi`` for 16 bytes) under ``seed``."""
+    text = f"  %{tag}.in = add i64 %lo, {_i64(seed)}\n" + _mix(f"{tag}.lo", f"{tag}.in")
+    if width == 16:
+        text += f"  %{tag}.hi.in = xor i64 %{tag}.lo, %hi\n" + _mix(tag, f"{tag}.hi.in")
+    else:
+        text += f"  %{tag} = or i64 %{tag}.lo, 0\n"
+    return text
+
+
+_MULTISET = """\
+define ptx_kernel void @mneme_multiset_{bits}(ptr %data, i64 %n, ptr %result) {{
+entry:
+{index}  br label %loop
+
+loop:
+  %i = phi i64 [ %start, %entry ], [ %next, %body ]
+  %s1 = phi i64 [ 0, %entry ], [ %s1.next, %body ]
+  %s2 = phi i64 [ 0, %entry ], [ %s2.next, %body ]
+  %done = icmp uge i64 %i, %n
+  br i1 %done, label %exit, label %body
+
+body:
+  %p = getelementptr i{bits}, ptr %data, i64 %i
+  %v = load i{bits}, ptr %p, align {align}
+{words}{hash1}{hash2}  %s1.next = add i64 %s1, %h1
+  %s2.next = add i64 %s2, %h2
+  %next = add i64 %i, %stride
+  br label %loop
+
+exit:
+  %r0 = atomicrmw add ptr %result, i64 %s1 monotonic, align 8
+  %p1 = getelementptr i64, ptr %result, i64 1
+  %r1 = atomicrmw add ptr %p1, i64 %s2 monotonic, align 8
+  ret void
+}}
+"""
+
+
+def multiset_kernel_name(width: int) -> str:
+    return f"mneme_multiset_{width * 8}"
+
+
+def _multiset_kernel(width: int) -> str:
+    if width == 16:
+        words = "  %lo = trunc i128 %v to i64\n  %v.hi = lshr i128 %v, 64\n  %hi = trunc i128 %v.hi to i64\n"
+    elif width == 8:
+        words = "  %lo = or i64 %v, 0\n"
+    else:
+        words = "  %lo = zext i32 %v to i64\n"
+    return _MULTISET.format(bits=width * 8, align=width, index=_INDEX, words=words,
+                            hash1=_multiset_hash(MULTISET_SEEDS[0], "h1", width),
+                            hash2=_multiset_hash(MULTISET_SEEDS[1], "h2", width))
+
+
+def multiset_digest_host(data, width: int) -> tuple[int, int]:
+    """What ``mneme_multiset_<width * 8>`` adds up, in numpy (the reference semantics)."""
+    import numpy as np
+
+    raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    if raw.size % width:
+        raise ValueError(f"{raw.size} bytes are not a whole number of {width}-byte elements")
+
+    def mix(x):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(_MIX_1)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(_MIX_2)
+        return x ^ (x >> np.uint64(31))
+
+    if width == 16:
+        pairs = raw.view(np.uint64).reshape(-1, 2)
+        lo, hi = pairs[:, 0], pairs[:, 1]
+    else:
+        lo, hi = raw.view(np.uint32 if width == 4 else np.uint64).astype(np.uint64), None
+    sums = []
+    with np.errstate(over="ignore"):
+        for seed in MULTISET_SEEDS:
+            h = mix(lo + np.uint64(seed))
+            if hi is not None:
+                h = mix(h ^ hi)
+            sums.append(int(np.sum(h, dtype=np.uint64)))
+    return sums[0], sums[1]
+
+
 def verification_ir() -> str:
     """One module with every verification kernel."""
     parts = [_HEADER]
@@ -251,4 +363,5 @@ def verification_ir() -> str:
                 convert_b=_convert(dtype, "b", "fb"),
             )
         )
+    parts.extend(_multiset_kernel(width) for width in MULTISET_WIDTHS)
     return "\n".join(parts)
