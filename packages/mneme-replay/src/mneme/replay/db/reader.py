@@ -539,8 +539,12 @@ class Instance:
         self._prologue_encoding(info)
         return read_range(info, start, stop)
 
-    def epilogue(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Bytes of a region after the launch; XOR deltas are resolved against the prologue."""
+    def epilogue(
+        self, name: str, start: int = 0, stop: int | None = None, *, prologue: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Bytes of a region after the launch; XOR deltas are resolved against the prologue
+        (``prologue``: its bytes [start, stop) when the caller has them already, so they
+        are not read and decompressed again)."""
         info, region = self._array(layout.EPILOGUE, name)
         encoding = self._epilogue_encoding(info)
         if encoding != self.epilogue_encoding(region.name):
@@ -551,7 +555,11 @@ class Instance:
         if encoding == "bytes":
             return read_range(info, start, stop)
         delta = read_range(info, start, stop, missing_is_zero=True)
-        return np.bitwise_xor(self.prologue(name, start, stop), delta, out=delta)
+        if prologue is None:
+            prologue = self.prologue(name, start, stop)
+        elif prologue.nbytes != delta.nbytes:
+            raise ValueError(f"prologue of {prologue.nbytes} bytes given for {delta.nbytes} bytes of {name}")
+        return np.bitwise_xor(prologue.view(np.uint8).reshape(-1), delta, out=delta)
 
     def changes(self) -> list[RegionChange]:
         """Which regions the launch changed, and how many bytes of each."""

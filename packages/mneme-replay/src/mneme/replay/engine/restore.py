@@ -160,13 +160,14 @@ class DeviceImage:
                     f"region at {span.address:#x} lies outside the recorded address range "
                     f"{base:#x}+{size:#x}: the database is inconsistent"
                 )
-        epilogues = self._epilogues(verify)
+        # regions whose recorded epilogue goes to the device (verification)
+        checked = self.heap + self.globals_info if verify else []
         # Scratch (pristine copies, expected epilogues, verification results, L2 flush)
         # lives in the same reservation, past the recorded range.
         every_peer_span = [s for spans in peer_spans.values() for s in spans]
         scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed + every_peer_span)
         scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
-        scratch += sum(_round_up(len(e), _SCRATCH_ALIGNMENT) for e in epilogues.values())
+        scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in checked)
         scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
         scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
         scratch += self._flush_size()  # address space only until flush_l2 is used
@@ -222,26 +223,12 @@ class DeviceImage:
             slack = slack_intervals([s for s in self.spans if base <= s.address < base + reserve],
                                     granularity)
             self.slack = slack if sum(s.size for s in slack) <= MAX_SLACK else []
-            self._restore(info, epilogues)
+            self._restore(info, checked)
         except BaseException:
             self.close()
             raise
 
     # -- construction ----------------------------------------------------------------
-
-    def _epilogues(self, verify: bool) -> dict[str, np.ndarray]:
-        if not verify:
-            return {}
-        out = {}
-        for region in self.heap + self.globals_info:
-            data = np.ascontiguousarray(self.instance.epilogue(region.name)).view(np.uint8)
-            data = data.reshape(-1)
-            if data.size != region.size:
-                raise RestoreError(
-                    f"epilogue of {region.name} has {data.size} bytes, the region {region.size}"
-                )
-            out[region.name] = data
-        return out
 
     def _allocate(self, size: int) -> int:
         address = self._scratch_next
@@ -250,8 +237,13 @@ class DeviceImage:
         self._allocations.append(allocation)
         return int(allocation.address)
 
-    def _restore(self, info, epilogues: dict[str, np.ndarray]) -> None:
+    def _restore(self, info, checked: list) -> None:
+        """Each region's prologue to its address (and the epilogues of ``checked`` to
+        scratch for verification), one region at a time: a prologue is decompressed once,
+        for both, and the host holds one region's bytes at a time."""
         device = self.device
+        verify = {r.name for r in checked}
+        self.expected: dict[str, int] = {}
         for span in self.spans:
             if not any(a.address == span.address for a in self._allocations):
                 self._allocations.append(self.space.allocate_at(span.address, span.size))
@@ -260,6 +252,8 @@ class DeviceImage:
             data = self._prologue(region)
             if data.size:
                 device.copy_to_device(region.address, data)
+            if region.name in verify:
+                self._expect(region, data)
         # pristine copies: one per span, the reset is one D2D copy per span
         self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)
         for span in self.spans:
@@ -272,15 +266,10 @@ class DeviceImage:
             data = self._prologue(region)
             if data.size:
                 device.copy_to_device(pristine, data)
-            self.globals.append(_Global(region, pristine, None))
-        self.expected: dict[str, int] = {}
-        for name, data in epilogues.items():
-            self.expected[name] = self._allocate(data.size)
-            if data.size:
-                device.copy_to_device(self.expected[name], data)
-        for g in self.globals:
-            g.expected = self.expected.get(g.region.name)
-        self.results = self._allocate(RESULT_BYTES * (len(epilogues) + len(self.slack) + 1))
+            if region.name in verify:
+                self._expect(region, data)
+            self.globals.append(_Global(region, pristine, self.expected.get(region.name)))
+        self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1))
         self.canary = None
         if self.slack:
             self.canary = self._allocate(max(s.size for s in self.slack))
@@ -292,6 +281,17 @@ class DeviceImage:
     def _fill_slack(self, stream=None) -> None:
         for s in self.slack:
             self.device.fill(s.address, CANARY, s.size, stream)
+
+    def _expect(self, region, prologue: np.ndarray) -> None:
+        """The recorded epilogue of ``region`` into scratch (its XOR delta resolved against
+        the prologue already read)."""
+        data = np.ascontiguousarray(self.instance.epilogue(region.name, prologue=prologue)).view(np.uint8)
+        data = data.reshape(-1)
+        if data.size != region.size:
+            raise RestoreError(f"epilogue of {region.name} has {data.size} bytes, the region {region.size}")
+        self.expected[region.name] = self._allocate(data.size)
+        if data.size:
+            self.device.copy_to_device(self.expected[region.name], data)
 
     def _prologue(self, region) -> np.ndarray:
         data = np.ascontiguousarray(self.instance.prologue(region.name)).view(np.uint8).reshape(-1)
