@@ -78,6 +78,16 @@ def test_random_instances_round_trip_exactly(tmp_path_factory, record, fmt):
         known = inst.prologue(name)
         assert inst.epilogue(name, prologue=known).tobytes() == bytes(after.data)
         assert known.tobytes() == bytes(before.data)  # not overwritten by the XOR
+        # what restore streams: ranges decompressed into the caller's buffer, and the
+        # epilogue as stored (its XOR with the prologue resolved by the caller)
+        size = before.info().size
+        out = np.full(size, 0xAB, dtype=np.uint8)
+        half = size // 2
+        inst.prologue(name, half, size, out=out[: size - half])
+        assert out[: size - half].tobytes() == bytes(before.data)[half:]
+        encoding, stored = inst.stored_epilogue(name)
+        resolved = stored if encoding == "bytes" else np.bitwise_xor(stored, known.view(np.uint8).reshape(-1))
+        assert resolved.tobytes() == bytes(after.data)
         # The documented overlay rule with nothing but zarr-python.
         stored = plain[f"epilogue/{name}"]
         pro = plain[f"prologue/{name}"][:]

@@ -64,6 +64,14 @@ const char* const kWrappedDriverFunctions[] = {
     "cuStreamEndCapture_ptsz",
 };
 
+bool tracing_lookups() {
+  static const bool trace = [] {
+    const char* v = std::getenv("MNEME_RECORD_TRACE_LOOKUPS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return trace;
+}
+
 namespace {
 
 bool wrapped_driver_function(const char* name) {
@@ -174,14 +182,6 @@ bool served_to(const void* caller) { return !in_recorder(caller) && !in_shared_r
 // What a driver lookup hands out for the real function `real`: its wrapper, if any.
 // MNEME_RECORD_TRACE_LOOKUPS=1 prints each lookup and its answer (which library asks for
 // what, in which version: the way to see why a call was not followed).
-bool tracing_lookups() {
-  static const bool trace = [] {
-    const char* v = std::getenv("MNEME_RECORD_TRACE_LOOKUPS");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
-  return trace;
-}
-
 void trace_lookup(const char* how, const char* symbol, long version, bool served) {
   if (tracing_lookups())
     std::fprintf(stderr, "mneme record: %s %s (version %ld): %s\n", how, symbol, version,

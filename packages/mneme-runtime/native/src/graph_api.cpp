@@ -264,7 +264,7 @@ cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t exec, cudaGraph
   Forwarding forwarding;
   REAL(cudaGraphExecChildGraphNodeSetParams);
   return follow(exec, real_cudaGraphExecChildGraphNodeSetParams(exec, node, child),
-                [&](mneme::recorder::GraphMirror& m) { m.lose_track("a child graph node was replaced"); });
+                [&](mneme::recorder::GraphMirror& m) { m.set_child_graph(node, child); });
 }
 
 cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraphNodeParams* p) {

@@ -190,7 +190,9 @@ CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node, const 
 
 CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child) {
   DRIVER(CUresult (*)(CUgraphExec, CUgraphNode, CUgraph), "cuGraphExecChildGraphNodeSetParams");
-  return followed(exec, real(exec, node, child), [](GraphMirror& m) { m.lose_track("a child graph node was replaced"); });
+  return followed(exec, real(exec, node, child), [&](GraphMirror& m) {
+    m.set_child_graph(reinterpret_cast<cudaGraphNode_t>(node), reinterpret_cast<cudaGraph_t>(child));
+  });
 }
 
 CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node, CUevent event) {

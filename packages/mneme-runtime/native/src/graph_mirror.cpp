@@ -162,6 +162,75 @@ std::string unsupported_node(cudaGraph_t graph) {
   return "";
 }
 
+// The parameters of every node of `from` set on the node at the same position of `to`,
+// a graph of the same topology and insertion order; false where a node cannot be copied.
+bool copy_parameters(cudaGraph_t from, cudaGraph_t to) {
+  static Driver<CUgraphNode, CUDA_KERNEL_NODE_PARAMS*> get_kernel("cuGraphKernelNodeGetParams_v2");
+  static Driver<CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*> set_kernel("cuGraphKernelNodeSetParams_v2");
+  static Driver<CUgraphNode, CUDA_MEMCPY3D*> get_memcpy("cuGraphMemcpyNodeGetParams");
+  static Driver<CUgraphNode, const CUDA_MEMCPY3D*> set_memcpy("cuGraphMemcpyNodeSetParams");
+  static Driver<CUgraphNode, CUDA_MEMSET_NODE_PARAMS*> get_memset("cuGraphMemsetNodeGetParams");
+  static Driver<CUgraphNode, const CUDA_MEMSET_NODE_PARAMS*> set_memset("cuGraphMemsetNodeSetParams");
+  static Driver<CUgraphNode, CUDA_HOST_NODE_PARAMS*> get_host("cuGraphHostNodeGetParams");
+  static Driver<CUgraphNode, const CUDA_HOST_NODE_PARAMS*> set_host("cuGraphHostNodeSetParams");
+  static Driver<CUgraphNode, CUevent*> get_recorded("cuGraphEventRecordNodeGetEvent");
+  static Driver<CUgraphNode, CUevent> set_recorded("cuGraphEventRecordNodeSetEvent");
+  static Driver<CUgraphNode, CUevent*> get_awaited("cuGraphEventWaitNodeGetEvent");
+  static Driver<CUgraphNode, CUevent> set_awaited("cuGraphEventWaitNodeSetEvent");
+  auto src = nodes_of(from), dst = nodes_of(to);
+  if (src.size() != dst.size()) return false;
+  for (size_t i = 0; i < src.size(); ++i) {
+    bool ok_src = false, ok_dst = false;
+    cudaGraphNodeType type = type_of(src[i], ok_src);
+    if (!ok_src || type != type_of(dst[i], ok_dst) || !ok_dst) return false;
+    CUgraphNode a = as_cu(src[i]), b = as_cu(dst[i]);
+    CUresult r = CUDA_SUCCESS;
+    switch (type) {
+      case cudaGraphNodeTypeKernel: {
+        CUDA_KERNEL_NODE_PARAMS p{};
+        if ((r = get_kernel(a, &p)) == CUDA_SUCCESS) r = set_kernel(b, &p);
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy: {
+        CUDA_MEMCPY3D p{};
+        if ((r = get_memcpy(a, &p)) == CUDA_SUCCESS) r = set_memcpy(b, &p);
+        break;
+      }
+      case cudaGraphNodeTypeMemset: {
+        CUDA_MEMSET_NODE_PARAMS p{};
+        if ((r = get_memset(a, &p)) == CUDA_SUCCESS) r = set_memset(b, &p);
+        break;
+      }
+      case cudaGraphNodeTypeHost: {
+        CUDA_HOST_NODE_PARAMS p{};
+        if ((r = get_host(a, &p)) == CUDA_SUCCESS) r = set_host(b, &p);
+        break;
+      }
+      case cudaGraphNodeTypeEventRecord: {
+        CUevent e = nullptr;
+        if ((r = get_recorded(a, &e)) == CUDA_SUCCESS) r = set_recorded(b, e);
+        break;
+      }
+      case cudaGraphNodeTypeWaitEvent: {
+        CUevent e = nullptr;
+        if ((r = get_awaited(a, &e)) == CUDA_SUCCESS) r = set_awaited(b, e);
+        break;
+      }
+      case cudaGraphNodeTypeGraph: {
+        cudaGraph_t x = child_of(src[i]), y = child_of(dst[i]);
+        if (!x || !y || !copy_parameters(x, y)) return false;
+        break;
+      }
+      case cudaGraphNodeTypeEmpty:
+        break;
+      default:
+        return false;
+    }
+    if (r != CUDA_SUCCESS) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 GraphMirror::GraphMirror(cudaGraph_t graph, unsigned long long flags) {
@@ -415,6 +484,15 @@ void GraphMirror::set_event(cudaGraphNode_t node, cudaEvent_t event, bool record
   auto e = reinterpret_cast<CUevent>(event);
   change(node, "event node", [&](cudaGraphNode_t m) {
     return (record ? set_recorded(as_cu(m), e) : set_awaited(as_cu(m), e)) == CUDA_SUCCESS;
+  });
+}
+
+void GraphMirror::set_child_graph(cudaGraphNode_t node, cudaGraph_t child) {
+  if (auto why = unsupported_node(child); !why.empty()) return lose_track(why);
+  // The child node of the mirror holds its own graph (not a copy): its nodes change in place.
+  change(node, "child graph node", [&](cudaGraphNode_t m) {
+    cudaGraph_t mine = child_of(m);
+    return mine && copy_parameters(child, mine);
   });
 }
 

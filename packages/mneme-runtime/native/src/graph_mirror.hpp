@@ -78,6 +78,9 @@ class GraphMirror {
   void set_node_params(cudaGraphNode_t node, cudaGraphNodeParams* params);
   void set_node_params(cudaGraphNode_t node, CUgraphNodeParams* params);
   void set_enabled(cudaGraphNode_t node, bool enabled);
+  // cudaGraphExecChildGraphNodeSetParams: the child's nodes take `child`'s parameters,
+  // node by node (the driver requires the same topology).
+  void set_child_graph(cudaGraphNode_t node, cudaGraph_t child);
   // An update the mirror cannot follow: launches of this graph run unrecorded from now on.
   void lose_track(const std::string& why);
   // cudaGraphExecUpdate succeeded with `graph`: it becomes the mirror; nodes of the graphs

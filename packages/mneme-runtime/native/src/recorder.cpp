@@ -457,7 +457,12 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function, module)) {
     void* from = module;
     KernelEntry* known = device_name ? entry(*device_name, function, host_function, from) : nullptr;
-    (known && !known->info.static_hash.empty() ? seen_.not_selected : seen_.unknown)++;
+    bool selectable = known && !known->info.static_hash.empty();
+    (selectable ? seen_.not_selected : seen_.unknown)++;
+    if (tracing_lookups() && traced_.insert(device_name ? *device_name : "").second)
+      std::fprintf(stderr, "mneme record: launches of %s (function %p) are not recorded: %s\n",
+                   device_name ? device_name->c_str() : "a kernel without a name", static_cast<void*>(function),
+                   selectable ? "not selected (--kernel, -mr, ranks)" : "no code or parameter layout known for it");
     return do_launch();
   }
   KernelEntry* kernel = launch.kernel;

@@ -405,6 +405,7 @@ class Recorder {
   std::map<uint64_t, uint64_t> mapped_;
   std::set<uint64_t> reservations_;
   std::set<uint64_t> capturing_;
+  std::set<std::string> traced_;  // kernels said unrecorded under MNEME_RECORD_TRACE_LOOKUPS
   std::unordered_map<cudaGraphExec_t, std::unique_ptr<GraphMirror>> mirrors_;
   std::set<cudaGraphExec_t> warned_graphs_;
   std::vector<std::unique_ptr<DeviceSlot>> slots_;
@@ -430,6 +431,10 @@ class RecorderLock {
 };
 
 // ---- the allocation service (allocations.cpp)
+
+// MNEME_RECORD_TRACE_LOOKUPS=1 (entry_points.cpp): driver lookups, and kernels whose
+// launches are not recorded, are said on stderr.
+bool tracing_lookups();
 
 // Whether the recorder serves an allocation now (recording).
 bool served_here();

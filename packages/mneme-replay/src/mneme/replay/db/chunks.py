@@ -31,7 +31,7 @@ from .metadata import Array, Bool, Exactly, Int, Obj, OneOf, read_json_file
 #: 4 MiB: the measured sweet spot between per-chunk overhead and read granularity.
 DEFAULT_CHUNK_SIZE = recording_format.DEFAULT_CHUNK_SIZE
 DEFAULT_ZSTD_LEVEL = recording_format.DEFAULT_ZSTD_LEVEL
-_WORKERS = max(2, min(8, os.cpu_count() or 2))
+_WORKERS = max(2, min(32, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2))
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -101,10 +101,11 @@ def max_chunk_file_size(chunk_size: int) -> int:
     return chunk_size + (chunk_size >> 8) + (((128 << 10) - chunk_size) >> 11 if chunk_size < 128 << 10 else 0) + 64 + 4
 
 
-def decode_chunk(blob: bytes, expected_size: int, where: str) -> np.ndarray:
+def decode_chunk(blob: bytes, expected_size: int, where: str, out: np.ndarray | None = None) -> np.ndarray:
     """Check and decompress one stored chunk. The chunk size the metadata declares is a
     hard limit: the frame must declare exactly that content size, and decompression
-    writes into a buffer of that size (a small file cannot inflate to gigabytes)."""
+    writes into a buffer of that size (a small file cannot inflate to gigabytes); ``out``:
+    that buffer (``expected_size`` contiguous bytes), else a new one."""
     if len(blob) < 4:
         raise CorruptDataError(f"{where}: chunk truncated ({len(blob)} bytes)")
     body, (stored,) = blob[:-4], struct.unpack("<I", blob[-4:])
@@ -117,7 +118,8 @@ def decode_chunk(blob: bytes, expected_size: int, where: str) -> np.ndarray:
             if declared is not None
             else f"{where}: chunk is not a zstd frame with a declared size"
         )
-    out = np.empty(expected_size, dtype=np.uint8)
+    if out is None:
+        out = np.empty(expected_size, dtype=np.uint8)
     try:
         Zstd().decode(body, out)
     except Exception as exc:  # numcodecs raises RuntimeError/ValueError on bad frames
@@ -324,35 +326,32 @@ def read_range(
     if stop == start:
         return result
     first, last = start // info.chunk_size, (stop - 1) // info.chunk_size
+    present: set[int] | None = None  # None: every chunk is looked for
+    if last - first >= _LIST_FIRST:
+        # Many chunks: visit only those stored (cost bounded by the data on disk).
+        stored = [i for i in stored_chunk_indices(info) if first <= i <= last]
+        if not missing_is_zero and len(stored) != last - first + 1:
+            gap = next((i for i, j in zip(range(first, last + 1), stored, strict=False) if i != j),
+                       first + len(stored))
+            raise CorruptDataError(f"{info.path}: chunk {gap} is missing (data truncated)")
+        present = set(stored)
 
     def one(index: int) -> None:
         lo, hi = info.chunk_bounds(index)
-        blob = read_chunk_file(info, index)
+        a, b = max(lo, start), min(hi, stop)
+        target = result[a - start : b - start]
+        blob = read_chunk_file(info, index) if present is None or index in present else None
         if blob is None:
             if not missing_is_zero:
                 raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)")
-            chunk = None
+            target[:] = 0  # on the workers: a large sparse range is not zeroed on one thread
+        elif a == lo and b - a == info.chunk_size and target.flags.c_contiguous:
+            decode_chunk(blob, info.chunk_size, f"{info.path} chunk {index}", out=target)
         else:
             chunk = decode_chunk(blob, info.chunk_size, f"{info.path} chunk {index}")
-        a, b = max(lo, start), min(hi, stop)
-        target = result[a - start : b - start]
-        if chunk is None:
-            target[:] = 0
-        else:
             target[:] = chunk[a - lo : b - lo]
 
-    indices: Iterable[int] = range(first, last + 1)
-    if last - first >= _LIST_FIRST:
-        # Many chunks: visit only those stored (cost bounded by the data on disk).
-        present = [i for i in stored_chunk_indices(info) if first <= i <= last]
-        if not missing_is_zero and len(present) != last - first + 1:
-            gap = next((i for i, j in zip(range(first, last + 1), present, strict=False) if i != j),
-                       first + len(present))
-            raise CorruptDataError(f"{info.path}: chunk {gap} is missing (data truncated)")
-        if missing_is_zero:
-            result[:] = 0
-        indices = present
-    for _ in pool().map(one, indices):
+    for _ in pool().map(one, range(first, last + 1)):
         pass
     return result
 

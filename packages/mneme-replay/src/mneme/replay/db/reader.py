@@ -533,11 +533,29 @@ class Instance:
         if info.encoding != "bytes":
             raise CorruptDataError(f"{info.path}: a prologue array must have encoding bytes")
 
-    def prologue(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Bytes of a region before the launch (all, or [start, stop))."""
+    def prologue(
+        self, name: str, start: int = 0, stop: int | None = None, *, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Bytes of a region before the launch (all, or [start, stop)); ``out``: a buffer of
+        that many bytes to decompress into (restore streams through page-locked buffers)."""
         info, _ = self._array(layout.PROLOGUE, name)
         self._prologue_encoding(info)
-        return read_range(info, start, stop)
+        return read_range(info, start, stop, out=out)
+
+    def stored_epilogue(
+        self, name: str, start: int = 0, stop: int | None = None, *, out: np.ndarray | None = None
+    ) -> tuple[str, np.ndarray]:
+        """The epilogue array as stored, and its encoding: ``bytes`` (the bytes after the
+        launch) or ``xor-prologue`` (their XOR with the prologue; zeros where a chunk is
+        absent). For readers that resolve the XOR themselves (restore does it on the device)."""
+        info, region = self._array(layout.EPILOGUE, name)
+        encoding = self._epilogue_encoding(info)
+        if encoding != self.epilogue_encoding(region.name):
+            raise CorruptDataError(
+                f"instance {self.id} region {name}: epilogue array is {encoding}, "
+                f"metadata says {self.epilogue_encoding(region.name)}"
+            )
+        return encoding, read_range(info, start, stop, missing_is_zero=encoding != "bytes", out=out)
 
     def epilogue(
         self, name: str, start: int = 0, stop: int | None = None, *, prologue: np.ndarray | None = None

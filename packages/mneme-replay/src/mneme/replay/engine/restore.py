@@ -127,15 +127,60 @@ def peer_devices(device, recorded: list[int], instance_id: str) -> dict:
     return {r: Device(o) for r, o in chosen.items()}
 
 
+#: bytes decompressed per batch while the previous batch is copied to the device
+_STREAM_BATCH = 64 << 20
+#: batches smaller than this go through ordinary host memory (page-locking costs more)
+_PINNED_FROM = 1 << 20
+
+
+class _Batches:
+    """Host bytes on their way to the device through two buffers that alternate (page-
+    locked for large regions): a batch decompresses into one while the other's copy runs."""
+
+    def __init__(self, device, stream, batch: int):
+        self.device, self.stream, self.batch = device, stream, max(batch, 1)
+        pinned = self.batch >= _PINNED_FROM
+        self._buffers = [device.pinned_array(self.batch) if pinned else np.empty(self.batch, np.uint8)
+                         for _ in range(2)]
+        self._turn = 0
+
+    def stream_in(self, size: int, dst: int, read, xor=None) -> None:
+        """``size`` bytes that ``read(lo, hi, out)`` writes into ``out``, to ``dst``; with
+        ``xor=(verifier, staging)``: XORed into the bytes at ``dst`` instead, through the
+        two ``batch``-sized halves of the device buffer ``staging``."""
+        for lo in range(0, size, self.batch):
+            hi = min(lo + self.batch, size)
+            turn, self._turn = self._turn % 2, self._turn + 1
+            buffer = self._buffers[turn][: hi - lo]
+            read(lo, hi, buffer)  # while the other buffer's copy runs
+            # Waits for the other buffer's copy; this buffer's own last copy was waited for
+            # before that one was queued.
+            self.stream.synchronize()
+            if xor is None:
+                self.device.copy_to_device(dst + lo, buffer, self.stream)
+            else:
+                verifier, staging = xor
+                half = staging + turn * self.batch
+                self.device.copy_to_device(half, buffer, self.stream)
+                verifier.xor_into(dst + lo, half, hi - lo, self.stream)
+
+    def finish(self) -> None:
+        self.stream.synchronize()
+        self._buffers = []
+
+
 class DeviceImage:
     """The recorded memory of one instance, live on one device.
 
     Use as a context manager or call ``close()``; closing releases every byte it mapped.
     """
 
-    def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0):
+    def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0, verifier=None):
         self.device = device
         self.instance = instance
+        # XOR epilogues are resolved on the device with the verifier's kernels (on the host
+        # without one)
+        self._verifier = verifier
         regions = list(instance.regions)
         # Heap and managed regions both come back as device memory at their recorded
         # addresses: at replay only the kernel touches them.
@@ -170,6 +215,9 @@ class DeviceImage:
         scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in checked)
         scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
         scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
+        # one batch of bytes in flight to the device (and twice that of delta staging)
+        self._batch = min(_STREAM_BATCH, max((r.size for r in self.heap + self.globals_info), default=0))
+        scratch += 2 * self._batch
         scratch += self._flush_size()  # address space only until flush_l2 is used
         # every scratch allocation starts a fresh granule; keep room for that
         scratch += granularity * (len(self.spans) + len(managed) + len(every_peer_span) + 2 * len(regions) + 6)
@@ -239,36 +287,39 @@ class DeviceImage:
 
     def _restore(self, info, checked: list) -> None:
         """Each region's prologue to its address (and the epilogues of ``checked`` to
-        scratch for verification), one region at a time: a prologue is decompressed once,
-        for both, and the host holds one region's bytes at a time."""
+        scratch for verification), streamed: chunks decompress on the pool's threads into
+        two page-locked batches that alternate, each copied to the device while the next
+        one decompresses, so no region is ever whole in host memory. An epilogue stored as
+        its XOR with the prologue is resolved on the device (the prologue is there already)."""
         device = self.device
         verify = {r.name for r in checked}
         self.expected: dict[str, int] = {}
+        stream = device.stream()
+        batches = _Batches(device, stream, self._batch)
         for span in self.spans:
             if not any(a.address == span.address for a in self._allocations):
                 self._allocations.append(self.space.allocate_at(span.address, span.size))
-            device.fill(span.address, 0, span.size)  # bytes between regions: zero
+            device.fill(span.address, 0, span.size, stream)  # bytes between regions: zero
+        staging = self._allocate(2 * self._batch) if self._verifier is not None and verify else None
         for region in self.heap:
-            data = self._prologue(region)
-            if data.size:
-                device.copy_to_device(region.address, data)
+            batches.stream_in(region.size, region.address,
+                              lambda lo, hi, out, r=region: self._prologue(r, lo, hi, out))
             if region.name in verify:
-                self._expect(region, data)
+                self._expect(region, region.address, batches, staging)
         # pristine copies: one per span, the reset is one D2D copy per span
         self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)
         for span in self.spans:
             copy = self._allocate(span.size)
-            device.copy_device_to_device(copy, span.address, span.size)
+            device.copy_device_to_device(copy, span.address, span.size, stream)
             self.pristine.append((span.address, copy, span.size))
         self.globals: list[_Global] = []
         for region in self.globals_info:
             pristine = self._allocate(region.size)
-            data = self._prologue(region)
-            if data.size:
-                device.copy_to_device(pristine, data)
+            batches.stream_in(region.size, pristine, lambda lo, hi, out, r=region: self._prologue(r, lo, hi, out))
             if region.name in verify:
-                self._expect(region, data)
+                self._expect(region, pristine, batches, staging)
             self.globals.append(_Global(region, pristine, self.expected.get(region.name)))
+        batches.finish()
         self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1))
         self.canary = None
         if self.slack:
@@ -282,24 +333,31 @@ class DeviceImage:
         for s in self.slack:
             self.device.fill(s.address, CANARY, s.size, stream)
 
-    def _expect(self, region, prologue: np.ndarray) -> None:
-        """The recorded epilogue of ``region`` into scratch (its XOR delta resolved against
-        the prologue already read)."""
-        data = np.ascontiguousarray(self.instance.epilogue(region.name, prologue=prologue)).view(np.uint8)
-        data = data.reshape(-1)
-        if data.size != region.size:
-            raise RestoreError(f"epilogue of {region.name} has {data.size} bytes, the region {region.size}")
-        self.expected[region.name] = self._allocate(data.size)
-        if data.size:
-            self.device.copy_to_device(self.expected[region.name], data)
+    def _expect(self, region, prologue_at: int, batches: _Batches, staging: int | None) -> None:
+        """The recorded epilogue of ``region`` into scratch. Stored whole: streamed in like
+        a prologue. Stored as its XOR with the prologue (at ``prologue_at`` on the device
+        now): the prologue copied, then each batch of the delta XORed in on the device; on
+        the host where there is no verifier to run the XOR."""
+        at = self.expected[region.name] = self._allocate(region.size)
+        encoding = self.instance.epilogue_encoding(region.name)
+        if encoding == "bytes":
+            batches.stream_in(region.size, at, lambda lo, hi, out: self._stored_epilogue(region, lo, hi, out))
+            return
+        if staging is None:
+            batches.stream_in(region.size, at, lambda lo, hi, out: self._epilogue(region, lo, hi, out))
+            return
+        self.device.copy_device_to_device(at, prologue_at, region.size, batches.stream)
+        batches.stream_in(region.size, at, lambda lo, hi, out: self._stored_epilogue(region, lo, hi, out),
+                          xor=(self._verifier, staging))
 
-    def _prologue(self, region) -> np.ndarray:
-        data = np.ascontiguousarray(self.instance.prologue(region.name)).view(np.uint8).reshape(-1)
-        if data.size != region.size:
-            raise RestoreError(
-                f"prologue of {region.name} has {data.size} bytes, the region {region.size}"
-            )
-        return data
+    def _stored_epilogue(self, region, lo: int, hi: int, out: np.ndarray) -> None:
+        self.instance.stored_epilogue(region.name, lo, hi, out=out)
+
+    def _epilogue(self, region, lo: int, hi: int, out: np.ndarray) -> None:
+        out[:] = self.instance.epilogue(region.name, lo, hi)
+
+    def _prologue(self, region, lo: int, hi: int, out: np.ndarray) -> None:
+        self.instance.prologue(region.name, lo, hi, out=out)
 
     # -- modules -----------------------------------------------------------------------
 

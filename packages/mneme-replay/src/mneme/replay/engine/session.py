@@ -272,12 +272,18 @@ class ReplaySession:
             from mneme.runtime import RangeUnavailableError
 
             try:
-                self._image = DeviceImage(self.device, self.info, self.instance)
+                self._image = DeviceImage(self.device, self.info, self.instance, verifier=self._device_verifier())
             except RangeUnavailableError:
                 if self.make_room is None or not self.make_room(self):
                     raise
-                self._image = DeviceImage(self.device, self.info, self.instance)
+                self._image = DeviceImage(self.device, self.info, self.instance, verifier=self._device_verifier())
         return self._image
+
+    def _device_verifier(self) -> DeviceVerifier:
+        """The verification kernels on this session's device (compiled once per process)."""
+        if self._verifier is None:
+            self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
+        return self._verifier
 
     def tolerances(self, replay: ReplayConfig) -> dict[str, Tolerance]:
         out = {}
@@ -454,8 +460,7 @@ class ReplaySession:
         actual, expected = image.actual_address(region), image.expected.get(region.name)
         if actual is None or expected is None or region.size % width or actual % width or expected % width:
             return None
-        if self._verifier is None:
-            self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
+        self._device_verifier()
         key = (region.name, width)
         if key not in self._expected_digests:
             self._expected_digests[key] = self._verifier.multiset_digest(
@@ -592,8 +597,7 @@ class ReplaySession:
         order-insensitive regions by their multiset digests (the host sorts them only to
         describe a mismatch)."""
         image = self.image()
-        if self._verifier is None:
-            self._verifier = DeviceVerifier(self.device, arch_of(self.device.compute_capability))
+        self._device_verifier()
         checks, unordered = [], []
         for region in self.instance.regions:
             actual = image.actual_address(region)

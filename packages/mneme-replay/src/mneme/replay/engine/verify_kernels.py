@@ -17,6 +17,9 @@ added into result words ``[0]`` and ``[1]`` (initialised to 0). Two regions hold
 multiset of elements when their digests agree (a chance collision: about 2^-128);
 ``multiset_digest_host`` computes the same on the host.
 
+``mneme_xor_<W>`` (W = 8 or 64 bits): ``dst[i] ^= src[i]`` for ``n`` words: restore
+resolves an epilogue stored as its XOR with the prologue on the device.
+
 Result slot (8 x 8 bytes, initialised by the host):
 ``[0]`` u64 mismatch count, ``[1]`` u64 first mismatch (byte offset for raw, element
 index for typed; init ~0), ``[2]`` max |a - b| among mismatches (double bits, init 0),
@@ -295,6 +298,37 @@ exit:
 """
 
 
+_XOR = """\
+define ptx_kernel void @mneme_xor_{bits}(ptr %dst, ptr %src, i64 %n) {{
+entry:
+{index}  br label %loop
+
+loop:
+  %i = phi i64 [ %start, %entry ], [ %next, %body ]
+  %done = icmp uge i64 %i, %n
+  br i1 %done, label %exit, label %body
+
+body:
+  %pd = getelementptr i{bits}, ptr %dst, i64 %i
+  %ps = getelementptr i{bits}, ptr %src, i64 %i
+  %d = load i{bits}, ptr %pd, align {align}
+  %s = load i{bits}, ptr %ps, align {align}
+  %x = xor i{bits} %d, %s
+  store i{bits} %x, ptr %pd, align {align}
+  %next = add i64 %i, %stride
+  br label %loop
+
+exit:
+  ret void
+}}
+"""
+XOR_WIDTHS = (8, 1)
+
+
+def xor_kernel_name(width: int) -> str:
+    return f"mneme_xor_{width * 8}"
+
+
 def multiset_kernel_name(width: int) -> str:
     return f"mneme_multiset_{width * 8}"
 
@@ -364,4 +398,5 @@ def verification_ir() -> str:
             )
         )
     parts.extend(_multiset_kernel(width) for width in MULTISET_WIDTHS)
+    parts.extend(_XOR.format(bits=w * 8, align=w, index=_INDEX) for w in XOR_WIDTHS)
     return "\n".join(parts)
