@@ -42,11 +42,20 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
                    graph->why_not().c_str());
     return do_launch();
   }
+  // A kernel node by the handle the recorder knows it as (its module's code), else its name.
+  auto name_of_step = [&](const KernelStep& k) -> const std::string* {
+    const KernelHandle* h = handle_of(k);
+    return h ? &h->name : &k.device_name;
+  };
+  auto module_of_step = [&](const KernelStep& k) -> void* {
+    const KernelHandle* h = handle_of(k);
+    return h ? h->module : nullptr;
+  };
   bool record = false;
   for (const auto& step : steps) {
     const auto& k = step.kernel;
     if (step.type == cudaGraphNodeTypeKernel &&
-        would_record(&k.device_name, k.grid, k.block, k.params, k.shared_mem, k.function)) {
+        would_record(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, k.function, module_of_step(k))) {
       record = true;
       break;
     }
@@ -55,8 +64,9 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
     // Every kernel node is a repeat (counted) or not selected: the graph runs as it is.
     for (const auto& step : steps)
       if (step.type == cudaGraphNodeTypeKernel)
-        launch(&step.kernel.device_name, step.kernel.grid, step.kernel.block, step.kernel.params,
-               step.kernel.shared_mem, stream, [] { return 0; }, step.kernel.function);
+        launch(name_of_step(step.kernel), step.kernel.grid, step.kernel.block, step.kernel.params,
+               step.kernel.shared_mem, stream, [] { return 0; }, step.kernel.function, nullptr,
+               module_of_step(step.kernel));
     return do_launch();
   }
   using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -69,14 +79,22 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
       continue;
     }
     const auto& k = step.kernel;
-    int status = launch(&k.device_name, k.grid, k.block, k.params, k.shared_mem, stream, [&] {
+    int status = launch(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, stream, [&] {
       CUresult r = driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z,
                                  k.shared_mem, reinterpret_cast<CUstream>(stream), k.params, nullptr);
       return r == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
-    }, k.function);
+    }, k.function, nullptr, module_of_step(k));
     if (status != 0) return status;
   }
   return 0;
+}
+
+const Recorder::KernelHandle* Recorder::handle_of(const KernelStep& step) const {
+  for (const void* key : {step.handle, static_cast<const void*>(step.function)}) {
+    auto h = key ? handles_.find(key) : handles_.end();
+    if (h != handles_.end()) return &h->second;
+  }
+  return nullptr;
 }
 
 cudaError_t capture_begin(cudaStream_t stream, cudaError_t status) {

@@ -326,7 +326,8 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
           return false;
         }
         step.kernel = {f, name, dim3(p.gridDimX, p.gridDimY, p.gridDimZ), dim3(p.blockDimX, p.blockDimY, p.blockDimZ),
-                       p.sharedMemBytes, p.kernelParams};
+                       p.sharedMemBytes, p.kernelParams,
+                       p.kern ? static_cast<const void*>(p.kern) : static_cast<const void*>(p.func)};
         out.push_back(step);
         break;
       }

@@ -32,6 +32,7 @@ struct KernelStep {
   dim3 grid, block;
   unsigned shared_mem = 0;
   void** params = nullptr;  // the driver's copies of the argument values
+  const void* handle = nullptr;  // the node's CUkernel, else its CUfunction (as the recorder may know it)
 };
 
 // One node, in an order that respects every edge.

@@ -271,7 +271,9 @@ KernelEntry* Recorder::entry(const std::string& name, CUfunction function, const
     auto h = handles_.find(function);
     if (h != handles_.end()) module = h->second.module;
   }
-  if (!module && function && !host_function && !kernels_.count(name)) {
+  auto by_name = kernels_.find(name);
+  bool known_by_name = by_name != kernels_.end() && !by_name->second.info.static_hash.empty();
+  if (!module && function && !host_function && !known_by_name) {
     // A function of an application-loaded module that was not taken from it through the
     // calls the recorder follows (cuModuleEnumerateFunctions, a handle from another library).
     using FuncModule = CUresult (*)(CUmodule*, CUfunction);

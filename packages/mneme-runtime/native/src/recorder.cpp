@@ -434,9 +434,9 @@ bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, vo
 }
 
 bool Recorder::would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-                            CUfunction function) {
+                            CUfunction function, void* module) {
   Pending p;
-  if (!pending(device_name, grid, block, args, shmem, 0, p, function)) return false;
+  if (!pending(device_name, grid, block, args, shmem, 0, p, function, nullptr, module)) return false;
   try {
     auto& w = writer();
     return !pipeline_->knows(p.kernel->info.static_hash, p.dyn) && !w.has_instance(p.kernel->info.static_hash, p.dyn);

@@ -304,7 +304,10 @@ class Recorder {
                void* module = nullptr);
   // Whether the launch would be captured as a new instance now (changes nothing).
   bool would_record(const std::string* device_name, dim3 grid, dim3 block, void** args, size_t shmem,
-                    CUfunction function);
+                    CUfunction function, void* module = nullptr);
+  // How the recorder knows a graph's kernel node: the handle it was taken as (a library's
+  // CUkernel, a module's CUfunction), else by name (nullptr).
+  const KernelHandle* handle_of(const KernelStep& step) const;
 
  public:
   // At exit (return from main or exit()): every captured instance is committed first.

@@ -398,12 +398,12 @@ class DeviceVerifier:
     def xor_into(self, dst: int, src: int, nbytes: int, stream=None) -> None:
         """``dst ^= src`` over ``nbytes`` device bytes, queued on ``stream`` (8-byte words
         where both are aligned, bytes for the rest)."""
-        words = nbytes // 8 if dst % 8 == 0 and src % 8 == 0 else 0
-        for width, offset, count in ((8, 0, words), (1, words * 8, nbytes - words * 8)):
-            if count // width == 0:
+        wide = nbytes // 8 * 8 if dst % 8 == 0 and src % 8 == 0 else 0
+        for width, offset, part in ((8, 0, wide), (1, wide, nbytes - wide)):
+            n = part // width  # elements of this width
+            if n == 0:
                 continue
             function = self._function(xor_kernel_name(width))
-            n = count // width
             blocks = max(1, min(-(-n // BLOCK_THREADS), self._max_blocks))
             args = function.pack_arguments(int(dst) + offset, int(src) + offset, n)
             function.launch((blocks, 1, 1), (BLOCK_THREADS, 1, 1), args, 0, stream)
