@@ -428,26 +428,8 @@ std::string CudaMappingBackend::name() const {
 void CudaMappingBackend::reserve(uint64_t base, uint64_t size) {
   const Driver& d = device_->driver();
   CudaDevice::Scope scope(*device_);
-  // The driver may answer a request for a fixed address with a range it freed earlier
-  // (seen on the H200: after a replay at another base released its range, every new base
-  // was answered with that range): each such answer is held while the driver is asked
-  // again, a few times, then given back.
-  std::vector<CUdeviceptr> held;
   CUdeviceptr got = 0;
-  CUresult result = CUDA_SUCCESS;
-  for (int attempt = 0;; ++attempt) {
-    result = d.cuMemAddressReserve(&got, size, 0, base, 0);
-    if (result != CUDA_SUCCESS || got == base || attempt == 8) break;
-    held.push_back(got);
-  }
-  for (CUdeviceptr other : held) d.cuMemAddressFree(other, size);
-  if (!held.empty() && result == CUDA_SUCCESS && got != base) {
-    d.cuMemAddressFree(got, size);
-    got = held.front();  // what the driver offered first, for the message
-    throw RangeUnavailableError("cannot reserve " + format_bytes(size) + " of device address space at " +
-                                format_address(base) + ": the driver offered " + format_address(got) +
-                                " instead (part of the range is in use); choose another base address");
-  }
+  const CUresult result = d.cuMemAddressReserve(&got, size, 0, base, 0);
   if (result != CUDA_SUCCESS) {
     throw RangeUnavailableError("cannot reserve " + format_bytes(size) + " of device address space at " +
                                 format_address(base) + ": " +
