@@ -131,3 +131,20 @@ def test_corrupt_ir_is_one_line(tmp_path, replay_db):
         chunk.write_bytes(b"\x00" * chunk.stat().st_size)
     code, out = mneme("replay", "-rdb", copy, "-rid", static_hash(ADD_BIAS) + "/", "--compile-only")
     assert code == 2 and len(out.strip().splitlines()) == 1, out
+
+
+def test_restore_progress_only_for_instances_that_take_seconds():
+    """mneme replay shows a (transient) restore bar for instances of 2 GiB or more to move;
+    the engine's DeviceImage tells it each streamed batch."""
+    from types import SimpleNamespace
+
+    from mneme.replay.engine.restore import restore_bytes
+    from mneme.replay.replay_command import PROGRESS_FROM_BYTES, restore_progress
+
+    small = SimpleNamespace(regions=[SimpleNamespace(size=1 << 20)])
+    large = SimpleNamespace(regions=[SimpleNamespace(size=3 << 29), SimpleNamespace(size=1 << 29)])
+    assert restore_bytes(large) == 4 << 30 >= PROGRESS_FROM_BYTES
+    with restore_progress(small) as progress:
+        assert progress is None
+    with restore_progress(large) as progress:
+        progress(1 << 30)  # advances the bar

@@ -6,10 +6,13 @@ Exit status: 0 verified (or not checked), 1 verification failed, 2 user error.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
 from .engine import (
     ReplayError,
@@ -18,6 +21,7 @@ from .engine import (
     open_database,
     select_instance,
 )
+from .engine.restore import restore_bytes
 from .engine.session import derive_compile_config
 from .files import writable_directory
 from .identity import check_kernel, database_of, read_identity, record_id_of
@@ -119,6 +123,24 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
         path.write_text(str(module))
     except OSError as error:
         raise ReplayError(f"cannot write {path}: {error.strerror}") from None
+
+
+#: instances this large restore for more than about two seconds: they show a bar
+PROGRESS_FROM_BYTES = 2 << 30
+
+
+@contextlib.contextmanager
+def restore_progress(instance):
+    """A transient bar on stderr (a terminal only) of the bytes restore moves to the device,
+    for instances large enough to take seconds; None (no bar) for the others."""
+    total = restore_bytes(instance)
+    if total < PROGRESS_FROM_BYTES:
+        yield None
+        return
+    columns = (*Progress.get_default_columns(), DownloadColumn(binary_units=True), TransferSpeedColumn())
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("restoring", total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 @click.command("replay")
@@ -314,7 +336,8 @@ def replay(
         cache = CompileCache(cache_dir)
     gpu = False if replay_config.compile_only else None
     try:
-        with ReplaySession(instance, cache=cache, gpu=gpu, code=code) as session:
+        with restore_progress(instance) as progress, \
+                ReplaySession(instance, cache=cache, gpu=gpu, code=code, progress=progress) as session:
             target, _ = session.target_arch(replay_config, replay_config.compile_only or not session.gpu)
             check_config_arch(config_file, config_arch, target)
             if output_ll is not None:

@@ -127,6 +127,12 @@ def peer_devices(device, recorded: list[int], instance_id: str) -> dict:
     return {r: Device(o) for r, o in chosen.items()}
 
 
+def restore_bytes(instance) -> int:
+    """What restoring ``instance`` moves to the device with verification: every region's
+    prologue and its recorded epilogue (the units DeviceImage's ``progress`` counts)."""
+    return 2 * sum(int(r.size) for r in instance.regions)
+
+
 #: bytes decompressed per batch while the previous batch is copied to the device: 64
 #: chunks of 4 MiB, enough to keep the pool's threads busy (64 MiB made 8.6 GB restore at
 #: 1.3 GB/s on the H200 host, the threads waiting at each batch's end)
@@ -139,8 +145,9 @@ class _Batches:
     """Host bytes on their way to the device through two buffers that alternate (page-
     locked for large regions): a batch decompresses into one while the other's copy runs."""
 
-    def __init__(self, device, stream, batch: int):
+    def __init__(self, device, stream, batch: int, progress=None):
         self.device, self.stream, self.batch = device, stream, max(batch, 1)
+        self.progress = progress
         pinned = self.batch >= _PINNED_FROM
         self._buffers = [device.pinned_array(self.batch) if pinned else np.empty(self.batch, np.uint8)
                          for _ in range(2)]
@@ -165,6 +172,8 @@ class _Batches:
                 half = staging + turn * self.batch
                 self.device.copy_to_device(half, buffer, self.stream)
                 verifier.xor_into(dst + lo, half, hi - lo, self.stream)
+            if self.progress is not None:
+                self.progress(hi - lo)
 
     def finish(self) -> None:
         self.stream.synchronize()
@@ -177,9 +186,11 @@ class DeviceImage:
     Use as a context manager or call ``close()``; closing releases every byte it mapped.
     """
 
-    def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0, verifier=None):
+    def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0, verifier=None,
+                 progress=None):
         self.device = device
         self.instance = instance
+        self._progress = progress  # told the bytes of each batch streamed to the device
         # XOR epilogues are resolved on the device with the verifier's kernels (on the host
         # without one)
         self._verifier = verifier
@@ -297,7 +308,7 @@ class DeviceImage:
         verify = {r.name for r in checked}
         self.expected: dict[str, int] = {}
         stream = device.stream()
-        batches = _Batches(device, stream, self._batch)
+        batches = _Batches(device, stream, self._batch, self._progress)
         for span in self.spans:
             if not any(a.address == span.address for a in self._allocations):
                 self._allocations.append(self.space.allocate_at(span.address, span.size))

@@ -136,11 +136,15 @@ class ReplaySession:
     returns True after freeing it (a pool of sessions releases the others' memory).
     ``code``: which recorded code an nvcc-built kernel replays from: "auto" (its PTX when
     recorded, else its cubin), "ptx" or "cubin".
+    ``progress``: told each batch of bytes restore moves to the device (prologues and
+    recorded epilogues: ``restore.restore_bytes`` in all), for a progress bar.
     """
 
     def __init__(self, instance, *, device=None, cache: CompileCache | None = None, gpu=None,
-                 make_room: Callable[[ReplaySession], bool] | None = None, code: str = "auto"):
+                 make_room: Callable[[ReplaySession], bool] | None = None, code: str = "auto",
+                 progress: Callable[[int], None] | None = None):
         self.instance = instance
+        self.progress = progress
         self.code = code
         self.kernel = instance.kernel
         self.info = self.kernel.db.info
@@ -272,11 +276,13 @@ class ReplaySession:
             from mneme.runtime import RangeUnavailableError
 
             try:
-                self._image = DeviceImage(self.device, self.info, self.instance, verifier=self._device_verifier())
+                self._image = DeviceImage(self.device, self.info, self.instance, verifier=self._device_verifier(),
+                                          progress=self.progress)
             except RangeUnavailableError:
                 if self.make_room is None or not self.make_room(self):
                     raise
-                self._image = DeviceImage(self.device, self.info, self.instance, verifier=self._device_verifier())
+                self._image = DeviceImage(self.device, self.info, self.instance, verifier=self._device_verifier(),
+                                          progress=self.progress)
         return self._image
 
     def _device_verifier(self) -> DeviceVerifier:
