@@ -125,3 +125,18 @@ def test_errors_carry_the_failure_kind_their_raiser_set(golden_db):
     assert ReplayConfigError("bad").kind == "invalid" and RestoreError("gone").kind == "restore"
     assert KernelFailedError("fault").kind == "context-poisoned"
     assert KernelFailedError("refused", kind="launch-refused").kind == "launch-refused"
+
+
+def test_out_of_memory_at_restore_says_what_is_needed_and_free(golden_db):
+    """A restore the GPU has no room for: one line with the bytes needed and free."""
+    from types import SimpleNamespace
+
+    from mneme.replay.engine import ReplaySession
+
+    instance = golden_db.instance("saxpy/1b78")
+    gpu = SimpleNamespace(name="Test GPU", memory_info=lambda: (1 << 30, 80 << 30))
+    with ReplaySession(instance, device=gpu, gpu=False) as session:
+        line = session._out_of_memory("restoring the recorded memory failed: cuMemCreate: out of memory")
+    need = 3 * sum(int(r.size) for r in instance.regions) / (1 << 30)
+    assert line.startswith(f"not enough device memory to restore instance {instance.id}: it needs about {need:.2f} GiB")
+    assert "1.00 GiB of 80.00 GiB are free on Test GPU" in line and "\n" not in line

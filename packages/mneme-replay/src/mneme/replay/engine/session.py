@@ -384,10 +384,28 @@ class ReplaySession:
         try:
             image = self.image()
         except DriverError as error:
-            raise self._driver_failure(f"restoring the recorded memory failed: {error}", error,
-                                       RESTORE) from None
+            message = f"restoring the recorded memory failed: {error}"
+            if getattr(error, "name", "") == "CUDA_ERROR_OUT_OF_MEMORY":
+                message = self._out_of_memory(message)
+            raise self._driver_failure(message, error, RESTORE) from None
         result.timings["restore"] = time.perf_counter() - start
         return image
+
+    def _out_of_memory(self, message: str) -> str:
+        """The restore's device memory against what the GPU has free (nothing of the
+        failed restore stays mapped: DeviceImage closed itself)."""
+        from .restore import restore_bytes
+
+        gib = 1 << 30
+        try:
+            free, total = self.device.memory_info()
+        except Exception:  # noqa: BLE001 - the message stands without the numbers
+            return message
+        # prologues at their addresses, their pristine copies and the recorded epilogues
+        need = restore_bytes(self.instance) + sum(int(r.size) for r in self.instance.regions)
+        return (f"not enough device memory to restore instance {self.instance.id}: it needs about "
+                f"{need / gib:.2f} GiB, {free / gib:.2f} GiB of {total / gib:.2f} GiB are free on "
+                f"{self.device.name}; free memory on the GPU (other processes) or replay on a larger one")
 
     def _driver_failure(self, message: str, error, kind: str,
                         cls: type[DeviceError] = DeviceError) -> DeviceError:
