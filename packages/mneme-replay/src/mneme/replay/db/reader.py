@@ -563,16 +563,9 @@ class Instance:
         """Bytes of a region after the launch; XOR deltas are resolved against the prologue
         (``prologue``: its bytes [start, stop) when the caller has them already, so they
         are not read and decompressed again)."""
-        info, region = self._array(layout.EPILOGUE, name)
-        encoding = self._epilogue_encoding(info)
-        if encoding != self.epilogue_encoding(region.name):
-            raise CorruptDataError(
-                f"instance {self.id} region {name}: epilogue array is {encoding}, "
-                f"metadata says {self.epilogue_encoding(region.name)}"
-            )
+        encoding, delta = self.stored_epilogue(name, start, stop)
         if encoding == "bytes":
-            return read_range(info, start, stop)
-        delta = read_range(info, start, stop, missing_is_zero=True)
+            return delta
         if prologue is None:
             prologue = self.prologue(name, start, stop)
         elif prologue.nbytes != delta.nbytes:
