@@ -162,6 +162,14 @@ std::string unsupported_node(cudaGraph_t graph) {
   return "";
 }
 
+// One node's parameters of type P read from `a` and set on `b`.
+template <typename P, typename Get, typename Set>
+CUresult copy_node(const Get& get, const Set& set, CUgraphNode a, CUgraphNode b) {
+  P p{};
+  CUresult r = get(a, &p);
+  return r == CUDA_SUCCESS ? set(b, &p) : r;
+}
+
 // The parameters of every node of `from` set on the node at the same position of `to`,
 // a graph of the same topology and insertion order; false where a node cannot be copied.
 bool copy_parameters(cudaGraph_t from, cudaGraph_t to) {
@@ -186,34 +194,24 @@ bool copy_parameters(cudaGraph_t from, cudaGraph_t to) {
     CUgraphNode a = as_cu(src[i]), b = as_cu(dst[i]);
     CUresult r = CUDA_SUCCESS;
     switch (type) {
-      case cudaGraphNodeTypeKernel: {
-        CUDA_KERNEL_NODE_PARAMS p{};
-        if ((r = get_kernel(a, &p)) == CUDA_SUCCESS) r = set_kernel(b, &p);
+      case cudaGraphNodeTypeKernel:
+        r = copy_node<CUDA_KERNEL_NODE_PARAMS>(get_kernel, set_kernel, a, b);
         break;
-      }
-      case cudaGraphNodeTypeMemcpy: {
-        CUDA_MEMCPY3D p{};
-        if ((r = get_memcpy(a, &p)) == CUDA_SUCCESS) r = set_memcpy(b, &p);
+      case cudaGraphNodeTypeMemcpy:
+        r = copy_node<CUDA_MEMCPY3D>(get_memcpy, set_memcpy, a, b);
         break;
-      }
-      case cudaGraphNodeTypeMemset: {
-        CUDA_MEMSET_NODE_PARAMS p{};
-        if ((r = get_memset(a, &p)) == CUDA_SUCCESS) r = set_memset(b, &p);
+      case cudaGraphNodeTypeMemset:
+        r = copy_node<CUDA_MEMSET_NODE_PARAMS>(get_memset, set_memset, a, b);
         break;
-      }
-      case cudaGraphNodeTypeHost: {
-        CUDA_HOST_NODE_PARAMS p{};
-        if ((r = get_host(a, &p)) == CUDA_SUCCESS) r = set_host(b, &p);
+      case cudaGraphNodeTypeHost:
+        r = copy_node<CUDA_HOST_NODE_PARAMS>(get_host, set_host, a, b);
         break;
-      }
-      case cudaGraphNodeTypeEventRecord: {
-        CUevent e = nullptr;
-        if ((r = get_recorded(a, &e)) == CUDA_SUCCESS) r = set_recorded(b, e);
-        break;
-      }
+      case cudaGraphNodeTypeEventRecord:
       case cudaGraphNodeTypeWaitEvent: {
+        bool recorded = type == cudaGraphNodeTypeEventRecord;
         CUevent e = nullptr;
-        if ((r = get_awaited(a, &e)) == CUDA_SUCCESS) r = set_awaited(b, e);
+        if ((r = (recorded ? get_recorded : get_awaited)(a, &e)) == CUDA_SUCCESS)
+          r = (recorded ? set_recorded : set_awaited)(b, e);
         break;
       }
       case cudaGraphNodeTypeGraph: {
