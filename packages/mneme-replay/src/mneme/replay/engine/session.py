@@ -462,8 +462,11 @@ class ReplaySession:
                 if region is None:  # bytes outside the recorded regions: verification says so
                     continue
                 differing[region.name] = max(differing.get(region.name, 0), int(mismatch.count))
-                held = {w for w in nd.ORDER_WIDTHS if self._multiset_same(region, w)}
-                orders[region.name] = orders.get(region.name, held) & held
+                # only the widths every earlier run held can still be the class: one digest
+                # pass over the region per width, and none for widths already ruled out
+                candidates = orders.get(region.name, set(nd.ORDER_WIDTHS))
+                held = {w for w in candidates if self._multiset_same(region, w)}
+                orders[region.name] = held
                 if not held:
                     samples.setdefault(region.name, []).append(self._device_bytes(region))
         profile = nd.DeterminismProfile(runs, baseline.pipeline)
