@@ -43,7 +43,8 @@ from record_support import corpus_build
 STATIC_RUNTIME_PROGRAMS = [
     "atomics", "device_globals", "driver_api", "driver_graphs", "graph_capture", "launch_styles",
     "malloc_async", "many_launches", "shared_memory", "templates",
-    "atomic_relaxed", "inline_ptx", "library_load", "nvrtc_module", "rdc_two_tu", "thrust_cub",
+    "atomic_relaxed", "cluster_launch", "inline_ptx", "library_load", "nvrtc_module", "rdc_two_tu",
+    "thrust_cub",
 ]
 BUILD_JOBS = 8
 #: Graphs a static runtime instantiates are followed through the driver functions it takes
@@ -172,6 +173,21 @@ def test_static_runtime_build_records_what_the_shared_build_records(recording, n
     theirs = instance_shapes(shared_db)
     assert theirs, "the shared build recorded nothing"
     assert instance_shapes(app.db) == theirs
+
+
+@pytest.mark.gpu
+def test_cluster_launches_record_their_cluster_shape(recording):
+    """cudaLaunchKernelEx and cuLaunchKernelEx (taken as an entry point) in clusters of 2,
+    16 (non-portable) and 4 blocks, and a captured graph's clustered kernel node: each
+    instance keeps its cluster shape, and replays verified in it (the kernels exchange
+    data through distributed shared memory, so a launch without clusters differs)."""
+    app, _, _ = recording("cluster_launch")
+    clusters = Counter()
+    for inst in Database.open(app.db).instances():
+        clusters[(inst.kernel.demangled_name.split("(")[0], inst.cluster)] += inst.occurrences
+    assert clusters == {("cluster_block_sums", (2, 1, 1)): 1, ("cluster_block_sums", (16, 1, 1)): 1,
+                        ("cluster_neighbors", (4, 1, 1)): 1, ("cluster_neighbors", (2, 1, 1)): 3}
+    assert_recorded_and_verified(app)
 
 
 # ------------------------------------------------------------------ CPU

@@ -11,6 +11,7 @@ from mneme.replay.engine import (
     ReplayResult,
     ReplaySettings,
     Tolerance,
+    check_clusters,
     check_launch,
     merge_spans,
 )
@@ -100,6 +101,14 @@ def test_launch_checks():
         check_launch((1, 1, 1), (1, 1, 128), 0)
     with pytest.raises(LaunchConfigError, match="grid dimension y = 70000"):
         check_launch((1, 70000, 1), (1, 1, 1), 0)
+
+
+def test_a_grid_must_hold_whole_recorded_clusters():
+    check_clusters((8, 4, 1), (2, 2, 1))
+    check_clusters((7, 1, 1), None)
+    with pytest.raises(LaunchConfigError, match="grid 6x1x1 is not a whole number of the recorded "
+                                                "launch's thread-block clusters of 4x1x1"):
+        check_clusters((6, 1, 1), (4, 1, 1))
 
 
 def test_arch_names():

@@ -250,3 +250,17 @@ def test_presets_expand_to_spaces():
     assert base is not None
     settings = bound.apply(base, ReplaySettings())
     assert settings.compile.pipeline == "default<O3>" and settings.replay.block == (256, 1, 1)
+
+
+def test_a_clustered_launch_keeps_whole_clusters():
+    """A launch recorded in clusters of 4 blocks (cuBLASLt's Hopper GEMMs): derived grids
+    round up to whole clusters, and a free grid that is not one violates a constraint."""
+    ctx = SpaceContext(grid=(12, 1, 1), block=(256, 1, 1), cluster=(4, 1, 1))
+    cover = bound("launch", ctx)
+    assert cover.apply({"block_x": 512}, ReplaySettings()).replay.grid == (8, 1, 1)  # 6 -> 8
+    assert cover.apply({"block_x": 128}, ReplaySettings()).replay.grid == (24, 1, 1)
+    assert cover.apply(cover.baseline(), ReplaySettings()).replay.grid == (12, 1, 1)
+    free = bound("launch", ctx, grid_mode="free")
+    assert free.violated({"block_x": 256, "grid_x": 10}).startswith(
+        "the grid is a whole number of the recorded thread-block clusters")
+    assert not free.violated({"block_x": 256, "grid_x": 16})

@@ -363,11 +363,13 @@ NB_MODULE(_native, m) {
            }, "bytes"_a)
       .def("launch", [](FunctionObject& f, std::tuple<unsigned, unsigned, unsigned> grid,
                         std::tuple<unsigned, unsigned, unsigned> block, ReadBuffer args,
-                        unsigned shared_bytes, const StreamObject* stream) {
+                        unsigned shared_bytes, const StreamObject* stream,
+                        std::tuple<unsigned, unsigned, unsigned> cluster) {
              nb::gil_scoped_release release;
              f.module->device->launch(f.handle, to_dim3(grid), to_dim3(block), shared_bytes,
-                                      stream_handle(stream), args.data(), args.nbytes());
-           }, "grid"_a, "block"_a, "args"_a, "shared_bytes"_a = 0, "stream"_a = nb::none());
+                                      stream_handle(stream), args.data(), args.nbytes(), to_dim3(cluster));
+           }, "grid"_a, "block"_a, "args"_a, "shared_bytes"_a = 0, "stream"_a = nb::none(),
+           "cluster"_a = std::make_tuple(1u, 1u, 1u));
 
   nb::class_<rt::Device>(m, "Device")
       .def_prop_ro("properties", &rt::Device::properties, nb::rv_policy::copy)
@@ -456,6 +458,16 @@ NB_MODULE(_native, m) {
 
   // The recorder's database writer, bound for conformance tests and tools.
   using RegionTuple = std::tuple<std::string, uint64_t, std::string, ReadBuffer, ReadBuffer>;
+  auto make_info = [](std::tuple<uint32_t, uint32_t, uint32_t> grid, std::tuple<uint32_t, uint32_t, uint32_t> block,
+                      uint32_t shared_mem, const nb::bytes& args, std::tuple<uint32_t, uint32_t, uint32_t> cluster) {
+    rt::InstanceInfo inst;
+    std::tie(inst.grid[0], inst.grid[1], inst.grid[2]) = grid;
+    std::tie(inst.block[0], inst.block[1], inst.block[2]) = block;
+    std::tie(inst.cluster[0], inst.cluster[1], inst.cluster[2]) = cluster;
+    inst.shared_mem = shared_mem;
+    inst.args.assign(args.c_str(), args.size());
+    return inst;
+  };
   nb::class_<rt::RecordingWriter>(m, "RecordingWriter")
       .def("__init__",
            [](rt::RecordingWriter* self, const std::string& root, uint64_t vas_base, uint64_t vas_size,
@@ -479,14 +491,11 @@ NB_MODULE(_native, m) {
            },
            "static_hash"_a, "name"_a, "demangled"_a, "ir"_a, "params"_a, "globals"_a, "origin"_a = "")
       .def("add_instance",
-           [](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
+           [make_info](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
               std::tuple<uint32_t, uint32_t, uint32_t> block, uint32_t shared_mem, nb::bytes args,
-              const std::vector<RegionTuple>& regions, const DeviceOptions& devices) {
-             rt::InstanceInfo inst;
-             inst.grid[0] = std::get<0>(grid); inst.grid[1] = std::get<1>(grid); inst.grid[2] = std::get<2>(grid);
-             inst.block[0] = std::get<0>(block); inst.block[1] = std::get<1>(block); inst.block[2] = std::get<2>(block);
-             inst.shared_mem = shared_mem;
-             inst.args.assign(args.c_str(), args.size());
+              const std::vector<RegionTuple>& regions, const DeviceOptions& devices,
+              std::tuple<uint32_t, uint32_t, uint32_t> cluster) {
+             rt::InstanceInfo inst = make_info(grid, block, shared_mem, args, cluster);
              for (auto& [kind, address, symbol, before, after] : regions) {
                if (before.nbytes() != after.nbytes())
                  throw rt::Error("prologue and epilogue of a region differ in size");
@@ -500,18 +509,9 @@ NB_MODULE(_native, m) {
              return w.add_instance(static_hash, inst);
            },
            "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "regions"_a,
-           "devices"_a = DeviceOptions{});
+           "devices"_a = DeviceOptions{}, "cluster"_a = std::make_tuple(1u, 1u, 1u));
   // The snapshot pipeline with host memory as the "device" (see SnapshotWriterObject).
   using SpecTuple = std::tuple<std::string, uint64_t, uint64_t, std::string>;  // kind, address, size, symbol
-  auto make_info = [](std::tuple<uint32_t, uint32_t, uint32_t> grid, std::tuple<uint32_t, uint32_t, uint32_t> block,
-                      uint32_t shared_mem, const nb::bytes& args) {
-    rt::InstanceInfo inst;
-    inst.grid[0] = std::get<0>(grid); inst.grid[1] = std::get<1>(grid); inst.grid[2] = std::get<2>(grid);
-    inst.block[0] = std::get<0>(block); inst.block[1] = std::get<1>(block); inst.block[2] = std::get<2>(block);
-    inst.shared_mem = shared_mem;
-    inst.args.assign(args.c_str(), args.size());
-    return inst;
-  };
   auto pointers = [](const std::vector<ReadBuffer>& buffers, const CaptureObject& capture) {
     if (buffers.size() != capture.sizes.size()) throw rt::Error("one buffer per region, in begin_instance's order");
     std::vector<uint64_t> out;
@@ -549,8 +549,8 @@ NB_MODULE(_native, m) {
            [make_info](SnapshotWriterObject& w, const std::string& static_hash,
                        std::tuple<uint32_t, uint32_t, uint32_t> grid, std::tuple<uint32_t, uint32_t, uint32_t> block,
                        uint32_t shared_mem, nb::bytes args, const std::vector<RegionTuple>& regions,
-                       const DeviceOptions& devices) {
-             rt::InstanceInfo inst = make_info(grid, block, shared_mem, args);
+                       const DeviceOptions& devices, std::tuple<uint32_t, uint32_t, uint32_t> cluster) {
+             rt::InstanceInfo inst = make_info(grid, block, shared_mem, args, cluster);
              devices.apply(inst);
              std::vector<rt::RegionSpec> specs;
              std::vector<uint64_t> before, after;
@@ -563,7 +563,7 @@ NB_MODULE(_native, m) {
              nb::gil_scoped_release release;
              std::lock_guard<std::mutex> lock(w.capture_mutex());
              auto& p = w.pipeline();
-             std::string dyn = rt::dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+             std::string dyn = rt::dynamic_hash(static_hash, inst);
              if (p.count_repeat(static_hash, dyn)) return std::make_pair(dyn, false);
              if (!w.writer().has_kernel(static_hash)) throw rt::Error("kernel " + static_hash + " is not stored: add_kernel first");
              if (p.count_earlier(static_hash, dyn)) return std::make_pair(dyn, false);
@@ -580,22 +580,25 @@ NB_MODULE(_native, m) {
              return std::make_pair(dyn, true);
            },
            "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "regions"_a,
-           "devices"_a = DeviceOptions{})
+           "devices"_a = DeviceOptions{}, "cluster"_a = std::make_tuple(1u, 1u, 1u))
       // The steps one by one (begin, prologue, epilogue or abandon), as the recorder runs them.
       .def("begin_instance",
            [make_info](SnapshotWriterObject& w, const std::string& static_hash,
                        std::tuple<uint32_t, uint32_t, uint32_t> grid, std::tuple<uint32_t, uint32_t, uint32_t> block,
-                       uint32_t shared_mem, nb::bytes args, const std::vector<SpecTuple>& regions) {
+                       uint32_t shared_mem, nb::bytes args, const std::vector<SpecTuple>& regions,
+                       std::tuple<uint32_t, uint32_t, uint32_t> cluster) {
              std::vector<rt::RegionSpec> specs;
              std::vector<uint64_t> sizes;
              for (auto& [kind, address, size, symbol] : regions) {
                specs.push_back({kind, address, size, symbol});
                sizes.push_back(size);
              }
-             rt::InstanceInfo inst = make_info(grid, block, shared_mem, args);
+             rt::InstanceInfo inst = make_info(grid, block, shared_mem, args, cluster);
              auto snap = w.pipeline().begin(static_hash, inst, specs);
              return CaptureObject{snap, w.pipeline().dynamic_hash_of(*snap), sizes};
-           })
+           },
+           "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "regions"_a,
+           "cluster"_a = std::make_tuple(1u, 1u, 1u))
       .def("capture_prologue",
            [pointers](SnapshotWriterObject& w, CaptureObject& c, const std::vector<ReadBuffer>& buffers) {
              auto sources = pointers(buffers, c);
@@ -645,9 +648,11 @@ NB_MODULE(_native, m) {
   m.def("default_host_memory", &rt::default_host_memory);
 
   m.def("dynamic_hash", [](const std::string& s, std::tuple<uint32_t, uint32_t, uint32_t> g,
-                           std::tuple<uint32_t, uint32_t, uint32_t> b, uint32_t shm, nb::bytes args) {
+                           std::tuple<uint32_t, uint32_t, uint32_t> b, uint32_t shm, nb::bytes args,
+                           std::tuple<uint32_t, uint32_t, uint32_t> c) {
     uint32_t grid[3] = {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
     uint32_t block[3] = {std::get<0>(b), std::get<1>(b), std::get<2>(b)};
-    return rt::dynamic_hash(s, grid, block, shm, std::string(args.c_str(), args.size()));
-  });
+    uint32_t cluster[3] = {std::get<0>(c), std::get<1>(c), std::get<2>(c)};
+    return rt::dynamic_hash(s, grid, block, shm, std::string(args.c_str(), args.size()), cluster);
+  }, "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "cluster"_a = std::make_tuple(1u, 1u, 1u));
 }

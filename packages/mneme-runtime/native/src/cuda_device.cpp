@@ -322,16 +322,45 @@ void CudaDevice::set_max_dynamic_shared_memory(FunctionHandle function, int byte
 }
 
 void CudaDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                        StreamHandle stream, const void* args, size_t args_bytes) {
+                        StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) {
   size_t size = args_bytes;
   // The driver reads but never writes the buffer; `extra` is untyped void*.
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
   Scope scope(*this);
+  if (uint64_t(cluster.x) * cluster.y * cluster.z > 1) {
+    launch_clustered(function, grid, block, shared_bytes, stream, args_bytes ? extra : nullptr, cluster);
+    return;
+  }
   check(driver_.cuLaunchKernel(from_handle<CUfunction>(function), grid.x, grid.y, grid.z, block.x,
                                block.y, block.z, shared_bytes, from_handle<CUstream>(stream),
                                nullptr, args_bytes ? extra : nullptr),
         "cuLaunchKernel");
+}
+
+// A launch in thread-block clusters (cuLaunchKernelEx's attribute). Clusters of more than
+// eight blocks are "non-portable": the function must allow them first, as the recorded
+// application did.
+void CudaDevice::launch_clustered(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                                  StreamHandle stream, void** extra, Dim3 cluster) {
+  if (!driver_.cuLaunchKernelEx)
+    throw UserError("this CUDA driver has no cuLaunchKernelEx: a launch in thread-block clusters needs CUDA 12");
+  auto f = from_handle<CUfunction>(function);
+  if (uint64_t(cluster.x) * cluster.y * cluster.z > 8)
+    check(driver_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), "cuFuncSetAttribute");
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = cluster.x;
+  attribute.value.clusterDim.y = cluster.y;
+  attribute.value.clusterDim.z = cluster.z;
+  CUlaunchConfig config{};
+  config.gridDimX = grid.x; config.gridDimY = grid.y; config.gridDimZ = grid.z;
+  config.blockDimX = block.x; config.blockDimY = block.y; config.blockDimZ = block.z;
+  config.sharedMemBytes = shared_bytes;
+  config.hStream = from_handle<CUstream>(stream);
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  check(driver_.cuLaunchKernelEx(&config, f, nullptr, extra), "cuLaunchKernelEx");
 }
 
 StreamHandle CudaDevice::create_stream() {

@@ -87,23 +87,25 @@ CUresult serve_driver(CUdeviceptr* ptr, size_t size) {
   return status;
 }
 
-// A launch in thread-block clusters set at launch time (cuBLASLt's Hopper GEMMs): an
-// instance does not hold the cluster shape yet, and replayed without it such a kernel
-// faults and takes the replaying process's context with it. It runs unrecorded, said once.
-bool unrecordable_attributes(const CUlaunchConfig* config, const char* call) {
+// The cluster shape a launch's attributes set (cuBLASLt's Hopper GEMMs, PyTorch), recorded
+// with the instance; false for a cooperative launch, which a plain replay launch cannot
+// reproduce (grid-wide synchronisation): it runs unrecorded, said once.
+bool recordable_attributes(const CUlaunchConfig* config, const char* call, dim3& cluster) {
+  cluster = dim3(1, 1, 1);
   for (unsigned i = 0; config->attrs && i < config->numAttrs; ++i) {
     const auto& a = config->attrs[i];
-    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
-        uint64_t(a.value.clusterDim.x) * a.value.clusterDim.y * a.value.clusterDim.z > 1) {
+    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+      cluster = dim3(a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z);
+    if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a.value.cooperative) {
       auto& r = Recorder::get();
       if (r.active() && !Forwarding::active()) {
         RecorderLock lock(r);
-        r.unrecorded_call(call, "launches in thread-block clusters (a launch attribute) are not recorded yet");
+        r.unrecorded_call(call, "cooperative launches (a launch attribute) are not recorded yet");
       }
-      return true;
+      return false;
     }
   }
-  return false;
+  return true;
 }
 
 bool served_by_driver_wrapper() { return !Forwarding::active() && served_here(); }
@@ -138,7 +140,9 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
   DRIVER(cuLaunchKernelEx);
   auto launch = [&] { return int(real_cuLaunchKernelEx(config, f, params, extra)); };
   if (!config) return CUresult(launch());
-  if (unrecordable_attributes(config, "cuLaunchKernelEx")) return CUresult(launch());
+  dim3 cluster;
+  if (!recordable_attributes(config, "cuLaunchKernelEx", cluster)) return CUresult(launch());
+  ClusterScope scope(cluster);
   return launch_through(f, dim3(config->gridDimX, config->gridDimY, config->gridDimZ),
                         dim3(config->blockDimX, config->blockDimY, config->blockDimZ), config->sharedMemBytes,
                         config->hStream, params, extra, "cuLaunchKernelEx", launch);
@@ -148,7 +152,9 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void*
   DRIVER(cuLaunchKernelEx_ptsz);
   auto launch = [&] { return int(real_cuLaunchKernelEx_ptsz(config, f, params, extra)); };
   if (!config) return CUresult(launch());
-  if (unrecordable_attributes(config, "cuLaunchKernelEx_ptsz")) return CUresult(launch());
+  dim3 cluster;
+  if (!recordable_attributes(config, "cuLaunchKernelEx_ptsz", cluster)) return CUresult(launch());
+  ClusterScope scope(cluster);
   return launch_through(f, dim3(config->gridDimX, config->gridDimY, config->gridDimZ),
                         dim3(config->blockDimX, config->blockDimY, config->blockDimZ), config->sharedMemBytes,
                         config->hStream, params, extra, "cuLaunchKernelEx_ptsz", launch);

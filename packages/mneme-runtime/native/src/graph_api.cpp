@@ -54,8 +54,9 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
   bool record = false;
   for (const auto& step : steps) {
     const auto& k = step.kernel;
-    if (step.type == cudaGraphNodeTypeKernel &&
-        would_record(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, k.function, module_of_step(k))) {
+    if (step.type != cudaGraphNodeTypeKernel) continue;
+    ClusterScope scope(k.cluster);
+    if (would_record(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, k.function, module_of_step(k))) {
       record = true;
       break;
     }
@@ -63,15 +64,14 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
   if (!record) {
     // Every kernel node is a repeat (counted) or not selected: the graph runs as it is.
     for (const auto& step : steps)
-      if (step.type == cudaGraphNodeTypeKernel)
+      if (step.type == cudaGraphNodeTypeKernel) {
+        ClusterScope scope(step.kernel.cluster);
         launch(name_of_step(step.kernel), step.kernel.grid, step.kernel.block, step.kernel.params,
                step.kernel.shared_mem, stream, [] { return 0; }, step.kernel.function, nullptr,
                module_of_step(step.kernel));
+      }
     return do_launch();
   }
-  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                CUstream, void**, void**);
-  static auto driver_launch = mneme::recorder::driver_function<LaunchFn>("cuLaunchKernel");
   auto cuda_stream = reinterpret_cast<cudaStream_t>(stream);
   for (const auto& step : steps) {
     if (step.type != cudaGraphNodeTypeKernel) {
@@ -79,14 +79,38 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
       continue;
     }
     const auto& k = step.kernel;
-    int status = launch(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, stream, [&] {
-      CUresult r = driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z,
-                                 k.shared_mem, reinterpret_cast<CUstream>(stream), k.params, nullptr);
-      return r == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure);
-    }, k.function, nullptr, module_of_step(k));
+    ClusterScope scope(k.cluster);
+    int status = launch(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, stream,
+                        [&] { return launch_step(k, stream) == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure); },
+                        k.function, nullptr, module_of_step(k));
     if (status != 0) return status;
   }
   return 0;
+}
+
+// A graph's kernel node launched on its own: with its cluster shape when it has one.
+CUresult Recorder::launch_step(const KernelStep& k, uint64_t stream) {
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void**, void**);
+  using LaunchExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+  static auto driver_launch = mneme::recorder::driver_function<LaunchFn>("cuLaunchKernel");
+  static auto driver_launch_ex = mneme::recorder::driver_function<LaunchExFn>("cuLaunchKernelEx");
+  if (uint64_t(k.cluster.x) * k.cluster.y * k.cluster.z <= 1)
+    return driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z, k.shared_mem,
+                         reinterpret_cast<CUstream>(stream), k.params, nullptr);
+  CUlaunchAttribute cluster{};
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.clusterDim.x = k.cluster.x;
+  cluster.value.clusterDim.y = k.cluster.y;
+  cluster.value.clusterDim.z = k.cluster.z;
+  CUlaunchConfig config{};
+  config.gridDimX = k.grid.x; config.gridDimY = k.grid.y; config.gridDimZ = k.grid.z;
+  config.blockDimX = k.block.x; config.blockDimY = k.block.y; config.blockDimZ = k.block.z;
+  config.sharedMemBytes = k.shared_mem;
+  config.hStream = reinterpret_cast<CUstream>(stream);
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return driver_launch_ex ? driver_launch_ex(&config, k.function, k.params, nullptr) : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 const Recorder::KernelHandle* Recorder::handle_of(const KernelStep& step) const {

@@ -307,7 +307,8 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
           why = std::string("kernel node ") + name + " passes its arguments as a packed buffer (extra)";
           return false;
         }
-        // A plain launch cannot reproduce a cooperative or clustered kernel node.
+        // A plain launch cannot reproduce a cooperative kernel node; a clustered one is
+        // launched with its cluster shape.
         using GetAttribute = CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*);
         static auto get_attribute = driver_function<GetAttribute>("cuGraphKernelNodeGetAttribute");
         CUkernelNodeAttrValue value{};
@@ -317,15 +318,13 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
           why = std::string("kernel node ") + name + " is a cooperative launch";
           return false;
         }
-        value = CUkernelNodeAttrValue{};
-        if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &value) == CUDA_SUCCESS &&
-            value.clusterDim.x * value.clusterDim.y * value.clusterDim.z > 1) {
-          why = std::string("kernel node ") + name + " launches thread-block clusters";
-          return false;
-        }
         step.kernel = {f, name, dim3(p.gridDimX, p.gridDimY, p.gridDimZ), dim3(p.blockDimX, p.blockDimY, p.blockDimZ),
                        p.sharedMemBytes, p.kernelParams,
                        p.kern ? static_cast<const void*>(p.kern) : static_cast<const void*>(p.func)};
+        value = CUkernelNodeAttrValue{};
+        if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &value) == CUDA_SUCCESS &&
+            value.clusterDim.x * value.clusterDim.y * value.clusterDim.z > 1)
+          step.kernel.cluster = dim3(value.clusterDim.x, value.clusterDim.y, value.clusterDim.z);
         out.push_back(step);
         break;
       }

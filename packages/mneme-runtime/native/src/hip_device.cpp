@@ -223,7 +223,9 @@ void HipDevice::set_max_dynamic_shared_memory(FunctionHandle, int) {
 }
 
 void HipDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                       StreamHandle stream, const void* args, size_t args_bytes) {
+                       StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) {
+  if (uint64_t(cluster.x) * cluster.y * cluster.z > 1)
+    throw UserError("thread-block clusters are a CUDA launch attribute; AMD GPUs have none");
   select();
   size_t size = args_bytes;
   void* extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),

@@ -425,11 +425,13 @@ bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, vo
   inst.grid[0] = grid.x; inst.grid[1] = grid.y; inst.grid[2] = grid.z;
   inst.block[0] = block.x; inst.block[1] = block.y; inst.block[2] = block.z;
   inst.shared_mem = uint32_t(shmem);
+  dim3 cluster = ClusterScope::current();
+  inst.cluster[0] = cluster.x; inst.cluster[1] = cluster.y; inst.cluster[2] = cluster.z;
   inst.stream = stream;
   inst.args = buffer;
   out.kernel = kernel;
   out.module = module;
-  out.dyn = rt::dynamic_hash(kernel->info.static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+  out.dyn = rt::dynamic_hash(kernel->info.static_hash, inst);
   return true;
 }
 

@@ -94,6 +94,23 @@ class Forwarding {
   static inline thread_local int depth_ = 0;
 };
 
+// The thread-block cluster shape of the launch this thread is making, set around it by
+// the entry points that take launch attributes (cuLaunchKernelEx, cudaLaunchKernelExC,
+// clustered graph kernel nodes); 1,1,1 for every other launch. The recorded instance
+// keeps it, and replay launches with it.
+class ClusterScope {
+ public:
+  explicit ClusterScope(dim3 cluster) : saved_(current_) { current_ = cluster; }
+  ~ClusterScope() { current_ = saved_; }
+  ClusterScope(const ClusterScope&) = delete;
+  ClusterScope& operator=(const ClusterScope&) = delete;
+  static dim3 current() { return current_; }
+
+ private:
+  dim3 saved_;
+  static inline thread_local dim3 current_{1, 1, 1};
+};
+
 class Recorder {
  public:
   static Recorder& get() {
@@ -241,6 +258,8 @@ class Recorder {
   // Runs a graph launch: as one launch when no kernel node needs recording, else node by
   // node in dependency order with each kernel recorded like a plain launch.
   int launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* caller, const std::function<int()>& do_launch);
+  // One kernel node of a graph launched on its own (with its cluster shape, if any).
+  static CUresult launch_step(const KernelStep& step, uint64_t stream);
 
   // nvcc 13 stubs launch through a cudaKernel_t they get once from the host function
   // (__cudaGetKernel); applications may do the same with cudaGetKernel.

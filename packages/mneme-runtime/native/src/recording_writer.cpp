@@ -249,14 +249,21 @@ class Staging {
 std::string region_name(uint64_t address) { return "r-" + hex16(address); }
 
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3], const uint32_t block[3],
-                         uint32_t shared_mem, const std::string& args) {
-  uint8_t head[7 * 4];
-  const uint32_t dims[7] = {grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem};
-  for (int i = 0; i < 7; ++i)
+                         uint32_t shared_mem, const std::string& args, const uint32_t cluster[3]) {
+  bool clustered = cluster && uint64_t(cluster[0]) * cluster[1] * cluster[2] > 1;
+  uint32_t dims[10] = {grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem};
+  if (clustered) std::copy(cluster, cluster + 3, dims + 7);
+  size_t count = clustered ? 10 : 7;
+  uint8_t head[10 * 4];
+  for (size_t i = 0; i < count; ++i)
     for (int b = 0; b < 4; ++b) head[i * 4 + b] = static_cast<uint8_t>(dims[i] >> (8 * b));
   uint64_t h = fnv1a64(static_hash.data(), static_hash.size());
-  h = fnv1a64(head, sizeof head, h);
+  h = fnv1a64(head, count * 4, h);
   return hex16(fnv1a64(args.data(), args.size(), h));
+}
+
+std::string dynamic_hash(const std::string& static_hash, const InstanceInfo& inst) {
+  return dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args, inst.cluster);
 }
 
 RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string epilogue_format,
@@ -630,6 +637,8 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
     << ", \"regions\": [" << rs.str() << "], \"annotations\": {}, \"recorded\": " << json_string(now_iso())
     << ", \"address_space\": {\"base\": " << vas_base << ", \"size\": " << vas_size << "}";
   if (inst.device >= 0) a << ", \"device\": " << inst.device;
+  if (uint64_t(inst.cluster[0]) * inst.cluster[1] * inst.cluster[2] > 1)
+    a << ", \"cluster\": [" << inst.cluster[0] << ", " << inst.cluster[1] << ", " << inst.cluster[2] << "]";
   if (inst.capture != "all") a << ", \"capture\": " << json_string(inst.capture);
   a << "}";
   write_json(node / "zarr.json", group_json(a.str()));
@@ -717,7 +726,7 @@ void RecordingWriter::count_occurrences(const std::string& static_hash, const st
 std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& static_hash,
                                                            const InstanceInfo& inst) {
   if (!has_kernel(static_hash)) throw Error("kernel " + static_hash + " is not stored: add_kernel first");
-  std::string dyn = dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args);
+  std::string dyn = dynamic_hash(static_hash, inst);
   if (has_instance(static_hash, dyn)) {
     count_occurrence(static_hash, dyn);
     return {dyn, false};

@@ -135,20 +135,22 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, 
                               [&] { return int(next(kernel, grid, block, args, shmem, stream)); });
 }
 
-// A launch in thread-block clusters set at launch time runs unrecorded, said once (as
-// cuLaunchKernelEx's in driver_api.cpp: an instance does not hold the cluster shape yet).
-static bool clustered(const cudaLaunchConfig_t* config, const char* call) {
+// The cluster shape a launch's attributes set (recorded with the instance); false for a
+// cooperative launch, which runs unrecorded, said once (as cuLaunchKernelEx's in driver_api.cpp).
+static bool recordable_attributes(const cudaLaunchConfig_t* config, const char* call, dim3& cluster) {
+  cluster = dim3(1, 1, 1);
   for (unsigned i = 0; config && config->attrs && i < config->numAttrs; ++i) {
     const auto& a = config->attrs[i];
-    if (a.id == cudaLaunchAttributeClusterDimension &&
-        uint64_t(a.val.clusterDim.x) * a.val.clusterDim.y * a.val.clusterDim.z > 1) {
+    if (a.id == cudaLaunchAttributeClusterDimension)
+      cluster = dim3(a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z);
+    if (a.id == cudaLaunchAttributeCooperative && a.val.cooperative) {
       auto& r = Recorder::get();
       RecorderLock lock(r);
-      r.unrecorded_call(call, "launches in thread-block clusters (a launch attribute) are not recorded yet");
-      return true;
+      r.unrecorded_call(call, "cooperative launches (a launch attribute) are not recorded yet");
+      return false;
     }
   }
-  return false;
+  return true;
 }
 
 // cudaLaunchKernelEx (a template in the headers) lands here.
@@ -156,7 +158,10 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   Forwarding forwarding;
   REAL(cudaLaunchKernelExC);
   auto& r = Recorder::get();
-  if (!r.active() || clustered(config, "cudaLaunchKernelExC")) return real_cudaLaunchKernelExC(config, func, args);
+  dim3 cluster;
+  if (!r.active() || !recordable_attributes(config, "cudaLaunchKernelExC", cluster))
+    return real_cudaLaunchKernelExC(config, func, args);
+  ClusterScope scope(cluster);
   RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                       reinterpret_cast<uint64_t>(config->stream),
@@ -168,8 +173,10 @@ cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const voi
   Forwarding forwarding;
   REAL(cudaLaunchKernelExC_ptsz);
   auto& r = Recorder::get();
-  if (!r.active() || clustered(config, "cudaLaunchKernelExC_ptsz"))
+  dim3 cluster;
+  if (!r.active() || !recordable_attributes(config, "cudaLaunchKernelExC_ptsz", cluster))
     return real_cudaLaunchKernelExC_ptsz(config, func, args);
+  ClusterScope scope(cluster);
   RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                       reinterpret_cast<uint64_t>(config->stream),

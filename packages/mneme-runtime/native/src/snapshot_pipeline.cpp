@@ -512,7 +512,7 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
   inst->static_hash = static_hash;
   inst->info = info;
   inst->info.regions.clear();
-  inst->dyn = dynamic_hash(static_hash, info.grid, info.block, info.shared_mem, info.args);
+  inst->dyn = dynamic_hash(static_hash, info);
   inst->key = static_hash + "/" + inst->dyn;
   inst->given = regions.size();
   inst->order.resize(regions.size());

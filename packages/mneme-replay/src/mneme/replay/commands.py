@@ -56,6 +56,11 @@ def _dims(d) -> str:
     return "x".join(str(v) for v in d)
 
 
+def _grid(grid, cluster) -> str:
+    """The grid, and the thread-block clusters it was launched in."""
+    return _dims(grid) + (f" in {_dims(cluster)} clusters" if cluster else "")
+
+
 def _ratio(raw: int, stored: int) -> str:
     return f"{raw / stored:.1f}x" if stored else "-"
 
@@ -122,6 +127,7 @@ def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
                 "peer_devices": list(inst.peer_devices),
                 "grid": list(inst.grid),
                 "block": list(inst.block),
+                "cluster": list(inst.cluster) if inst.cluster else None,
                 "shared_mem": inst.shared_mem,
                 "occurrences": inst.occurrences,
                 "app_ms": _app_ms(inst),
@@ -155,7 +161,7 @@ def ls(db: Path, as_json: bool):
         soft_wrap=True,
     )
     cells = [
-        [r["kernel"], r["instance"], _origin_file(r["origin"]), _gpu(r["device"], r["peer_devices"]), _dims(r["grid"]), _dims(r["block"]), str(r["shared_mem"]),
+        [r["kernel"], r["instance"], _origin_file(r["origin"]), _gpu(r["device"], r["peer_devices"]), _grid(r["grid"], r["cluster"]), _dims(r["block"]), str(r["shared_mem"]),
          str(r["occurrences"]), _ms(r["app_ms"]), str(r["regions"]), human(r["raw_bytes"]),
          human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"])]
         for r in rows

@@ -147,14 +147,17 @@ class Function:
         args: bytes | bytearray | memoryview | np.ndarray = b"",
         shared_bytes: int = 0,
         stream: Stream | None = None,
+        cluster: Dim | None = None,
     ) -> None:
-        """Launch with a raw argument buffer (as recorded, or from :meth:`pack_arguments`)."""
+        """Launch with a raw argument buffer (as recorded, or from :meth:`pack_arguments`);
+        ``cluster`` is a thread-block cluster shape (CUDA 12, compute capability 9.0+)."""
         self._native.launch(
             _dim3(grid),
             _dim3(block),
             _byte_view(args),
             shared_bytes,
             stream._native if stream else None,
+            _dim3(cluster) if cluster else (1, 1, 1),
         )
 
     def __call__(

@@ -24,8 +24,17 @@ def dynamic_hash(
     block: tuple[int, int, int],
     shared_mem: int,
     args: bytes,
+    cluster: tuple[int, int, int] | None = None,
 ) -> str:
     """FNV-1a 64 over: the static hash's 16 ASCII digits, then grid x,y,z, block x,y,z and
-    dynamic shared memory as little-endian uint32, then the raw argument buffer."""
+    dynamic shared memory as little-endian uint32 (a launch in thread-block clusters adds
+    the cluster's x,y,z: earlier launches keep their hashes), then the raw argument buffer."""
     head = static_hash.encode("ascii") + struct.pack("<7I", *grid, *block, shared_mem)
+    if is_clustered(cluster):
+        head += struct.pack("<3I", *cluster)
     return f"{fnv1a64(bytes(args), fnv1a64(head)):016x}"
+
+
+def is_clustered(cluster) -> bool:
+    """Whether a launch ran in thread-block clusters of more than one block."""
+    return cluster is not None and cluster[0] * cluster[1] * cluster[2] > 1

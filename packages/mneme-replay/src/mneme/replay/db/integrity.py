@@ -234,12 +234,16 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
             lo, hi = info.chunk_bounds(index)
             args += chunk[: hi - lo].tobytes()
         expected = dynamic_hash(instance.kernel.static_hash, instance.grid, instance.block,
-                                instance.shared_mem, bytes(args))
+                                instance.shared_mem, bytes(args), instance.cluster)
         if expected != instance.dynamic_hash:
             raise CorruptDataError(
                 "launch configuration or arguments do not match the dynamic hash "
                 f"(they hash to {expected})"
             )
+        cluster = instance.cluster
+        if cluster and any(g % c for g, c in zip(instance.grid, cluster, strict=True)):
+            raise CorruptDataError(f"grid {list(instance.grid)} is not a whole number of "
+                                   f"clusters {list(cluster)}")
 
     _guard(problems, where, launch)
     fmt = attrs["epilogue_format"]

@@ -394,6 +394,13 @@ class Instance:
         return self._attrs["shared_mem"]
 
     @property
+    def cluster(self) -> tuple[int, int, int] | None:
+        """The thread-block cluster shape the launch set (cuLaunchKernelEx's attribute);
+        None for a launch without clusters."""
+        value = self._attrs.get("cluster")
+        return None if value is None else tuple(value)
+
+    @property
     def occurrences(self) -> int:
         return self._attrs["occurrences"]
 
@@ -608,6 +615,7 @@ class Instance:
             "grid": list(self.grid),
             "block": list(self.block),
             "shared_mem": self.shared_mem,
+            "cluster": list(self.cluster) if self.cluster else None,
             "occurrences": self.occurrences,
             "epilogue_format": self.epilogue_format,
             "capture": self.capture,

@@ -141,6 +141,8 @@ INSTANCE_SCHEMA = Obj(
         "address_space": ADDRESS_SPACE_SCHEMA,
         # the GPU it ran on (CUDA ordinal in the recorded process; docs/format.md, "Devices")
         "device": Int(0, 1 << 31),
+        # thread-block cluster shape set at launch (absent: no clusters; docs/format.md)
+        "cluster": DIM3,
     },
 )
 
@@ -429,3 +431,4 @@ class InstanceRecord:
     shared_mem: int = 0
     annotations: dict[str, Annotation] = field(default_factory=dict)
     stream: int = 0
+    cluster: Dim3 | None = None

@@ -42,7 +42,7 @@ from .errors import (
     NotADatabaseError,
     NotFoundError,
 )
-from .hashing import dynamic_hash
+from .hashing import dynamic_hash, is_clustered
 from .reader import Database
 from .region_layout import region_layout_problem
 from .schema import (
@@ -191,7 +191,8 @@ class DatabaseWriter:
             raise DatabaseError(f"unknown epilogue format {fmt!r}")
         if not self.has_kernel(static_hash):
             raise NotFoundError(f"kernel {static_hash} is not in {self.root}: add_kernel first")
-        dyn = dynamic_hash(static_hash, record.grid, record.block, record.shared_mem, record.args)
+        dyn = dynamic_hash(static_hash, record.grid, record.block, record.shared_mem, record.args,
+                           record.cluster)
         final = layout.instance_dir(self.root, static_hash, dyn)
         if (final / "zarr.json").exists():
             self._count_occurrence(final)
@@ -219,9 +220,12 @@ class DatabaseWriter:
         unknown = set(record.annotations) - names
         if unknown:
             raise DatabaseError(f"annotations name unknown regions: {sorted(unknown)}")
-        for a in (*record.grid, *record.block):
+        for a in (*record.grid, *record.block, *(record.cluster or ())):
             if not 1 <= a < 1 << 31:
                 raise DatabaseError(f"invalid launch dimension {a}")
+        if record.cluster and any(g % c for g, c in zip(record.grid, record.cluster, strict=True)):
+            raise DatabaseError(f"grid {list(record.grid)} is not a whole number of clusters "
+                                f"{list(record.cluster)}")
         return pro
 
     def _write_instance(self, node: Path, dyn: str, record: InstanceRecord, regions, fmt: str):
@@ -268,6 +272,8 @@ class DatabaseWriter:
             "recorded": _now(),
             "address_space": {"base": self.info.vas_base, "size": self.info.vas_size},
         }
+        if is_clustered(record.cluster):
+            attrs["cluster"] = list(record.cluster)
         write_json(node / "zarr.json", group_metadata({layout.ATTRS_KEY: attrs}))
 
     def _count_occurrence(self, node: Path) -> None:

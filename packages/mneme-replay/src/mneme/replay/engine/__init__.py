@@ -24,13 +24,13 @@ from .errors import (
     ReplayError,
     RestoreError,
 )
+from .launch_limits import check_clusters, check_launch
 from .restore import DeviceImage, Span, merge_spans
 from .result import ReplayResult
 from .select import open_database, select_instance
 from .session import (
     ReplaySession,
     arch_of,
-    check_launch,
     derive_compile_config,
     replay,
 )
@@ -65,6 +65,7 @@ __all__ = [
     "Span",
     "Tolerance",
     "arch_of",
+    "check_clusters",
     "check_launch",
     "derive_compile_config",
     "evaluate",

@@ -128,11 +128,13 @@ class ReplayResult:
             f"pipeline   {c.pipeline}  (arch {self.arch}, codegen -O{c.codegen_opt_level})"
         )
         if self.launch:
+            cluster = self.launch.get("cluster")
             lines.append(
-                "launch     grid {} block {} shared {} B".format(
+                "launch     grid {} block {} shared {} B{}".format(
                     "x".join(map(str, self.launch["grid"])),
                     "x".join(map(str, self.launch["block"])),
                     self.launch["shared_mem"],
+                    f" clusters {'x'.join(map(str, cluster))}" if cluster else "",
                 )
             )
         cached = " (cached)" if self.compile_cached else ""

@@ -10,7 +10,6 @@ kernel is compiled to a cubin with ptxas's static metrics and nothing is launche
 
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,14 +34,11 @@ from .errors import (
     ReplayConfigError,
     is_sticky,
 )
+from .launch_limits import DEFAULT_SHARED_LIMIT, check_clusters, check_launch, product
 from .restore import DeviceImage
 from .result import ReplayResult
 from .verify import DeviceVerifier, RegionCheck, Tolerance
 
-#: CUDA's fixed limits on launch shapes
-MAX_BLOCK = (1024, 1024, 64)
-MAX_GRID = (2**31 - 1, 65535, 65535)
-DEFAULT_SHARED_LIMIT = 48 * 1024
 LOADED_MODULES = 8  # compiled modules kept loaded per session (LRU)
 
 
@@ -53,40 +49,6 @@ def arch_of(compute_capability: str | tuple[int, int]) -> str:
         return f"sm_{int(major)}{int(minor or 0)}"
     major, minor = compute_capability
     return f"sm_{major}{minor}"
-
-
-def _product(dims) -> int:
-    return math.prod(int(d) for d in dims)
-
-
-def check_launch(grid, block, shared_mem: int, properties=None) -> None:
-    """Raise LaunchConfigError when the launch cannot run (on this device)."""
-    for axis, (value, limit) in enumerate(zip(block, MAX_BLOCK, strict=True)):
-        if value > limit:
-            raise LaunchConfigError(
-                f"block dimension {'xyz'[axis]} = {value} exceeds CUDA's limit of {limit}"
-            )
-    for axis, (value, limit) in enumerate(zip(grid, MAX_GRID, strict=True)):
-        if value > limit:
-            raise LaunchConfigError(
-                f"grid dimension {'xyz'[axis]} = {value} exceeds CUDA's limit of {limit}"
-            )
-    threads = _product(block)
-    limit = int(properties.max_threads_per_block) if properties is not None else 1024
-    if threads > limit:
-        raise LaunchConfigError(
-            f"block of {'x'.join(map(str, block))} = {threads} threads exceeds the device "
-            f"limit of {limit} threads per block"
-        )
-    if properties is not None:
-        optin = int(properties.max_shared_memory_per_block_optin) or int(
-            properties.max_shared_memory_per_block
-        )
-        if shared_mem > optin:
-            raise LaunchConfigError(
-                f"{shared_mem} bytes of dynamic shared memory exceed the device limit of "
-                f"{optin} bytes per block"
-            )
 
 
 def derive_compile_config(
@@ -116,7 +78,7 @@ def derive_compile_config(
         changes["block_dim"] = base.block_dim or tuple(block)
         changes["grid_dim"] = base.grid_dim or tuple(grid)
     if replay.set_launch_bounds and base.max_threads is None:
-        changes["max_threads"] = _product(block)
+        changes["max_threads"] = product(block)
     return replace(base, **changes)
 
 
@@ -333,14 +295,15 @@ class ReplaySession:
         grid, block, shared = self.launch_shape(replay)
         properties = None if compile_only else self.device.properties
         check_launch(grid, block, shared, properties)
+        check_clusters(grid, self.instance.cluster)
         arch, arch_notes = self.target_arch(replay, compile_only)
         notes += arch_notes
         config = derive_compile_config(
             base, self.kernel, self.instance, replay, grid, block, arch, self.args
         )
-        if config.max_threads is not None and _product(block) > config.max_threads:
+        if config.max_threads is not None and product(block) > config.max_threads:
             raise LaunchConfigError(
-                f"block of {_product(block)} threads exceeds the kernel's launch bound of "
+                f"block of {product(block)} threads exceeds the kernel's launch bound of "
                 f"{config.max_threads} threads"
             )
         compiled, compile_seconds = self.compile(config)
@@ -356,7 +319,8 @@ class ReplaySession:
             compile_cached=compiled.from_cache,
             compile_only=compile_only,
             metrics=metrics,
-            launch={"grid": list(grid), "block": list(block), "shared_mem": shared},
+            launch={"grid": list(grid), "block": list(block), "shared_mem": shared,
+                    **({"cluster": list(self.instance.cluster)} if self.instance.cluster else {})},
             arch=arch,
             notes=notes,
         )
@@ -526,7 +490,7 @@ class ReplaySession:
         for symbol in missing:
             result.notes.append(f"global {symbol} is not in the compiled module (not reset)")
         result.registers = int(attributes.num_registers) or result.registers
-        threads = _product(block)
+        threads = product(block)
         if threads > int(attributes.max_threads_per_block):
             raise LaunchConfigError(
                 f"block of {threads} threads exceeds what the compiled kernel allows "
@@ -570,7 +534,7 @@ class ReplaySession:
 
         def launch():
             try:
-                function.launch(grid, block, args, shared, stream)
+                function.launch(grid, block, args, shared, stream, cluster=self.instance.cluster)
             except DriverError as error:
                 raise self._driver_failure(f"the launch was refused: {error}", error,
                                            LAUNCH_REFUSED, KernelFailedError) from None

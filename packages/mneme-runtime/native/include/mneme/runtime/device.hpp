@@ -104,9 +104,10 @@ class Device {
   virtual std::vector<ParamInfo> parameter_info(FunctionHandle function) = 0;
   virtual FunctionAttributes function_attributes(FunctionHandle function) = 0;
   virtual void set_max_dynamic_shared_memory(FunctionHandle function, int bytes) = 0;
-  // Launch with the kernel's parameters laid out in one buffer, as recorded.
+  // Launch with the kernel's parameters laid out in one buffer, as recorded; `cluster`
+  // is the thread-block cluster shape (1,1,1: none).
   virtual void launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                      StreamHandle stream, const void* args, size_t args_bytes) = 0;
+                      StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) = 0;
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) noexcept = 0;

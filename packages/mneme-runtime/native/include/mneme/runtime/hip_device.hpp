@@ -48,7 +48,7 @@ class HipDevice : public Device, public std::enable_shared_from_this<HipDevice> 
   FunctionAttributes function_attributes(FunctionHandle function) override;
   void set_max_dynamic_shared_memory(FunctionHandle function, int bytes) override;
   void launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-              StreamHandle stream, const void* args, size_t args_bytes) override;
+              StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) override;
 
   StreamHandle create_stream() override;
   void destroy_stream(StreamHandle stream) noexcept override;

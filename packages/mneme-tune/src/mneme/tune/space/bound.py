@@ -40,6 +40,9 @@ class SpaceContext:
     max_registers_per_thread: int = 255
     #: dynamic shared memory a block may use (the opt-in limit; 48 KiB without a device)
     max_shared_memory_per_block: int = 48 * 1024
+    #: the recorded launch's thread-block cluster shape (None: no clusters); every grid
+    #: tried must be a whole number of clusters
+    cluster: Dim3 | None = None
 
     @classmethod
     def from_instance(cls, instance, properties=None) -> SpaceContext:
@@ -59,6 +62,7 @@ class SpaceContext:
             grid=tuple(int(v) for v in instance.grid),
             block=tuple(int(v) for v in instance.block),
             shared_mem=int(instance.shared_mem),
+            cluster=getattr(instance, "cluster", None),
             scalar_params=tuple(i for i, p in enumerate(kernel.params) if not p.is_pointer),
             **limits,
         )

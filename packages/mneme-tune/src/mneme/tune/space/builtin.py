@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from mneme.replay.engine.session import MAX_GRID
+from mneme.replay.engine.launch_limits import MAX_GRID
 from mneme.replay.jit import OPT_LEVELS
 
 from ..errors import SpaceError
@@ -26,6 +26,8 @@ class LaunchSpace(Space):
     (per axis: ceil(recorded grid × recorded block / block)); ``keep`` keeps the
     recorded grid; ``free`` tunes the x grid too (log scale, 1 to 4× the covering grid).
     A 1-D launch tunes block x in warp steps; 2-D and 3-D ones tune powers of two per axis.
+    A launch recorded in thread-block clusters keeps its cluster shape: derived grids round
+    up to whole clusters, and a free grid must be one.
     """
 
     name = "launch"
@@ -59,6 +61,10 @@ class LaunchSpace(Space):
                 Constraint(f"block threads <= the device limit ({ctx.max_threads_per_block})",
                            lambda p: self._threads(p) <= ctx.max_threads_per_block),
             ]
+        if ctx.cluster and self.grid_mode == "free":
+            out.append(Constraint(
+                "the grid is a whole number of the recorded thread-block clusters",
+                lambda p: self.grid_of(p, ctx)[0] % ctx.cluster[0] == 0))
         out.append(Constraint("the grid fits CUDA's limits",
                               lambda p: all(g <= m for g, m in
                                             zip(self.grid_of(p, ctx), MAX_GRID, strict=True))))
@@ -84,8 +90,10 @@ class LaunchSpace(Space):
 
     @staticmethod
     def _covering(ctx: SpaceContext, block: Dim3) -> Dim3:
+        cluster = ctx.cluster or (1, 1, 1)
         return tuple(  # type: ignore[return-value]
-            max(1, math.ceil(g * b / nb)) for g, b, nb in zip(ctx.grid, ctx.block, block, strict=True)
+            math.ceil(max(1, math.ceil(g * b / nb)) / c) * c
+            for g, b, nb, c in zip(ctx.grid, ctx.block, block, cluster, strict=True)
         )
 
     def grid_of(self, p: Point, ctx: SpaceContext) -> Dim3:

@@ -1,0 +1,57 @@
+"""What a launch may be: CUDA's grid and block limits, the device's threads per block,
+the recorded thread-block clusters. Checked before anything compiles or runs."""
+
+from __future__ import annotations
+
+import math
+
+from .errors import LaunchConfigError
+
+#: CUDA's fixed limits on launch shapes
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+DEFAULT_SHARED_LIMIT = 48 * 1024
+
+def product(dims) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def check_clusters(grid, cluster) -> None:
+    """Raise LaunchConfigError when a grid cannot be cut into the recorded launch's
+    thread-block clusters (the driver refuses such a launch)."""
+    if cluster and any(g % c for g, c in zip(grid, cluster, strict=True)):
+        raise LaunchConfigError(
+            f"grid {'x'.join(map(str, grid))} is not a whole number of the recorded launch's "
+            f"thread-block clusters of {'x'.join(map(str, cluster))} blocks: choose a grid "
+            "divisible by the cluster shape"
+        )
+
+
+def check_launch(grid, block, shared_mem: int, properties=None) -> None:
+    """Raise LaunchConfigError when the launch cannot run (on this device)."""
+    for axis, (value, limit) in enumerate(zip(block, MAX_BLOCK, strict=True)):
+        if value > limit:
+            raise LaunchConfigError(
+                f"block dimension {'xyz'[axis]} = {value} exceeds CUDA's limit of {limit}"
+            )
+    for axis, (value, limit) in enumerate(zip(grid, MAX_GRID, strict=True)):
+        if value > limit:
+            raise LaunchConfigError(
+                f"grid dimension {'xyz'[axis]} = {value} exceeds CUDA's limit of {limit}"
+            )
+    threads = product(block)
+    limit = int(properties.max_threads_per_block) if properties is not None else 1024
+    if threads > limit:
+        raise LaunchConfigError(
+            f"block of {'x'.join(map(str, block))} = {threads} threads exceeds the device "
+            f"limit of {limit} threads per block"
+        )
+    if properties is not None:
+        optin = int(properties.max_shared_memory_per_block_optin) or int(
+            properties.max_shared_memory_per_block
+        )
+        if shared_mem > optin:
+            raise LaunchConfigError(
+                f"{shared_mem} bytes of dynamic shared memory exceed the device limit of "
+                f"{optin} bytes per block"
+            )
