@@ -392,7 +392,16 @@ class DeviceImage:
             if xor:
                 copies.append((expected, at, region.size))
             transfers.append(Transfer(array, expected, xor=xor, missing_is_zero=xor))
-        area = self._allocate(DeviceRestore.device_bytes(limits, temp))
+        from mneme.runtime import DriverError
+
+        try:
+            area = self._allocate(DeviceRestore.device_bytes(limits, temp))
+        except DriverError as error:
+            if getattr(error, "name", "") != "CUDA_ERROR_OUT_OF_MEMORY" or self._decompress_mode == "device":
+                raise
+            self.restore_note = (f"restore on the host: nvCOMP's batches need "
+                                 f"{DeviceRestore.device_bytes(limits, temp) >> 20} MiB more device memory than is free")
+            return False
         restorer = DeviceRestore(self.device, nvcomp, limits, temp, area, staging, self._verifier, self._progress)
         try:
             restorer.run(transfers, copies, stream)
