@@ -2,6 +2,7 @@
 
     python benchmarks/large_instance.py [--mib 8192] [--prebuilt DIR] [--db DB]
                                         [--later 3] [--timeout 900] [--json out.json]
+                                        [--host-restore]
 
 tests/corpus/cuda/atomic_pool (a hash table in one cudaMalloc arena of --mib MiB, filled
 by a kernel that claims node slots and links chains with atomics, so its output differs in
@@ -16,7 +17,12 @@ user replays it, one ``mneme replay -rid ID --json`` process per replay:
 3. ``--later`` replays in one session of this process (what tuning does: memory restored
    once, reset before each launch), after that session's first;
 
-and the restore and verification rates (instance bytes / phase seconds) are set against
+Each replay says where its restore decompressed the stored chunks ("nvcomp": on the GPU,
+nvCOMP's batched zstd; "host": the chunk pool's threads); the report prints the restore
+rate per path. ``--host-restore`` adds ``--later`` fresh-process replays with
+``MNEME_RESTORE=host`` (the host path) to compare both on the same recording.
+
+The restore and verification rates (instance bytes / phase seconds) are set against
 the device's own copy bandwidths measured in the same run with the helpers of
 replay_throughput.py (device-to-device, and the session's reset) and record_overhead.py
 (pinned device-to-host, the host link a restore crosses).
@@ -114,13 +120,16 @@ def record(exe: Path, mib: int, db: Path, timeout: float) -> float:
     return time.perf_counter() - start
 
 
-def replay_process(db: Path, rid: str, iterations: int, timeout: float, what: str = "mneme replay") -> dict:
-    """One ``mneme replay --json`` process: its wall seconds and its result."""
+def replay_process(db: Path, rid: str, iterations: int, timeout: float, what: str = "mneme replay",
+                   host_restore: bool = False) -> dict:
+    """One ``mneme replay --json`` process: its wall seconds and its result
+    (``host_restore``: with MNEME_RESTORE=host, the host's decompression)."""
     command = [sys.executable, "-m", "mneme.cli", "replay", "-rdb", str(db), "-rid", rid, "--json",
                "--iterations", str(iterations), "--warmup", "0"]
+    env = {**os.environ, "MNEME_RESTORE": "host"} if host_restore else None
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise BenchmarkError(f"{what} did not finish in {timeout:.0f} s (--timeout)") from None
     wall = time.perf_counter() - start
@@ -137,7 +146,18 @@ def observation(wall: float, result: dict) -> dict:
     timings = result.get("timings") or {}
     return {"wall_s": wall, "phases": {p: timings.get(p) for p in PHASES},
             "verified": result.get("verified"), "determinism": result.get("determinism") or {},
-            "device": result.get("device") or ""}
+            "device": result.get("device") or "", "restore_path": result.get("restore_path") or "",
+            "notes": [n for n in result.get("notes") or [] if n.startswith("restore on the host")]}
+
+
+def restore_rates(nbytes: int, replays: list[dict]) -> dict[str, float]:
+    """Restore GB/s per path ("nvcomp", "host"): the median over the replays that
+    restored on it."""
+    by_path: dict[str, list[float]] = {}
+    for o in replays:
+        if o["phases"]["restore"] and o.get("restore_path"):
+            by_path.setdefault(o["restore_path"], []).append(o["phases"]["restore"])
+    return {path: rate(nbytes, statistics.median(times)) for path, times in by_path.items()}
 
 
 def session_replays(instance, count: int, iterations: int) -> tuple[list[dict], dict]:
@@ -161,7 +181,8 @@ def rate(nbytes: int, seconds: float | None) -> float | None:
     return nbytes / seconds / 1e9 if seconds else None
 
 
-def summarize(nbytes: int, first: dict, later: list[dict], session: list[dict], copy: dict) -> dict:
+def summarize(nbytes: int, first: dict, later: list[dict], session: list[dict], copy: dict,
+              host_later: list[dict] = ()) -> dict:
     """Rates, ratios and a verdict per goal (True, False, or None: not measured)."""
     verifies = [o["phases"]["verify"] for o in [first, *later, *session] if o["phases"]["verify"]]
     slowest_verify = rate(nbytes, max(verifies)) if verifies else None
@@ -179,6 +200,8 @@ def summarize(nbytes: int, first: dict, later: list[dict], session: list[dict], 
         "d2h_GBps": d2h,
     }
     out["restore_vs_d2h"] = out["restore_GBps"] / d2h if out["restore_GBps"] and d2h else None
+    out["restore_GBps_by_path"] = restore_rates(nbytes, [first, *later, *session, *host_later])
+    out["host_restore_s"] = [o["wall_s"] for o in host_later]
     out["verify_vs_d2d"] = slowest_verify / d2d if slowest_verify and d2d else None
     out["goals"] = {
         "first replay <= 15 s": first["wall_s"] <= GOAL_FIRST_S,
@@ -244,7 +267,20 @@ def print_report(doc: dict) -> None:
     if doc["copy"].get("reset_GBps"):
         rates.add_row("session reset (pristine copy -> recorded addresses)", _gbps(doc["copy"]["reset_GBps"]),
                       f"D2D {_gbps(s['d2d_GBps'])}", _ratio(doc["copy"].get("ratio")))
+    for path, value in s.get("restore_GBps_by_path", {}).items():
+        label = "nvCOMP device" if path == "nvcomp" else path
+        rates.add_row(f"restore on the {label} path (median)", _gbps(value), f"pinned D2H {_gbps(s['d2h_GBps'])}",
+                      _ratio(value / s["d2h_GBps"] if value and s["d2h_GBps"] else None))
     console.print(rates)
+    paths = sorted({o.get("restore_path") for o in [first, *doc["later_process"], *doc["session"]]
+                    if o.get("restore_path")})
+    print("restore path: " + (", ".join("nvCOMP device" if p == "nvcomp" else p for p in paths) or "-")
+          + "".join(f"; {n}" for n in dict.fromkeys(n for o in [first, *doc["later_process"]]
+                                                     for n in o.get("notes", []))))
+    for path, value in s.get("restore_GBps_by_path", {}).items():
+        print(f"restore {path}: {_gbps(value)}")
+    if doc.get("host_later"):
+        print("later replays with MNEME_RESTORE=host: " + ", ".join(_s(o["wall_s"]) for o in doc["host_later"]))
     goals = Table(title="goals (issue 22, H100, 8 GiB)")
     goals.add_column("goal")
     goals.add_column("measured", justify="right")
@@ -295,6 +331,10 @@ def run(args) -> dict:
         for i in range(args.later):
             progress(f"later replay {i + 1}/{args.later} (fresh process, profile cached)")
             later.append(replay_process(db, rid, args.iterations, args.timeout))
+        host_later = []
+        for i in range(args.later if args.host_restore else 0):
+            progress(f"host-restore replay {i + 1}/{args.later} (fresh process, MNEME_RESTORE=host)")
+            host_later.append(replay_process(db, rid, args.iterations, args.timeout, host_restore=True))
         progress(f"{args.later} later replays in one session of this process; device bandwidths")
         session, copy = session_replays(instance, args.later, args.iterations)
     try:
@@ -303,7 +343,7 @@ def run(args) -> dict:
         progress(f"pinned D2H not measured: {type(error).__name__}: {tail(str(error), 1)}")
     return {"mib": args.mib, "device": first["device"], "instance": rid, "kernel": instance.kernel.demangled_name,
             "record_s": recorded_s, "first": first, "later_process": later, "session": session, "copy": copy,
-            "summary": summarize(nbytes, first, later, session, copy)}
+            "host_later": host_later, "summary": summarize(nbytes, first, later, session, copy, host_later)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds the recording and each replay process may take (default 900)")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    parser.add_argument("--host-restore", action="store_true",
+                        help="also time --later fresh-process replays restoring on the host (MNEME_RESTORE=host)")
     args = parser.parse_args(argv)
     if not 1 <= args.mib <= 16384 or args.later < 0 or args.iterations < 1:
         parser.error("--mib must be 1..16384, --later >= 0, --iterations >= 1")

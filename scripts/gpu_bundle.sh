@@ -30,6 +30,13 @@ trap 'rm -rf "$wheels"' EXIT
 ) 9>/tmp/mneme-gpu-bundle.lock
 [ "$(ls "$wheels"/*.whl | wc -l)" -ge 5 ] || { echo "gpu_bundle: a wheel failed to build" >&2; exit 1; }
 
+# nvCOMP (mneme-replay's device decompression): the GPU host's image has it; a host
+# without it restores on the host path. MNEME_BUNDLE_NVCOMP=1 carries the wheel (30 MB).
+if [ "${MNEME_BUNDLE_NVCOMP:-0}" = 1 ]; then
+  hatch run pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    -d "$wheels" 'nvidia-libnvcomp-cu13>=5,<7' 2>&1 | grep -v 'is ignored' || true
+fi
+
 # bundle.sh writes ./.gpu of the folder it runs in.
 stage="$(mktemp -d)"
 ( cd "$stage" && bash "$root/../shared/gpu/bundle.sh" "$wheels"/*.whl >/dev/null )

@@ -78,3 +78,24 @@ def test_a_failing_step_is_one_line_with_the_end_of_its_stderr(bench):
     text = "Traceback (most recent call last):\n  File x\n\nRuntimeError: out of memory\n"
     assert bench.tail(text, 2) == "File x | RuntimeError: out of memory"
     assert bench.tail("") == "(no output)"
+
+
+def test_report_says_which_restore_path_ran_and_its_rate(bench, capsys):
+    def one(wall, path, restore):
+        return bench.observation(wall, {"timings": {"restore": restore, "run": 0.1, "verify": 0.05},
+                                        "verified": True, "restore_path": path, "notes": []})
+
+    first, later = one(3.0, "nvcomp", 0.5), [one(0.9, "nvcomp", 0.4)]
+    session = [one(0.8, "nvcomp", 0.6)]
+    host_later = [one(6.0, "host", 4.0)]
+    summary = bench.summarize(GB, first, later, session, {"d2h_GBps": 50.0}, host_later)
+    assert summary["restore_GBps_by_path"]["nvcomp"] == pytest.approx(GB / 0.5 / 1e9)
+    assert summary["restore_GBps_by_path"]["host"] == pytest.approx(GB / 4.0 / 1e9)
+    doc = {"mib": 8192, "device": "NVIDIA H100", "instance": "abc/def", "kernel": "insert_keys(...)",
+           "record_s": None, "first": first, "later_process": later, "session": session,
+           "copy": {"d2h_GBps": 50.0}, "host_later": host_later, "summary": summary}
+    bench.print_report(doc)
+    out = capsys.readouterr().out
+    assert "restore path: nvCOMP device" in out
+    assert f"restore host: {GB / 4.0 / 1e9:.1f} GB/s" in out
+    assert "later replays with MNEME_RESTORE=host: 6.00 s" in out

@@ -391,6 +391,76 @@ def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
         os.close(fd)
 
 
+def stored_chunk_sizes(info: ArrayInfo) -> dict[int, int]:
+    """Bytes of each stored chunk file by index (absent chunks left out), with the checks
+    ``read_chunk_file`` makes: no symlinks, regular files no larger than a chunk can take.
+    For readers that place the stored bytes themselves (restore's device path)."""
+    limit = max_chunk_file_size(info.chunk_size)
+    sizes = {}
+    for index in stored_chunk_indices(info):
+        path = chunk_path(info.path, index)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise CorruptDataError(f"{path} is a symbolic link (not allowed in a database)")
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptDataError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise CorruptDataError(f"{path}: {st.st_size} bytes, more than a chunk can take ({limit})")
+        sizes[index] = st.st_size
+    return sizes
+
+
+def read_chunk_into(info: ArrayInfo, index: int, out: memoryview) -> None:
+    """Fill ``out`` with the stored bytes of chunk ``index``, whose file must hold exactly
+    ``len(out)`` bytes (its size from ``stored_chunk_sizes``); never follows a symlink."""
+    path = chunk_path(info.path, index)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptDataError(f"{path} is a symbolic link (not allowed in a database)") from None
+        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        if os.fstat(fd).st_size != len(out):
+            raise CorruptDataError(f"{path} changed size while it was read")
+        done = 0
+        while done < len(out):
+            got = os.readv(fd, [out[done:]])
+            if got == 0:
+                raise CorruptDataError(f"{path} changed size while it was read")
+            done += got
+    except IsADirectoryError:
+        raise CorruptDataError(f"{path} is a directory, expected a chunk file") from None
+    except OSError as exc:
+        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def check_frame(blob, expected_size: int, where: str) -> None:
+    """The checks ``decode_chunk`` makes before decompressing: the CRC-32C after the frame
+    and the content size the frame declares (exactly the chunk size)."""
+    if len(blob) < 4:
+        raise CorruptDataError(f"{where}: chunk truncated ({len(blob)} bytes)")
+    body = blob[:-4]
+    if crc32c.crc32c(body) != int.from_bytes(blob[-4:], "little"):
+        raise CorruptDataError(f"{where}: checksum mismatch (data corrupted on disk)")
+    declared = frame_content_size(bytes(body[:18]))
+    if declared != expected_size:
+        raise CorruptDataError(
+            f"{where}: chunk declares {declared} bytes, expected {expected_size}"
+            if declared is not None
+            else f"{where}: chunk is not a zstd frame with a declared size"
+        )
+
+
 def iter_chunk_indices(info: ArrayInfo) -> Iterable[int]:
     return range(info.chunk_count())
 

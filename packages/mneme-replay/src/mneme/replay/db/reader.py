@@ -540,6 +540,23 @@ class Instance:
         if info.encoding != "bytes":
             raise CorruptDataError(f"{info.path}: a prologue array must have encoding bytes")
 
+    def stored_array(self, side: str, name: str) -> tuple[ArrayInfo, str]:
+        """The prologue or epilogue array of a region as stored (its chunk files, for
+        readers that decompress them elsewhere: restore's device path) and its encoding,
+        checked as ``prologue`` and ``stored_epilogue`` check them."""
+        if side == layout.PROLOGUE:
+            info, _ = self._array(layout.PROLOGUE, name)
+            self._prologue_encoding(info)
+            return info, "bytes"
+        info, region = self._array(layout.EPILOGUE, name)
+        encoding = self._epilogue_encoding(info)
+        if encoding != self.epilogue_encoding(region.name):
+            raise CorruptDataError(
+                f"instance {self.id} region {name}: epilogue array is {encoding}, "
+                f"metadata says {self.epilogue_encoding(region.name)}"
+            )
+        return info, encoding
+
     def prologue(
         self, name: str, start: int = 0, stop: int | None = None, *, out: np.ndarray | None = None
     ) -> np.ndarray:
@@ -555,13 +572,7 @@ class Instance:
         """The epilogue array as stored, and its encoding: ``bytes`` (the bytes after the
         launch) or ``xor-prologue`` (their XOR with the prologue; zeros where a chunk is
         absent). For readers that resolve the XOR themselves (restore does it on the device)."""
-        info, region = self._array(layout.EPILOGUE, name)
-        encoding = self._epilogue_encoding(info)
-        if encoding != self.epilogue_encoding(region.name):
-            raise CorruptDataError(
-                f"instance {self.id} region {name}: epilogue array is {encoding}, "
-                f"metadata says {self.epilogue_encoding(region.name)}"
-            )
+        info, encoding = self.stored_array(layout.EPILOGUE, name)
         return encoding, read_range(info, start, stop, missing_is_zero=encoding != "bytes", out=out)
 
     def epilogue(

@@ -13,11 +13,14 @@ Recorded epilogues are uploaded once too, for on-device verification.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
+from . import device_decompress
+from .device_restore import DeviceRestore, DeviceRestoreFailed, Transfer, limits_for
 from .errors import RestoreError
 from .verify_kernels import RESULT_BYTES
 
@@ -184,12 +187,20 @@ class DeviceImage:
     """The recorded memory of one instance, live on one device.
 
     Use as a context manager or call ``close()``; closing releases every byte it mapped.
+    ``decompress``: where stored chunks decompress: "auto" (on the GPU with nvCOMP where
+    it loads, else on the host, ``restore_note`` saying why; ``MNEME_RESTORE=host`` keeps
+    it on the host), "host", or "device" (nvCOMP or RestoreError). ``restore_path`` says
+    which ran: "nvcomp" or "host".
     """
 
     def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0, verifier=None,
-                 progress=None):
+                 progress=None, decompress: str = "auto"):
+        if decompress not in ("auto", "host", "device"):
+            raise ValueError(f"decompress must be auto, host or device, not {decompress!r}")
         self.device = device
         self.instance = instance
+        self.restore_path, self.restore_note = "host", ""
+        self._decompress_mode = decompress
         self._progress = progress  # told the bytes of each batch streamed to the device
         # XOR epilogues are resolved on the device with the verifier's kernels (on the host
         # without one)
@@ -228,9 +239,14 @@ class DeviceImage:
         scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in checked)
         scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
         scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
-        # one batch of bytes in flight to the device (and twice that of delta staging)
+        # one batch of bytes in flight to the device (and twice that of delta staging, which
+        # the device path's chunks that decompress aside share)
         self._batch = min(_STREAM_BATCH, max((r.size for r in self.heap + self.globals_info), default=0))
-        scratch += 2 * self._batch
+        self._nvcomp = self._device_path(decompress, checked)
+        self._staging = 2 * self._batch if self._nvcomp is None else self._nvcomp[1].scratch
+        scratch += self._staging
+        if self._nvcomp is not None:
+            scratch += DeviceRestore.device_bytes(self._nvcomp[1], self._nvcomp[2]) + granularity
         scratch += self._flush_size()  # address space only until flush_l2 is used
         # every scratch allocation starts a fresh granule; keep room for that
         scratch += granularity * (len(self.spans) + len(managed) + len(every_peer_span) + 2 * len(regions) + 6)
@@ -298,41 +314,59 @@ class DeviceImage:
         self._allocations.append(allocation)
         return int(allocation.address)
 
+    def _device_path(self, mode: str, checked: list):
+        """(nvCOMP, batch limits, its scratch bytes) when chunks decompress on the device;
+        None (``restore_note`` saying why, one line) when they decompress on the host."""
+        if mode == "host" or (mode == "auto" and os.environ.get("MNEME_RESTORE", "").lower() == "host"):
+            if mode == "auto":
+                self.restore_note = "restore on the host (MNEME_RESTORE=host)"
+            return None
+        try:
+            if self.device.properties.backend != "cuda":
+                raise device_decompress.NvcompError(f"nvCOMP needs a CUDA device, not {self.device.properties.backend}")
+            nvcomp = device_decompress.load()
+            arrays = [self.instance.stored_array("prologue", r.name)[0] for r in self.heap + self.globals_info]
+            arrays += [self.instance.stored_array("epilogue", r.name)[0] for r in checked]
+            limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
+                                2 * self._batch)
+            return nvcomp, limits, nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed)
+        except device_decompress.NvcompError as error:
+            if mode == "device":
+                raise RestoreError(f"device decompression unavailable: {error}") from None
+            self.restore_note = f"restore on the host: {error}"
+            return None
+
     def _restore(self, info, checked: list) -> None:
         """Each region's prologue to its address (and the epilogues of ``checked`` to
-        scratch for verification), streamed: chunks decompress on the pool's threads into
-        two page-locked batches that alternate, each copied to the device while the next
-        one decompresses, so no region is ever whole in host memory. An epilogue stored as
-        its XOR with the prologue is resolved on the device (the prologue is there already)."""
+        scratch for verification): decompressed on the device (device_restore.py), else
+        streamed from the host (``_restore_on_host``). An epilogue stored as its XOR with
+        the prologue is resolved on the device (the prologue is there already)."""
         device = self.device
         verify = {r.name for r in checked}
         self.expected: dict[str, int] = {}
         stream = device.stream()
-        batches = _Batches(device, stream, self._batch, self._progress)
         for span in self.spans:
             if not any(a.address == span.address for a in self._allocations):
                 self._allocations.append(self.space.allocate_at(span.address, span.size))
             device.fill(span.address, 0, span.size, stream)  # bytes between regions: zero
-        staging = self._allocate(2 * self._batch) if self._verifier is not None and verify else None
-        for region in self.heap:
-            batches.stream_in(region.size, region.address,
-                              lambda lo, hi, out, r=region: self._prologue(r, lo, hi, out))
+        # (region, prologue's device address): heap regions at theirs, globals in scratch
+        sources = [(r, int(r.address)) for r in self.heap]
+        sources += [(r, self._allocate(r.size)) for r in self.globals_info]
+        for region, _ in sources:
             if region.name in verify:
-                self._expect(region, region.address, batches, staging)
+                self.expected[region.name] = self._allocate(region.size)
+        needs_staging = self._nvcomp is not None or (self._verifier is not None and verify)
+        staging = self._allocate(self._staging) if needs_staging else None
+        if self._nvcomp is None or not self._restore_on_device(sources, staging, stream):
+            self._restore_on_host(sources, staging, stream)
         # pristine copies: one per span, the reset is one D2D copy per span
         self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)
         for span in self.spans:
             copy = self._allocate(span.size)
             device.copy_device_to_device(copy, span.address, span.size, stream)
             self.pristine.append((span.address, copy, span.size))
-        self.globals: list[_Global] = []
-        for region in self.globals_info:
-            pristine = self._allocate(region.size)
-            batches.stream_in(region.size, pristine, lambda lo, hi, out, r=region: self._prologue(r, lo, hi, out))
-            if region.name in verify:
-                self._expect(region, pristine, batches, staging)
-            self.globals.append(_Global(region, pristine, self.expected.get(region.name)))
-        batches.finish()
+        self.globals = [_Global(r, at, self.expected.get(r.name)) for r, at in sources if r.kind == "global"]
+        stream.synchronize()
         self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1))
         self.canary = None
         if self.slack:
@@ -342,16 +376,65 @@ class DeviceImage:
         self._flush: tuple[int, int] | None = None
         device.synchronize()
 
+    def _restore_on_device(self, sources: list, staging: int, stream) -> bool:
+        """nvCOMP decompresses every stored chunk on the device. False (``restore_note``
+        saying why) when it failed: the host path then writes everything again."""
+        nvcomp, limits, temp = self._nvcomp
+        transfers, copies = [], []
+        for region, at in sources:
+            transfers.append(Transfer(self.instance.stored_array("prologue", region.name)[0], at,
+                                      zeroed=region.kind != "global"))
+            expected = self.expected.get(region.name)
+            if expected is None:
+                continue
+            array, encoding = self.instance.stored_array("epilogue", region.name)
+            xor = encoding != "bytes"
+            if xor:
+                copies.append((expected, at, region.size))
+            transfers.append(Transfer(array, expected, xor=xor, missing_is_zero=xor))
+        from mneme.runtime import DriverError
+
+        try:
+            area = self._allocate(DeviceRestore.device_bytes(limits, temp))
+        except DriverError as error:
+            if getattr(error, "name", "") != "CUDA_ERROR_OUT_OF_MEMORY" or self._decompress_mode == "device":
+                raise
+            self.restore_note = (f"restore on the host: nvCOMP's batches need "
+                                 f"{DeviceRestore.device_bytes(limits, temp) >> 20} MiB more device memory than is free")
+            return False
+        restorer = DeviceRestore(self.device, nvcomp, limits, temp, area, staging, self._verifier, self._progress)
+        try:
+            restorer.run(transfers, copies, stream)
+        except DeviceRestoreFailed as error:
+            if self._decompress_mode == "device":
+                raise RestoreError(f"device decompression failed: {error}") from None
+            self.restore_note = f"restore on the host: {error}"
+            return False
+        self.restore_path = "nvcomp"
+        return True
+
+    def _restore_on_host(self, sources: list, staging: int | None, stream) -> None:
+        """Chunks decompress on the pool's threads into two page-locked batches that
+        alternate, each copied to the device while the next one decompresses, so no region
+        is ever whole in host memory."""
+        batches = _Batches(self.device, stream, self._batch, self._progress)
+        xor_staging = staging if self._verifier is not None else None
+        for region, at in sources:
+            batches.stream_in(region.size, at, lambda lo, hi, out, r=region: self._prologue(r, lo, hi, out))
+            if region.name in self.expected:
+                self._expect(region, at, batches, xor_staging)
+        batches.finish()
+
     def _fill_slack(self, stream=None) -> None:
         for s in self.slack:
             self.device.fill(s.address, CANARY, s.size, stream)
 
     def _expect(self, region, prologue_at: int, batches: _Batches, staging: int | None) -> None:
-        """The recorded epilogue of ``region`` into scratch. Stored whole: streamed in like
-        a prologue. Stored as its XOR with the prologue (at ``prologue_at`` on the device
-        now): the prologue copied, then each batch of the delta XORed in on the device; on
-        the host where there is no verifier to run the XOR."""
-        at = self.expected[region.name] = self._allocate(region.size)
+        """The recorded epilogue of ``region`` into its scratch. Stored whole: streamed in
+        like a prologue. Stored as its XOR with the prologue (at ``prologue_at`` on the
+        device now): the prologue copied, then each batch of the delta XORed in on the
+        device; on the host where there is no verifier to run the XOR."""
+        at = self.expected[region.name]
         encoding = self.instance.epilogue_encoding(region.name)
         if encoding == "bytes":
             batches.stream_in(region.size, at, lambda lo, hi, out: self._stored_epilogue(region, lo, hi, out))

@@ -46,6 +46,9 @@ class ReplayResult:
     #: verified replay of the session: the profile measured, or read from the database's
     #: cache), run, verify
     timings: dict[str, float] = field(default_factory=dict)
+    #: where the replay that restored decompressed the recorded memory: "nvcomp" (on the
+    #: GPU) or "host"; "" when this replay did not restore (restored earlier in the session)
+    restore_path: str = ""
     notes: list[str] = field(default_factory=list)
     #: region → class, for the regions the unchanged kernel does not reproduce bit for bit
     #: (engine/determinism.py); verification checked each by its class

@@ -353,6 +353,9 @@ class ReplaySession:
                 message = self._out_of_memory(message)
             raise self._driver_failure(message, error, RESTORE) from None
         result.timings["restore"] = time.perf_counter() - start
+        result.restore_path = image.restore_path
+        if image.restore_note:
+            result.notes.append(image.restore_note)
         return image
 
     def _out_of_memory(self, message: str) -> str:
