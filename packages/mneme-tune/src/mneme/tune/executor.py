@@ -481,6 +481,7 @@ class ReplayExecutor:
     def _dispatch(self) -> None:
         while not self._closing:
             self._assign()
+            self.spares.refill()  # (after the tasks are sent: a hand-over waits for no spawn)
             with self._lock:
                 commands, self._spare_commands = self._spare_commands, []
             for count in commands:

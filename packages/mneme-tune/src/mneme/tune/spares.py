@@ -240,7 +240,9 @@ class SparePool:
 
     def take(self, device: int | None) -> Any | None:
         """The readiest spare of ``device`` (prepared, else started, else the one that
-        started first), out of the pool, and its replacement started; None without one."""
+        started first), out of the pool; None without one. ``refill`` starts its
+        replacement (the executor calls it once the next task is sent: starting a process
+        takes milliseconds the hand-over need not wait)."""
         spares = []
         for spare in self.spares.get(device, []):
             if spare.process is not None and spare.process.is_alive():
@@ -249,7 +251,6 @@ class SparePool:
                 self._kill(spare)  # (died waiting: its pipe closed here)
         self.spares[device] = spares
         if not spares:
-            self.refill()
             return None
         spares.sort(key=self._readiness, reverse=True)
         spare = spares.pop(0)
@@ -258,5 +259,4 @@ class SparePool:
         self.handovers.append((device, ready_for))
         if self._expected > 0:
             self._burst_handovers += 1
-        self.refill()
-        return spare
+        return spare  # (its replacement starts at the next refill: after the next task is sent)
