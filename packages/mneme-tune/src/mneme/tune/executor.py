@@ -225,7 +225,8 @@ class ReplayExecutor:
         self.failures: collections.Counter[str] = collections.Counter()
         self._compile_pool = None
         self.archs: set[str | None] = set()
-        self.spares = SparePool(slots, self._spawn_spare, self._kill, _instance_bytes, spares)
+        self.spares = SparePool(slots, self._spawn_spare, self._kill, _instance_bytes, spares,
+                                _usable_cores())
         self._start_all()
         self.spares.spawn_ahead(expect_failures)
         self._tasks_done = 0

@@ -41,14 +41,20 @@ INSTANCE_COPIES = 3
 MEMORY_SHARE = 0.5
 
 
-def capacity(memory_free: int | None, instance_bytes: int) -> int:
+def capacity(memory_free: int | None, instance_bytes: int, cores: int | None = None) -> int:
     """Spares a device can hold: each a context plus the instance's copies, within
     MEMORY_SHARE of the memory free when its worker started (unknown, as for CPU workers,
-    which fault only under test hooks: CPU_SPARES)."""
+    which fault only under test hooks: CPU_SPARES); and at most one per two ``cores``
+    (at least two): spares starting side by side take CPU from the worker and the compile
+    pool (on 2 cores, 4 spares made a probe with 16 faults 20-30 % slower than 1)."""
     if memory_free is None:
-        return CPU_SPARES
-    each = CONTEXT_BYTES + INSTANCE_COPIES * min(instance_bytes, SPARE_RESTORE_BYTES)
-    return max(1, min(MAX_SPARES, int(memory_free * MEMORY_SHARE) // each))
+        fits = CPU_SPARES
+    else:
+        each = CONTEXT_BYTES + INSTANCE_COPIES * min(instance_bytes, SPARE_RESTORE_BYTES)
+        fits = min(MAX_SPARES, int(memory_free * MEMORY_SHARE) // each)
+    if cores is not None:
+        fits = min(fits, max(2, cores // 2))
+    return max(1, fits)
 
 
 class SparePool:
@@ -60,12 +66,13 @@ class SparePool:
 
     def __init__(self, devices: Iterable[int | None], spawn: Callable[[int | None], Any],
                  kill: Callable[[Any], None], instance_bytes: Callable[[Any], int],
-                 enabled: bool = True):
+                 enabled: bool = True, cores: int | None = None):
         self.devices = list(dict.fromkeys(devices))
         self._spawn = spawn
         self._kill = kill
         self._instance_bytes = instance_bytes
         self.enabled = enabled
+        self.cores = cores
         self.started = False  # spares are kept once the executor says so (after a baseline)
         self.spares: dict[int | None, list[Any]] = {d: [] for d in self.devices}
         #: per device, the memory free when its first worker started (from its hello)
@@ -84,7 +91,7 @@ class SparePool:
             self.memory_free[device] = int(hello["memory_free"])
 
     def capacity(self, device: int | None) -> int:
-        return capacity(self.memory_free.get(device), self._largest)
+        return capacity(self.memory_free.get(device), self._largest, self.cores)
 
     def target(self, device: int | None) -> int:
         """Spares to keep for ``device`` now: one, or during a burst of failures
