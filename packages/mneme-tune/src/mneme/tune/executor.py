@@ -51,9 +51,10 @@ __all__ = ["ReplayExecutor", "as_completed"]
 
 #: seconds a starting worker may take to report its device
 START_TIMEOUT = 120.0
-#: spares start once this many tasks have finished (or at the first restart): a context
-#: made and memory restored beside the first replays (a tuner's baseline and determinism
-#: profile) would disturb the times they measure
+#: spares are prepared (and, unless failures were expected at start, started) once this
+#: many tasks have finished, at the first restart or when failures are expected: memory
+#: restored beside the first replays (a tuner's baseline and determinism profile) would
+#: disturb the times they measure
 SPARE_AFTER_TASKS = 8
 
 
@@ -166,9 +167,10 @@ class ReplayExecutor:
     an Instance object). ``spares``: keep spare workers per device to replace a failed
     one at once (spares.py: one more process each, and on a GPU one more context holding
     a second copy of instances up to SPARE_RESTORE_BYTES; more while failures are
-    expected, ``expect_failures``: a count given here starts that burst's spare processes
-    with the workers, prepared after the first tasks). ``before_prepare``: like ``before_run``, called in a
-    spare with the instance key before it prepares it (tests make it slow).
+    expected, ``expect_failures``: a count given here starts that burst's spare
+    processes with the workers, prepared after the first tasks). ``before_prepare``:
+    like ``before_run``, called in a spare with the instance key before it prepares it
+    (tests make it slow).
     """
 
     def __init__(
