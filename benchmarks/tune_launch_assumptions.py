@@ -8,10 +8,12 @@ host has no clang, so build it here and carry it) holds four kernels that break 
 their launch shape: a shared array sized by a #define'd block size, __launch_bounds__ with
 a fixed warp count, a reduction assuming a power-of-two block, a TILE x TILE tile. It is
 recorded (unless --db names a recording), and each kernel is tuned over launch and
-pipeline. Printed per kernel: trials/s of the search, worker restarts, the trials spent
-on invalid launch shapes (all of them, and those after the shape was shown invalid), the
-shapes the probe found invalid, and start-up time (the tuner's whole run less its search)
-against search time.
+pipeline. Printed per kernel: trials/s of the search, worker restarts (and how many were
+handed to a prepared spare worker: context made, instance restored, code loaded), the
+median hand-over (the dispatcher's swap of the failed worker for the spare), the trials
+spent on invalid launch shapes (all of them, and those after the shape was shown
+invalid), the shapes the probe found invalid, and start-up time (the tuner's whole run
+less its search) against search time.
 
 Goals: >= 50 trials/s on every kernel, <= 10 % of the trials on shapes already shown
 invalid.
@@ -20,6 +22,7 @@ invalid.
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,8 +65,9 @@ def main() -> None:
         if run.returncode != 0:
             raise SystemExit(f"tune_launch_assumptions: recording failed: {run.stderr.strip()[-400:]}")
     table = Table(title=f"kernels that assume their launch shape: {args.trials} trials each")
-    for column in ("kernel", "trials/s", "restarts", "on invalid shapes", "after shown invalid",
-                   "invalid shapes", "start-up s", "search s"):
+    for column in ("kernel", "trials/s", "restarts", "by prepared spare", "hand-over ms",
+                   "on invalid shapes", "after shown invalid", "invalid shapes", "start-up s",
+                   "search s"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
     goals = []
     for name in KERNELS:
@@ -83,7 +87,10 @@ def main() -> None:
                 if tuner.region.runs_recorded_code(trial.params):
                     shown.add(shape)
         startup = outcome.elapsed - outcome.search_seconds
+        swaps = [r.seconds for r in outcome.restart_log if r.by_spare and r.seconds is not None]
+        prepared = sum(r.spare_prepared for r in outcome.restart_log)
         table.add_row(name, f"{outcome.trials_per_second:.1f}", str(outcome.restarts),
+                      str(prepared), f"{statistics.median(swaps) * 1000:.2f}" if swaps else "-",
                       str(on_invalid), str(after), str(len(tuner.region.invalid)),
                       f"{startup:.2f}", f"{outcome.search_seconds:.2f}")
         goals.append((f"{name}: >= 50 trials/s", outcome.trials_per_second >= 50))

@@ -17,6 +17,9 @@ Measured in one run, on every GPU count from 1 to the GPUs present (at most 2):
       memory above the device's limit: refused) against the same space where the variant
       changes nothing; the worker restarts of both.
 
+Kernels that assume their launch shape (the probe, restarts, trials on invalid shapes,
+hand-overs to spare workers) have their own case: benchmarks/tune_launch_assumptions.py.
+
 Every trial replays 5 timed iterations and verifies against the recording; repeated
 points are replayed again (no reuse), so trials/s counts real observations.
 Each is measured with the default SQLite storage and with a journal file: Optuna's

@@ -162,37 +162,41 @@ def test_a_sticky_driver_error_that_escaped_unclassified_retires_the_worker():
     assert failure_kind(DriverError("cuMemAlloc failed", 2, "CUDA_ERROR_OUT_OF_MEMORY")) == "error"
 
 
-def _spare_ready(pool, device=None, timeout=120.0) -> None:
+def _spare_ready(pool, device=None, timeout=120.0, count=1) -> None:
     import time
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if pool.spare_ready(device):
+        if pool.spare_ready(device, count):
             return
         time.sleep(0.05)
-    raise AssertionError("the spare worker did not start")
+    raise AssertionError(f"{count} spare worker(s) did not get ready")
+
+
+def _spare_pids(pool, device=None) -> set[int]:
+    return {s.process.pid for s in pool.spares.spares[device]}
 
 
 def test_a_ready_spare_takes_a_failed_workers_place_at_once():
     """A worker killed by its task is replaced by the spare started ahead (its instance
-    already opened there), not by a process started then; a new spare follows it."""
+    already prepared there), not by a process started then; a new spare follows it."""
     with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
         assert pool.submit(settings()).result(timeout=120).registers > 0
-        assert not pool._spares, "no spare beside the first replays (a baseline's times)"
+        assert not _spare_pids(pool), "no spare beside the first replays (a baseline's times)"
         assert all(f.result(timeout=120).registers > 0
                    for f in [pool.submit(settings()) for _ in range(SPARE_AFTER_TASKS)])
         _spare_ready(pool)
-        spare_pid = pool._spares[None].process.pid
+        (spare_pid,) = _spare_pids(pool)
         with pytest.raises(TrialFailed):
             pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
         assert pool.submit(settings("O1")).result(timeout=120).registers > 0
         assert pool._workers[0].process.pid == spare_pid
-        seconds, by_spare = pool.restart_log[0]
-        assert by_spare and seconds < 0.5, pool.restart_log
+        restart = pool.restart_log[0]
+        assert restart.by_spare and restart.spare_prepared and restart.seconds < 0.5, pool.restart_log
         # The next failure finds the next spare once it is up.
         _spare_ready(pool)
-        assert pool._spares[None].process.pid != spare_pid
+        assert spare_pid not in _spare_pids(pool)
         with pytest.raises(TrialFailed):
             pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
         assert pool.submit(settings("O2")).result(timeout=120).registers > 0
-        assert [by for _, by in pool.restart_log] == [True, True] and pool.restarts == 2
+        assert [r.by_spare for r in pool.restart_log] == [True, True] and pool.restarts == 2

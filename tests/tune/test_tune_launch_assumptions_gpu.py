@@ -66,7 +66,8 @@ def test_a_kernel_that_assumes_its_launch_shape_tunes_within_its_valid_region(re
     again = _after_failure(trials, tuner.region)
     print(f"\n{kernel}: {len(complete)} verified, {len(invalid)} failed on a launch shape "
           f"({len(tuner.region.invalid)} shapes found invalid), {len(again)} proposed again, "
-          f"{outcome.restarts} restarts, {outcome.trials_per_second:.1f} trials/s over "
+          f"{outcome.restarts} restarts ({sum(r.spare_prepared for r in outcome.restart_log)} "
+          f"to a prepared spare), {outcome.trials_per_second:.1f} trials/s over "
           f"{outcome.search_seconds:.1f} s of search ({outcome.elapsed:.1f} s in all)")
     assert complete and all(t.verified is True for t in complete)
     assert again == [], [(t.number, t.params) for t in again]

@@ -185,6 +185,17 @@ def test_the_probe_takes_at_most_half_the_budget_and_can_be_turned_off(tmp_path)
     assert tuner._probe_points(tuner.study, point, 60) == []
 
 
+def test_the_probe_runs_shapes_no_wider_than_the_recorded_one_first(tmp_path):
+    """Narrower blocks mostly fail cheaply (work left undone), wider ones fault: the
+    faults come last, when the spare workers kept for them are ready."""
+    tuner = _tuner(tmp_path, "random", trials=80)
+    point = tuner.bound[0].baseline()
+    blocks = [p["block_x"] for p in tuner._probe_points(tuner.study, point, 80)]
+    recorded = point["block_x"]
+    assert len(blocks) == 31 and any(b < recorded for b in blocks)
+    assert blocks == sorted(b for b in blocks if b <= recorded) + sorted(b for b in blocks if b > recorded)
+
+
 def _halve_grid(params, settings, ctx) -> ReplaySettings:
     if not params["half"]:
         return settings

@@ -27,10 +27,26 @@ def abort_on_poison(settings) -> None:
         os.abort()
 
 
+#: seconds a spare's prepare takes under slow_prepare (a large restore)
+SLOW_PREPARE_SECONDS = 1.5
+
+
+def slow_prepare(key) -> None:
+    """Worker hook: a spare's prepare (restore and code load) takes SLOW_PREPARE_SECONDS."""
+    time.sleep(SLOW_PREPARE_SECONDS)
+
+
 def abort_on_block_512(settings) -> None:
     """Worker hook: a candidate launched with blocks of 512 threads kills its worker, as a
     kernel with a 256-entry shared array faults at that size on a GPU."""
     if settings.replay.block == (512, 1, 1):
+        os.abort()
+
+
+def abort_on_wide_blocks(settings) -> None:
+    """Worker hook: blocks wider than 512 threads kill their worker, as a kernel whose
+    shared array is sized for 512 threads faults on them (16 of saxpy's 32 shapes)."""
+    if settings.replay.block and settings.replay.block[0] > 512:
         os.abort()
 
 

@@ -14,10 +14,10 @@ GPU between observations). With GPUs, compiling runs ahead on a pool of CPU proc
 that fill a shared on-disk compile cache, so a GPU worker mostly finds its cubin ready.
 Crash isolation: a worker that dies (kernel fault, sticky CUDA error, abort) or does not
 answer within ``timeout`` seconds (watchdog: it is killed) fails only its task, with the
-reason, and a spare worker takes its place at once: one spare per device is kept started
-(imports done, CUDA context made) and, for instances up to SPARE_RESTORE_BYTES, with the
-instances the workers were sent already restored, so a restart costs a hand-over instead
-of a process start, a context and a restore; a new spare is started behind it.
+reason, and a spare worker takes its place at once (spares.py: started ahead, context
+made, the instances restored and their code loaded, so a restart is a hand-over of the
+next task; a pool that grows while the tuner expects failures, refilled in the
+background).
 Without devices (``devices=None``) the workers compile only, on the CPUs.
 """
 
@@ -44,18 +44,17 @@ from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import CONTEXT_POISONED
 
 from .errors import DeviceSelectionError, TrialFailed, TuneError
+from .spares import SPARE_RESTORE_BYTES, SparePool
 from .worker import failure_kind, instance_key, precompile, resolved, worker_main
 
 __all__ = ["ReplayExecutor", "as_completed"]
 
 #: seconds a starting worker may take to report its device
 START_TIMEOUT = 120.0
-#: a spare worker restores an instance ahead when its memory is at most this large (it
-#: holds a second copy on the device while it waits)
-SPARE_RESTORE_BYTES = 1 << 30
-#: spares start once this many tasks have finished (or at the first restart): a context
-#: made and memory restored beside the first replays (a tuner's baseline and determinism
-#: profile) would disturb the times they measure
+#: spares are prepared (and, unless failures were expected at start, started) once this
+#: many tasks have finished, at the first restart or when failures are expected: memory
+#: restored beside the first replays (a tuner's baseline and determinism profile) would
+#: disturb the times they measure
 SPARE_AFTER_TASKS = 8
 
 
@@ -86,6 +85,35 @@ class _Worker:
     prepared: set[str] = field(default_factory=set)
     #: of those, the ones it has answered (or that needed no answer)
     restored: set[str] = field(default_factory=set)
+    #: when a spare had answered every instance it was sent (its hand-over sends a task only)
+    ready_since: float | None = None
+
+
+@dataclass
+class Restart:
+    """One worker restart: whether a spare took the slot, whether that spare was prepared
+    (every instance restored, its code loaded), and the seconds the hand-over took in the
+    dispatcher (None for a fresh process: ready when it has started)."""
+
+    seconds: float | None
+    by_spare: bool
+    spare_prepared: bool = False
+
+
+def _worker_context():
+    """How worker processes start: forked from a server process (``forkserver``, the
+    default) that imported the worker's modules once and never initialises CUDA (cuInit
+    runs at a process's first device use), so a worker or spare starts in ~50 ms instead
+    of ~0.5-0.7 s of imports, and makes its own CUDA context after the fork; or, with
+    MNEME_WORKER_START=spawn, as a fresh interpreter each."""
+    method = os.environ.get("MNEME_WORKER_START", "forkserver")
+    if method not in ("spawn", "forkserver"):
+        raise TuneError(f"MNEME_WORKER_START={method!r}: use spawn or forkserver")
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["mneme.tune.worker", "mneme.replay.engine",
+                                        "mneme.replay.jit"])
+    return context
 
 
 def _usable_cores() -> int:
@@ -136,9 +164,13 @@ class ReplayExecutor:
     for CPU workers, which compile themselves). ``before_run``: a
     picklable callable run in the worker with the settings before each replay (tests use
     it to make a worker die). ``instance``: the default instance of ``submit`` (an id or
-    an Instance object). ``spares``: keep a spare worker per device to replace a failed
-    one at once (one more process, and on a GPU one more context holding a second copy
-    of instances up to SPARE_RESTORE_BYTES).
+    an Instance object). ``spares``: keep spare workers per device to replace a failed
+    one at once (spares.py: one more process each, and on a GPU one more context holding
+    a second copy of instances up to SPARE_RESTORE_BYTES; more while failures are
+    expected, ``expect_failures``: a count given here starts that burst's spare
+    processes with the workers, prepared after the first tasks). ``before_prepare``:
+    like ``before_run``, called in a spare with the instance key before it prepares it
+    (tests make it slow).
     """
 
     def __init__(
@@ -154,6 +186,8 @@ class ReplayExecutor:
         cache_dir: str | os.PathLike | None = None,
         before_run: Callable[[ReplaySettings], None] | None = None,
         spares: bool = True,
+        before_prepare: Callable[[str], None] | None = None,
+        expect_failures: int = 0,
     ):
         self._db = database if isinstance(database, Database) else None
         # absolute: the instances carry the path to processes started later, anywhere
@@ -168,7 +202,8 @@ class ReplayExecutor:
             cache_dir = self._tmp.name
         self.cache_dir = str(cache_dir)
         self._context = multiprocessing.get_context("spawn")  # CUDA must not be forked
-        self._spec_extra = {"before_run": before_run}
+        self._worker_context = _worker_context()
+        self._spec_extra = {"before_run": before_run, "before_prepare": before_prepare}
         if self.devices is not None:
             if not self.devices:
                 raise DeviceSelectionError("--devices names no GPU")
@@ -176,27 +211,26 @@ class ReplayExecutor:
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
         self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
-        #: per device (None: the CPU workers), a worker started ahead to replace a failed one
-        self._spares: dict[int | None, _Worker] = {}
-        #: the instances the workers were sent, which spares restore ahead
-        self._sent: dict[str, Instance] = {}
-        #: per restart, whether a spare took the slot and the seconds the hand-over took
-        #: (None for a fresh process: ready when it has started; benchmarks/worker_restart.py)
-        self.restart_log: list[tuple[float | None, bool]] = []
+        #: the instances the workers were sent and a task's settings for each, which
+        #: spares prepare ahead
+        self._sent: dict[str, tuple[Instance, str]] = {}
+        #: every restart (benchmarks/worker_restart.py)
+        self.restart_log: list[Restart] = []
         self._pending: collections.deque[_Task] = collections.deque()
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
         self._closing = False
         self._inflight: set[Future] = set()
+        self._spare_commands: list[int] = []  # expect_failures counts, for the dispatcher
         self._compiled: set[tuple] = set()  # code variants the compile pool has built
         self.failures: collections.Counter[str] = collections.Counter()
         self._compile_pool = None
         self.archs: set[str | None] = set()
+        self.spares = SparePool(slots, self._spawn_spare, self._kill, _instance_bytes, spares,
+                                _usable_cores())
         self._start_all()
-        self._use_spares = spares
-        self._spare_devices = list(dict.fromkeys(slots))
-        self._spares_started = False
+        self.spares.spawn_ahead(expect_failures)
         self._tasks_done = 0
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
@@ -213,9 +247,9 @@ class ReplayExecutor:
     # -- workers ---------------------------------------------------------------------------
 
     def _spawn(self, worker: _Worker) -> None:
-        parent, child = self._context.Pipe()
+        parent, child = self._worker_context.Pipe()
         spec = {"device": worker.device, "cache_dir": self.cache_dir, **self._spec_extra}
-        process = self._context.Process(
+        process = self._worker_context.Process(
             target=worker_main, args=(child, spec), name=f"mneme-worker-{worker.slot}", daemon=True
         )
         process.start()
@@ -244,6 +278,7 @@ class ReplayExecutor:
                     )
                 raise TuneError(f"a worker could not start: {reason}")
             worker.ready, worker.hello = True, message[1]
+            self.spares.note_hello(worker.device, message[1])
             # CPU workers compile for the recorded arch: precompile with no override
             self.archs.add(message[1].get("arch"))
 
@@ -282,78 +317,39 @@ class ReplayExecutor:
         worker.restarts += 1
         if self._closing:
             return
-        spare = self._spares.pop(worker.device, None)
-        if spare is not None and spare.ready and spare.process.is_alive():
-            # The spare takes the slot as it is: started, its instances restored.
-            worker.process, worker.conn, worker.ready, worker.task = spare.process, spare.conn, True, None
+        self.spares.start()  # failures have begun: the next one finds a spare
+        spare = self.spares.take(worker.device)
+        if spare is not None:
+            # The readiest spare takes the slot as it is (prepared: the next task is all it
+            # needs; still starting: further along than a process started now).
+            prepared = self.spares.is_prepared(spare, self._sent)
+            worker.process, worker.conn, worker.ready, worker.task = (
+                spare.process, spare.conn, spare.ready, None)
             worker.hello, worker.known, worker.started = spare.hello, spare.known, spare.started
-            self.restart_log.append((time.monotonic() - began, True))
+            self.restart_log.append(Restart(time.monotonic() - began, True, prepared))
         else:
-            if spare is not None:
-                self._kill(spare)
             self._spawn(worker)
-            self.restart_log.append((None, False))
-        if self._spares_started:
-            self._start_spare(worker.device)
-        else:
-            self._start_spares()  # failures have begun: the next one finds a spare
+            self.restart_log.append(Restart(None, False))
 
     # -- spares --------------------------------------------------------------------------------
 
-    def _start_spares(self) -> None:
-        if not self._spares_started:
-            self._spares_started = True
-            for device in self._spare_devices:
-                self._start_spare(device)
-
-    def _start_spare(self, device: int | None) -> None:
-        if self._closing or not self._use_spares:
-            return
+    def _spawn_spare(self, device: int | None) -> _Worker:
         spare = _Worker(-1, device)
         self._spawn(spare)
-        self._spares[device] = spare
+        return spare
 
-    def _prepare_spares(self) -> None:
-        """Send each ready spare the instances the workers were sent that it has not
-        restored yet (small enough to hold twice)."""
-        for spare in self._spares.values():
-            if not spare.ready:
-                continue
-            for key, instance in list(self._sent.items()):
-                if key in spare.prepared:
-                    continue
-                spare.prepared.add(key)
-                if spare.device is not None and _instance_bytes(instance) > SPARE_RESTORE_BYTES:
-                    spare.restored.add(key)  # restored at its first replay, as without a spare
-                    continue
-                try:
-                    spare.conn.send(("prepare", key, instance))
-                except (OSError, BrokenPipeError):
-                    break
-                spare.known.add(key)
+    def expect_failures(self, count: int) -> None:
+        """Up to ``count`` of the next tasks may end their worker (the probe of launch
+        shapes): spares for them are made ahead and as they are taken; 0 when that is
+        over (the pool shrinks back to one spare per device)."""
+        with self._lock:
+            self._spare_commands.append(count)
+        self._wake_w.send(b"")
 
-    def spare_ready(self, device: int | None = None) -> bool:
-        """Whether the spare of ``device`` (None: the CPU workers) has started and restored
-        every instance the workers were sent, so a restart now is a hand-over."""
-        spare = self._spares.get(device)
-        return (spare is not None and spare.ready
-                and self._sent.keys() <= spare.restored)
-
-    def _receive_spare(self, spare: _Worker) -> None:
-        try:
-            message = spare.conn.recv()
-        except (EOFError, OSError):
-            self._kill(spare)
-            self._spares.pop(spare.device, None)
-            self._start_spare(spare.device)
-            return
-        if message[0] == "hello":
-            spare.ready, spare.hello = True, message[1]
-        elif message[0] in ("prepared", "unprepared"):
-            spare.restored.add(message[1])
-        elif message[0] == "fatal":
-            self._kill(spare)  # a spare that cannot start: restarts spawn as before
-            self._spares.pop(spare.device, None)
+    def spare_ready(self, device: int | None = None, count: int = 1) -> bool:
+        """Whether ``count`` spares of ``device`` (None: the CPU workers) have started and
+        prepared every instance the workers were sent, so a restart now is a hand-over."""
+        return self.spares.ready_count(device, list(self._sent)) >= count
 
     # -- tasks -------------------------------------------------------------------------------
 
@@ -453,7 +449,7 @@ class ReplayExecutor:
                 self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
                 continue
             worker.known.add(task.key)
-            self._sent.setdefault(task.key, task.instance)
+            self._sent.setdefault(task.key, (task.instance, task.settings_json))
             task.started = time.monotonic()
             worker.task = task
 
@@ -467,6 +463,7 @@ class ReplayExecutor:
         kind = message[0]
         if kind == "hello":
             worker.ready, worker.hello = True, message[1]
+            self.spares.note_hello(worker.device, message[1])
             return
         if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
             return
@@ -504,11 +501,16 @@ class ReplayExecutor:
     def _dispatch(self) -> None:
         while not self._closing:
             self._assign()
+            self.spares.refill()  # (after the tasks are sent: a hand-over waits for no spawn)
+            with self._lock:
+                commands, self._spare_commands = self._spare_commands, []
+            for count in commands:
+                self.spares.expect_failures(count)
             if self._tasks_done >= SPARE_AFTER_TASKS:
-                self._start_spares()
-            self._prepare_spares()
+                self.spares.start()
+            self.spares.prepare(self._sent)
             conns = {w.conn: w for w in self._workers if w.conn is not None}
-            spares = {s.conn: s for s in self._spares.values() if s.conn is not None}
+            spares = self.spares.connections()
             try:
                 ready = wait([*conns, *spares, self._wake_r], timeout=0.5)
             except OSError:
@@ -520,8 +522,8 @@ class ReplayExecutor:
                     continue
                 if conn in spares:
                     spare = spares[conn]
-                    if self._spares.get(spare.device) is spare:
-                        self._receive_spare(spare)
+                    if self.spares.owns(spare):
+                        self.spares.receive(spare)
                     continue
                 worker = conns[conn]
                 if worker.conn is conn:
@@ -543,7 +545,7 @@ class ReplayExecutor:
             self._pending.clear()
         for task in pending + [w.task for w in self._workers if w.task is not None]:
             self._finish(task, error=TrialFailed("error", "the executor was shut down"))
-        everyone = [*self._workers, *self._spares.values()]
+        everyone = [*self._workers, *self.spares.close()]
         for worker in everyone:
             if worker.conn is not None:
                 try:

@@ -18,6 +18,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import json
+import math
 import os
 import random
 import statistics
@@ -170,6 +171,8 @@ class TuneOutcome:
     #: workers replaced during this run (only failures that poison a CUDA context, or a
     #: dead or hung worker, cost one)
     restarts: int = 0
+    #: each worker restart (executor.Restart: by a spare, was it prepared, hand-over seconds)
+    restart_log: list = field(default_factory=list)
     #: what the configurations were tuned on (database, kernel, instances, code)
     identity: dict[str, Any] = field(default_factory=dict)
     #: the best against the recorded configuration, each measured again (see confirm())
@@ -478,6 +481,7 @@ class Tuner:
             self.db, devices=o.devices, workers_per_device=o.workers_per_device,
             cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
             timeout=o.trial_timeout, before_run=o.before_run,
+            expect_failures=self._probe_estimate(),
         )
         try:
             signature = self.bound[0].signature()
@@ -516,6 +520,9 @@ class Tuner:
                     study.enqueue_trial(p)
             search_start = time.monotonic()
             self._probe_keys = {json.dumps(p, sort_keys=True) for p in probes}
+            # Most probe trials may fault (a kernel that assumes its block size): spares
+            # for them are kept ready until the probe has answered.
+            executor.expect_failures(len(probes))
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             study.flush()  # every trial in the storage before the results are read
             study.pull()
@@ -524,6 +531,7 @@ class Tuner:
             outcome.confirmation = self.confirm(executor, study, outcome)
             baseline = study.user_attrs.get(BASELINE_ATTR, baseline)
             restarts = executor.restarts
+            restart_log = list(executor.restart_log)
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
@@ -534,9 +542,20 @@ class Tuner:
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
         outcome.search_seconds = search
         outcome.restarts = restarts
+        outcome.restart_log = restart_log
         outcome.confirmation = confirmation
         outcome.identity = self.identity()
         return outcome
+
+    def _probe_estimate(self) -> int:
+        """Probe trials this run may have, before the device's limits are known (the
+        executor starts spare processes for them beside the baseline)."""
+        o = self.options
+        if not o.probe or not self.region.active or self.sampler_name == "grid" \
+                or self.bound[0].baseline() is None:
+            return 0
+        shapes = math.prod(p.size for p in self.region.params)
+        return max(0, min(shapes - 1, int(o.trials * PROBE_SHARE)))
 
     def _probe_points(self, study, point, budget: int) -> list[dict[str, Any]]:
         """The launch shapes to try with the recorded code before the search (none for the
@@ -693,7 +712,10 @@ class Tuner:
                 inflight.pop(f, None)
             for number in [n for n, entry in trials_of.items() if all(f.done() for f in entry[3])]:
                 trial, point, all_settings, futures, screening = trials_of.pop(number)
-                probing.discard(number)
+                if number in probing:
+                    probing.discard(number)
+                    if not probing and not probe_keys:
+                        executor.expect_failures(0)  # the probe has answered: one spare
                 settings = all_settings[0]
                 attrs: dict[str, Any] = {"settings": settings.to_dict()}
                 errors = [f.exception() for f in futures if f.exception() is not None]

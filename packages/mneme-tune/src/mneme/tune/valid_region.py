@@ -231,6 +231,12 @@ class LaunchRegion:
                 points.append(point)
         if len(points) > limit:
             points = rng.sample(points, limit)
+        # Shapes no wider than the recorded one first: a kernel sized for its recorded block
+        # mostly leaves work undone with fewer threads (a cheap failure) and faults with more
+        # (a restart), so the spare workers kept for the probe are ready when faults begin.
+        recorded_threads = self._traits_of(self.shape_of(recorded))[0]
+        points.sort(key=lambda point: (self._traits_of(self.shape_of(point))[0] > recorded_threads,
+                                       self._traits_of(self.shape_of(point))[0]))
         return points
 
     def draw(self, rng: random.Random) -> Shape:

@@ -6,10 +6,12 @@ The parent talks to a worker over a ``multiprocessing`` pipe:
     parent → worker   (task_id, key, instance or None, settings_json)  ...  None to stop
     worker → parent   ("ok", task_id, result_dict)  or  (kind, task_id, message)
 
-A spare worker (started ahead, to take a failed worker's place at once) may first be told
-to prepare an instance, so its memory is restored before it is needed:
+A spare worker (started ahead, to take a failed worker's place at once) is first told to
+prepare each instance with the settings of a task the workers were sent, so that everything
+its first replay would do before launching (compile, module load, restore with the pristine
+copy, stream, clock) is done before it is needed, no kernel run:
 
-    parent → worker   ("prepare", key, instance)
+    parent → worker   ("prepare", key, instance, settings_json)
     worker → parent   ("prepared", key)  or  ("unprepared", key, message)
 
 The parent resolves each instance once and sends it (a mneme.replay.db Instance: it pickles
@@ -113,7 +115,7 @@ def device_hello(device) -> dict[str, Any]:
     from mneme.replay.engine import arch_of
 
     p = device.properties
-    return {
+    hello = {
         "name": device.name,
         "arch": arch_of(device.compute_capability),
         "max_threads_per_block": int(p.max_threads_per_block),
@@ -123,10 +125,16 @@ def device_hello(device) -> dict[str, Any]:
         "max_shared_memory_per_block_optin": int(p.max_shared_memory_per_block_optin),
         "pid": os.getpid(),
     }
+    try:  # (bounds how many spare workers the device can hold)
+        hello["memory_free"], hello["memory_total"] = (int(x) for x in device.memory_info())
+    except Exception:  # noqa: BLE001 - unknown: one spare
+        pass
+    return hello
 
 
 def worker_main(conn, spec: dict[str, Any]) -> None:
-    """Entry point of a worker process (``spec``: device, cache_dir, before_run)."""
+    """Entry point of a worker process (``spec``: device, cache_dir, before_run,
+    before_prepare)."""
     device_ordinal = spec.get("device")
     device = None
     try:
@@ -146,6 +154,7 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
         return
     conn.send(("hello", hello))
     before_run = spec.get("before_run")
+    before_prepare = spec.get("before_prepare")  # (tests: a slow restore)
     instances: dict[str, Any] = {}  # key -> Instance, as the parent sent them
     from mneme.replay.engine import ReplaySettings
 
@@ -157,19 +166,15 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
         if message is None:
             break
         if message[0] == "prepare":
-            _, key, instance = message
+            _, key, instance, settings_json = message
             instances[key] = instance
             try:
-                session = pool.get(key, instance)
-                if device is not None:
-                    session.image()  # the memory restored now, not at the first replay
-                # The compiler warmed up on the recorded code (on the CPU: no kernel runs
-                # beside the worker being timed), so the first replay pays no set-up.
-                from mneme.replay.engine import ReplayConfig
-                from mneme.replay.jit import CompileConfig
-
-                session.run(CompileConfig(), ReplayConfig(compile_only=True, verify=False))
-            except Exception as error:  # noqa: BLE001 - the first replay restores it then
+                if before_prepare is not None:
+                    before_prepare(key)
+                settings = ReplaySettings.from_json(settings_json)
+                # No kernel runs beside the worker being timed: prepare stops at the launch.
+                pool.get(key, instance).prepare(settings.compile, settings.replay)
+            except Exception as error:  # noqa: BLE001 - the first replay does it then
                 conn.send(("unprepared", key, f"{type(error).__name__}: {error}"))
                 continue
             conn.send(("prepared", key))

@@ -285,6 +285,40 @@ class ReplaySession:
         except DriverError as error:  # a driver call no step below names
             raise self._driver_failure(f"device error: {error}", error, ERROR) from None
 
+    def prepare(self, compile: CompileConfig | None = None,
+                replay: ReplayConfig | None = None) -> None:
+        """Everything the first replay of these settings does before its first launch, done
+        now and no kernel of the instance run: the code compiled and loaded, the memory
+        restored (with its pristine copy on the device), the stream, the clock (CUPTI, NVML)
+        and the stored determinism profile. A spare worker does this while it waits, so the
+        trial it takes over pays only its launches (a different launch shape or code loads
+        its own module then)."""
+        from mneme.runtime import DriverError
+
+        base = compile or CompileConfig()
+        replay = replay or ReplayConfig()
+        if replay.compile_only or not self.gpu:
+            self._run(base, ReplayConfig(compile_only=True, verify=False, arch=replay.arch))
+            return
+        grid, block, _ = self.launch_shape(replay)
+        arch, _ = self.target_arch(replay, False)
+        config = derive_compile_config(base, self.kernel, self.instance, replay, grid, block,
+                                       arch, self.args)
+        compiled, _ = self.compile(config)
+        try:
+            image = self.image()
+            if replay.verify and replay.determinism_runs and self._profile is None:
+                self._profile = nd.load_profile(self.instance)  # (measuring it would run kernels)
+            loaded = self._load(compiled)
+            image.bind_module(loaded.module)
+            _ = loaded.function.attributes  # (the driver loads a lazily loaded function now)
+            if self._stream is None:
+                self._stream = self.device.stream()
+            if self._clock is None:
+                self._clock = timing.KernelClock(self.device, replay.device)
+        except DriverError as error:
+            raise self._driver_failure(f"preparing the replay failed: {error}", error, ERROR) from None
+
     def _run(self, compile: CompileConfig | None, replay: ReplayConfig | None) -> ReplayResult:
         base = compile or CompileConfig()
         replay = replay or ReplayConfig()

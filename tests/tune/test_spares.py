@@ -1,0 +1,141 @@
+"""Spare workers (CPU, compile-only; a worker hook aborts as a kernel fault ends a worker):
+a spare is prepared before it is needed, a hand-over waits on nothing, the pool grows for
+a burst of failures and refills behind it, and its size is bounded by device memory."""
+
+import time
+
+import pytest
+from mneme.replay.db import Database
+from mneme.replay.engine import ReplayConfig, ReplaySession, ReplaySettings
+from mneme.replay.jit import CompileCache, CompileConfig
+from mneme.tune import ReplayExecutor, TrialFailed, TuneOptions, Tuner
+from mneme.tune.spares import CONTEXT_BYTES, CPU_SPARES, MAX_SPARES, SPARE_RESTORE_BYTES, capacity
+from test_executor import _spare_pids, _spare_ready
+from tune_support import (
+    GOLDEN,
+    POISON_REGISTERS,
+    SAXPY,
+    SLOW_PREPARE_SECONDS,
+    abort_on_poison,
+    abort_on_wide_blocks,
+    slow_prepare,
+)
+
+
+def settings(level="O3", block=None, registers=None):
+    return ReplaySettings(CompileConfig.for_level(level, max_registers=registers),
+                          ReplayConfig(block=block, compile_only=True))
+
+
+def _poison(pool) -> None:
+    with pytest.raises(TrialFailed):
+        pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
+
+
+def test_capacity_is_what_the_free_device_memory_holds():
+    gib = 1 << 30
+    # a small instance: a context each, within half the free memory
+    assert capacity(8 * gib, 1 << 20) == (4 * gib) // (CONTEXT_BYTES + 3 * (1 << 20))
+    assert capacity(80 * gib, 0) == MAX_SPARES  # never more than MAX_SPARES
+    assert capacity(gib // 4, 0) == 1  # always one
+    assert capacity(None, 0) == CPU_SPARES  # CPU workers: no device memory
+    # an instance too large to restore ahead is not held by the spares
+    assert capacity(8 * gib, 5 * gib) == capacity(8 * gib, SPARE_RESTORE_BYTES)
+    # and one per two cores (at least two): starting spares take CPU
+    assert capacity(80 * gib, 0, cores=16) == 8 and capacity(80 * gib, 0, cores=2) == 2
+    assert capacity(None, 0, cores=64) == CPU_SPARES
+
+
+def test_prepare_does_a_replays_set_up_for_the_settings_it_is_given():
+    """What a spare does while it waits: the code of the task's settings is compiled (and
+    on a GPU loaded, the memory restored), so its first replay finds it."""
+    instance = Database.open(GOLDEN).instance(SAXPY)
+    chosen = ReplaySettings(CompileConfig.for_level("O1"), ReplayConfig(block=(64, 1, 1)))
+    with ReplaySession(instance, gpu=False, cache=CompileCache(None)) as session:
+        session.prepare(chosen.compile, chosen.replay)
+        result = session.run(chosen.compile, chosen.replay)
+        assert result.compile_cached and result.compile_only
+        assert session.run(CompileConfig.for_level("O2")).compile_cached is False
+
+
+def test_a_spare_is_ready_only_once_prepared_and_then_the_handover_sends_a_task_only():
+    """A spare whose prepare is slow (a large restore) is not counted ready until it has
+    answered; once it is, a failure's next task takes no longer than a task does (it would
+    take SLOW_PREPARE_SECONDS more if the hand-over waited on the prepare)."""
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison,
+                        before_prepare=slow_prepare) as pool:
+        pool.expect_failures(1)  # (the pool starts now, not after the first tasks)
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        deadline = time.monotonic() + 120
+        while not any(s.ready for s in pool.spares.spares[None]):  # started, preparing
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert not pool.spare_ready(), "ready before its prepare answered"
+        _spare_ready(pool)
+        (spare_pid,) = _spare_pids(pool)
+        _poison(pool)
+        start = time.monotonic()
+        assert pool.submit(settings("O1")).result(timeout=120).registers > 0
+        assert time.monotonic() - start < SLOW_PREPARE_SECONDS / 3
+        assert pool._workers[0].process.pid == spare_pid
+        restart = pool.restart_log[0]
+        assert restart.by_spare and restart.spare_prepared, pool.restart_log
+
+
+def test_a_starting_spare_takes_the_slot_rather_than_a_fresh_process():
+    """A failure before the spare is ready gives the slot the spare as it is (further
+    along than a process started then), and the next task runs there."""
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        pool.expect_failures(1)
+        deadline = time.monotonic() + 30
+        while not _spare_pids(pool):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (starting,) = _spare_pids(pool)
+        _poison(pool)
+        assert pool.submit(settings("O1")).result(timeout=120).registers > 0
+        assert pool._workers[0].process.pid == starting
+        assert pool.restart_log[0].by_spare, pool.restart_log
+
+
+def test_the_pool_grows_for_a_burst_of_failures_refills_and_shrinks_after():
+    """While failures are expected (the probe), several spares are kept ready: failures in
+    a row are each handed over to a prepared spare; the pool refills behind them, and
+    shrinks to one spare when the burst is over."""
+    burst = 2  # (spares are bounded by cores: two on the smallest machines)
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        pool.expect_failures(burst)
+        _spare_ready(pool, count=burst)
+        first = _spare_pids(pool)
+        for _ in range(burst):
+            _poison(pool)
+        assert pool.submit(settings("O1")).result(timeout=120).registers > 0
+        assert [(r.by_spare, r.spare_prepared) for r in pool.restart_log] == [(True, True)] * burst
+        assert pool._workers[0].process.pid in first
+        _spare_ready(pool, count=burst)  # refilled: new processes
+        assert not _spare_pids(pool) & first
+        pool.expect_failures(0)
+        deadline = time.monotonic() + 30
+        while len(pool.spares.spares[None]) != 1:
+            assert time.monotonic() < deadline, pool.spares.spares
+            time.sleep(0.02)
+        _poison(pool)
+        assert pool.submit(settings("O2")).result(timeout=120).registers > 0
+        assert pool.restarts == burst + 1
+
+
+def test_the_probes_faults_are_handed_to_spares_kept_for_them(tmp_path):
+    """The tuner's probe tries every launch shape with the recorded code; 16 of them end
+    their worker. Spares are kept for the probe (started beside the baseline), so every
+    one of those restarts is a hand-over to a spare, never a process started then."""
+    options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", study="probe-spares",
+                          before_run=abort_on_wide_blocks)
+    outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
+    crashed = [t for t in outcome.trials if t.failure == "crashed"]
+    assert len(crashed) == 16 and outcome.restarts == 16
+    assert len(outcome.restart_log) == 16
+    assert all(r.by_spare for r in outcome.restart_log), outcome.restart_log
+    assert any(r.spare_prepared for r in outcome.restart_log), outcome.restart_log
