@@ -82,7 +82,9 @@ def test_the_library_binds_without_a_gpu(monkeypatch, no_cache):
     large = nvcomp.temp_size(64, 4 << 20, 256 << 20)
     assert 0 < small < large
     limits = limits_for(4 << 20, 8 << 30, 512 << 20)
-    assert nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed) < 4 << 30
+    # the scratch of a default batch: about 3 bytes per byte (batch_bytes keeps it within
+    # 1/16 of free device memory)
+    assert nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed) < 4 * limits.uncompressed
 
 
 def test_chunk_files_read_and_check(tmp_path):
@@ -220,3 +222,13 @@ def test_zero_frames_are_recognised(tmp_path):
     assert is_zero(read_chunk_file(zeros, 0)[:-4], CHUNK)
     assert not is_zero(read_chunk_file(ones, 0)[:-4], CHUNK)
     assert not is_zero(b"\x00" * 10, CHUNK)  # not a frame
+
+
+def test_batches_fill_the_gpu_within_free_memory():
+    """Batches are as large as allowed (many chunks per nvCOMP call), their scratch within
+    1/16 of free device memory, never below 256 MiB."""
+    from mneme.replay.engine.device_restore import BATCH_BYTES, batch_bytes
+
+    assert batch_bytes(139 << 30) == BATCH_BYTES
+    assert batch_bytes(16 << 30) == 1 << 30
+    assert batch_bytes(1 << 30) == 256 << 20

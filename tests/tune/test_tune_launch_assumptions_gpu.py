@@ -74,4 +74,5 @@ def test_a_kernel_that_assumes_its_launch_shape_tunes_within_its_valid_region(re
     # Each invalid shape costs one trial under the recorded code; shapes that fail only
     # with some other code stay in the space (those failures are not counted here).
     recorded_code = [t for t in invalid if tuner.region.runs_recorded_code(t.params)]
-    assert len(recorded_code) == len(tuner.region.invalid)
+    assert len(recorded_code) == len(tuner.region.invalid), [
+        (t.number, t.params, t.failure) for t in recorded_code]

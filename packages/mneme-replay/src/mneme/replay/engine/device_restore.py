@@ -29,9 +29,18 @@ from ..db.chunks import check_frame, pool, read_chunk_into, stored_chunk_sizes
 from ..db.errors import CorruptDataError
 from .device_decompress import NvcompError, PrimaryContext, status_name
 
-#: uncompressed bytes per batch: nvCOMP's zstd scratch grows with it (about 3 bytes per
-#: byte: 1.5 GiB for 512 MiB, measured with nvCOMP 6.0 for 4 MiB chunks)
-BATCH_BYTES = int(os.environ.get("MNEME_NVCOMP_BATCH_MIB", "512")) << 20
+#: uncompressed bytes per batch at most: nvCOMP's zstd scratch grows with it (about 3 bytes
+#: per byte: 6 GiB for 2 GiB, measured with nvCOMP 6.0 for 4 MiB chunks). nvCOMP gives each
+#: chunk one thread block, so a batch needs many chunks to fill the GPU: on the H200 an
+#: 8.6 GB prologue (2049 chunks) decompressed in 2.3 s in batches of 512 MiB and in 0.85 s
+#: in batches of 2 GiB. ``batch_bytes`` keeps a batch's scratch within 1/16 of free memory.
+BATCH_BYTES = int(os.environ.get("MNEME_NVCOMP_BATCH_MIB", "2048")) << 20
+_MIN_BATCH = 256 << 20
+
+
+def batch_bytes(free_device_bytes: int) -> int:
+    """Uncompressed bytes per batch for a device with that much free memory."""
+    return max(_MIN_BATCH, min(BATCH_BYTES, free_device_bytes // 16 // _MIN_BATCH * _MIN_BATCH))
 #: compressed bytes per batch (two page-locked host buffers of this size, one on the device)
 COMPRESSED_BYTES = 256 << 20
 MAX_CHUNKS = 4096
@@ -105,13 +114,14 @@ class Limits:
         return _round_up(12 * self.chunks, _ALIGN)
 
 
-def limits_for(max_chunk: int, total: int, scratch: int) -> Limits:
+def limits_for(max_chunk: int, total: int, scratch: int, batch: int = BATCH_BYTES) -> Limits:
     """Batch limits for arrays of chunks up to ``max_chunk`` bytes, ``total`` bytes in all,
-    with ``scratch`` device bytes for chunks that decompress aside (at least one chunk)."""
+    with ``scratch`` device bytes for chunks that decompress aside (at least one chunk),
+    ``batch`` uncompressed bytes per batch at most."""
     from ..db.chunks import max_chunk_file_size
 
     max_chunk = max(max_chunk, 1)
-    uncompressed = max(min(BATCH_BYTES, _round_up(max(total, 1), _ALIGN)), max_chunk)
+    uncompressed = max(min(batch, _round_up(max(total, 1), _ALIGN)), max_chunk)
     compressed = max(min(COMPRESSED_BYTES, _round_up(max_chunk_file_size(max_chunk) * -(-uncompressed // max_chunk),
                                                      _ALIGN)),
                      _round_up(max_chunk_file_size(max_chunk), _ALIGN))

@@ -20,7 +20,7 @@ import numpy as np
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
 from . import device_decompress
-from .device_restore import DeviceRestore, DeviceRestoreFailed, Transfer, limits_for
+from .device_restore import DeviceRestore, DeviceRestoreFailed, Transfer, batch_bytes, limits_for
 from .errors import RestoreError
 from .verify_kernels import RESULT_BYTES
 
@@ -327,8 +327,9 @@ class DeviceImage:
             nvcomp = device_decompress.load()
             arrays = [self.instance.stored_array("prologue", r.name)[0] for r in self.heap + self.globals_info]
             arrays += [self.instance.stored_array("epilogue", r.name)[0] for r in checked]
+            free = int(self.device.memory_info()[0])
             limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
-                                2 * self._batch)
+                                2 * self._batch, batch_bytes(free))
             return nvcomp, limits, nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed)
         except device_decompress.NvcompError as error:
             if mode == "device":
