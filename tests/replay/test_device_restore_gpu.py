@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mneme.replay.db import Database, DatabaseWriter
+from mneme.replay.db import Database, DatabaseWriter, KernelRecord
 from mneme.replay.engine import DeviceVerifier, device_decompress, device_restore
 from mneme.replay.engine.restore import DeviceImage
-from replay_support import INFO, SAXPY, heap, kernel_record, static_hash
+from replay_support import INFO, SAXPY, heap, static_hash
 
 pytestmark = pytest.mark.gpu
 
@@ -46,12 +46,14 @@ def _record():
 def instances(tmp_path_factory):
     """The same instance twice: epilogues stored as XOR deltas (diff) and as bytes."""
     work = tmp_path_factory.mktemp("nvcomp-db")
-    bitcode = b"BC\xc0\xde" + bytes(60)  # restore never compiles: no clang on the GPU host
+    # restore never compiles (and the GPU host has no clang): the kernel is stored as PTX text
+    kernel = KernelRecord(static_hash(SAXPY), SAXPY, b"// restore test: never compiled\n",
+                          "saxpy(float, float const*, float*, int)", code="ptx")
     out = []
     for fmt in ("diff", "bytes"):
         path = work / f"{fmt}.rdb"
         with DatabaseWriter.create(path, INFO, chunk_size=CHUNK, epilogue_format=fmt) as writer:
-            writer.add_kernel(kernel_record(bitcode, SAXPY, "saxpy(float, float const*, float*, int)", ()))
+            writer.add_kernel(kernel)
             writer.add_instance(static_hash(SAXPY), _record())
         out.append(next(Database.open(path).instances()))
     return out

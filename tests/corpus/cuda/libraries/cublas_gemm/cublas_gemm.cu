@@ -169,9 +169,12 @@ int main() {
 
   // dot product of two columns of data, result to the host
   float dot = 0;
-  CUBLAS_CHECK(cublasSdot(handle, M * K, a, 1, b, 1, &dot));  // b has K*N >= M*K elements
+  // over the shorter of the two (b has K*N < M*K elements: a longer dot read past b's end
+  // and summed whatever memory followed it)
+  constexpr int kDot = K * N < M * K ? K * N : M * K;
+  CUBLAS_CHECK(cublasSdot(handle, kDot, a, 1, b, 1, &dot));
   double dot_want = 0;
-  for (int i = 0; i < M * K; ++i) dot_want += static_cast<double>(ha[i]) * hb[i];
+  for (int i = 0; i < kDot; ++i) dot_want += static_cast<double>(ha[i]) * hb[i];
   if (std::fabs(dot - dot_want) > 1e-3 * (1.0 + std::fabs(dot_want))) {
     std::fprintf(stderr, "RESULT fail sdot: %.7g, expected %.7g\n", dot, dot_want);
     return 2;
