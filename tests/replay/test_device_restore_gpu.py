@@ -87,7 +87,18 @@ def test_device_path_equals_host_path(device, instances, monkeypatch, max_chunks
             assert (seen["device"][key] == host).all(), key
 
 
+def test_small_instances_restore_on_the_host(device, instances):
+    """Under "auto" an instance below NVCOMP_MIN_BYTES never loads nvCOMP (its first use
+    places the driver's code where a later instance's mapped memory must go)."""
+    instance = instances[0]
+    with DeviceImage(device, instance.kernel.db.info, instance) as image:
+        assert image.restore_path == "host" and image.restore_note == ""
+
+
 def test_unloadable_nvcomp_falls_back_with_one_line(device, instances, monkeypatch, tmp_path):
+    from mneme.replay.engine import restore
+
+    monkeypatch.setattr(restore, "NVCOMP_MIN_BYTES", 0)
     monkeypatch.setenv("MNEME_NVCOMP", str(tmp_path / "absent.so"))
     device_decompress.load.cache_clear()
     try:

@@ -26,6 +26,12 @@ from .verify_kernels import RESULT_BYTES
 
 ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
 _SCRATCH_ALIGNMENT = 4096
+#: instances that move less than this restore on the host under "auto": it is as fast for
+#: them, and nvCOMP's first use in a process makes the driver place its code right after the
+#: live reservation, where a later instance's memory mapped outside its range (PyTorch's
+#: expandable segments) must go (seen on the H200: 44 of 71 PyTorch instances could no
+#: longer reserve their mapped regions after small instances restored through nvCOMP)
+NVCOMP_MIN_BYTES = 1 << 30
 # Reservations grow in these steps. While a reservation is live, the driver puts its own
 # new allocations (module code, events) at the first free addresses after it; those stay
 # when the image closes and would sit inside the next, slightly larger reservation at the
@@ -187,9 +193,10 @@ class DeviceImage:
     """The recorded memory of one instance, live on one device.
 
     Use as a context manager or call ``close()``; closing releases every byte it mapped.
-    ``decompress``: where stored chunks decompress: "auto" (on the GPU with nvCOMP where
-    it loads, else on the host, ``restore_note`` saying why; ``MNEME_RESTORE=host`` keeps
-    it on the host), "host", or "device" (nvCOMP or RestoreError). ``restore_path`` says
+    ``decompress``: where stored chunks decompress: "auto" (instances moving at least
+    ``NVCOMP_MIN_BYTES``: on the GPU with nvCOMP where it loads, else on the host,
+    ``restore_note`` saying why; ``MNEME_RESTORE=host`` keeps it on the host), "host", or
+    "device" (nvCOMP or RestoreError). ``restore_path`` says
     which ran: "nvcomp" or "host".
     """
 
@@ -327,6 +334,8 @@ class DeviceImage:
             nvcomp = device_decompress.load()
             arrays = [self.instance.stored_array("prologue", r.name)[0] for r in self.heap + self.globals_info]
             arrays += [self.instance.stored_array("epilogue", r.name)[0] for r in checked]
+            if mode == "auto" and sum(a.size for a in arrays) < NVCOMP_MIN_BYTES:
+                return None  # the host path is as fast here, and keeps nvCOMP out of the process
             free = int(self.device.memory_info()[0])
             limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
                                 2 * self._batch, batch_bytes(free))
