@@ -328,8 +328,8 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
     r.track_reservation(*ptr);
     return CUDA_SUCCESS;
   } catch (const rt::OutOfSpaceError&) {
-    r.unrecorded_call("cuMemAddressReserve", "a reservation larger than the free recorded range is the driver's "
-                      "(memory mapped there is recorded at its own address; a larger -vass keeps it in the range)");
+    r.notice_once("cuMemAddressReserve: a reservation larger than the free recorded range is left to the driver; "
+                  "memory mapped there is recorded at its own address (a larger -vass keeps it in the range)");
     return real_cuMemAddressReserve(ptr, size, alignment, addr, flags);
   }
 }

@@ -143,6 +143,10 @@ void Recorder::unrecorded_call(const char* call, const char* why) {
     std::fprintf(stderr, "mneme record: launches through %s run unrecorded: %s\n", call, why);
 }
 
+void Recorder::notice_once(const std::string& text) {
+  if (unrecorded_calls_.insert(text).second) std::fprintf(stderr, "mneme record: %s\n", text.c_str());
+}
+
 void Recorder::explain_nothing_recorded() const {
   std::string why;
   if (seen_.launches == 0)

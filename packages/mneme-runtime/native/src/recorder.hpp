@@ -333,6 +333,8 @@ class Recorder {
   void finish();
   // A launch through `call` that cannot be recorded: one line per call and reason.
   void unrecorded_call(const char* call, const char* why);
+  // One line about how a call was served (nothing goes unrecorded), said once per text.
+  void notice_once(const std::string& text);
 
  private:
   Recorder();
