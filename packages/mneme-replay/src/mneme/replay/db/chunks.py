@@ -360,12 +360,10 @@ def read_range(
 _LIST_FIRST = 256
 
 
-def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
-    """The stored bytes of chunk ``index`` (None when absent); never follows a symlink
-    and never reads more than a chunk can take."""
-    path = chunk_path(info.path, index)
+def _open_chunk(info: ArrayInfo, path) -> int | None:
+    """A chunk file opened for reading (None when absent); never follows a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -374,6 +372,15 @@ def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
         if exc.errno == errno.ENOTDIR:
             raise CorruptDataError(f"{info.path}/c is not a directory") from None
         raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
+    """The stored bytes of chunk ``index`` (None when absent); never follows a symlink
+    and never reads more than a chunk can take."""
+    path = chunk_path(info.path, index)
+    fd = _open_chunk(info, path)
+    if fd is None:
+        return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -419,14 +426,9 @@ def read_chunk_into(info: ArrayInfo, index: int, out: memoryview) -> None:
     """Fill ``out`` with the stored bytes of chunk ``index``, whose file must hold exactly
     ``len(out)`` bytes (its size from ``stored_chunk_sizes``); never follows a symlink."""
     path = chunk_path(info.path, index)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise CorruptDataError(f"{path} is a symbolic link (not allowed in a database)") from None
-        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    fd = _open_chunk(info, path)
+    if fd is None:
+        raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)")
     try:
         if os.fstat(fd).st_size != len(out):
             raise CorruptDataError(f"{path} changed size while it was read")
