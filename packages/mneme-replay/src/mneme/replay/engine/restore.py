@@ -328,14 +328,15 @@ class DeviceImage:
             if mode == "auto":
                 self.restore_note = "restore on the host (MNEME_RESTORE=host)"
             return None
+        moved = sum(r.size for r in self.heap + self.globals_info) + sum(r.size for r in checked)
+        if mode == "auto" and moved < NVCOMP_MIN_BYTES:
+            return None  # the host path is as fast here, and keeps nvCOMP out of the process
         try:
             if self.device.properties.backend != "cuda":
                 raise device_decompress.NvcompError(f"nvCOMP needs a CUDA device, not {self.device.properties.backend}")
             nvcomp = device_decompress.load()
             arrays = [self.instance.stored_array("prologue", r.name)[0] for r in self.heap + self.globals_info]
             arrays += [self.instance.stored_array("epilogue", r.name)[0] for r in checked]
-            if mode == "auto" and sum(a.size for a in arrays) < NVCOMP_MIN_BYTES:
-                return None  # the host path is as fast here, and keeps nvCOMP out of the process
             free = int(self.device.memory_info()[0])
             limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
                                 2 * self._batch, batch_bytes(free))
