@@ -9,12 +9,13 @@ Codec chain, in Zarr's order: ``bytes`` → ``zstd`` (no frame checksum) → ``c
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -360,28 +361,38 @@ def read_range(
 _LIST_FIRST = 256
 
 
-def _open_chunk(info: ArrayInfo, path) -> int | None:
-    """A chunk file opened for reading (None when absent); never follows a symlink."""
+@contextlib.contextmanager
+def _chunk_fd(info: ArrayInfo, path) -> Iterator[int | None]:
+    """A chunk file open for reading (None when absent), never through a symlink; errors
+    reading it become CorruptDataError, and it is closed after."""
     try:
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        return None
+        yield None
+        return
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise CorruptDataError(f"{path} is a symbolic link (not allowed in a database)") from None
         if exc.errno == errno.ENOTDIR:
             raise CorruptDataError(f"{info.path}/c is not a directory") from None
         raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        yield fd
+    except IsADirectoryError:
+        raise CorruptDataError(f"{path} is a directory, expected a chunk file") from None
+    except OSError as exc:
+        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
     """The stored bytes of chunk ``index`` (None when absent); never follows a symlink
     and never reads more than a chunk can take."""
     path = chunk_path(info.path, index)
-    fd = _open_chunk(info, path)
-    if fd is None:
-        return None
-    try:
+    with _chunk_fd(info, path) as fd:
+        if fd is None:
+            return None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise CorruptDataError(f"{path} is not a regular file")
@@ -390,12 +401,6 @@ def read_chunk_file(info: ArrayInfo, index: int) -> bytes | None:
             raise CorruptDataError(f"{path}: {st.st_size} bytes, more than a chunk can take ({limit})")
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read(limit + 1)
-    except IsADirectoryError:
-        raise CorruptDataError(f"{path} is a directory, expected a chunk file") from None
-    except OSError as exc:
-        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
 
 
 def stored_chunk_sizes(info: ArrayInfo) -> dict[int, int]:
@@ -426,10 +431,9 @@ def read_chunk_into(info: ArrayInfo, index: int, out: memoryview) -> None:
     """Fill ``out`` with the stored bytes of chunk ``index``, whose file must hold exactly
     ``len(out)`` bytes (its size from ``stored_chunk_sizes``); never follows a symlink."""
     path = chunk_path(info.path, index)
-    fd = _open_chunk(info, path)
-    if fd is None:
-        raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)")
-    try:
+    with _chunk_fd(info, path) as fd:
+        if fd is None:
+            raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)")
         if os.fstat(fd).st_size != len(out):
             raise CorruptDataError(f"{path} changed size while it was read")
         done = 0
@@ -438,12 +442,6 @@ def read_chunk_into(info: ArrayInfo, index: int, out: memoryview) -> None:
             if got == 0:
                 raise CorruptDataError(f"{path} changed size while it was read")
             done += got
-    except IsADirectoryError:
-        raise CorruptDataError(f"{path} is a directory, expected a chunk file") from None
-    except OSError as exc:
-        raise CorruptDataError(f"cannot read {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
 
 
 def check_frame(blob, expected_size: int, where: str) -> None:
