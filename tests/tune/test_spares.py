@@ -10,7 +10,7 @@ from mneme.replay.engine import ReplayConfig, ReplaySession, ReplaySettings
 from mneme.replay.jit import CompileCache, CompileConfig
 from mneme.tune import ReplayExecutor, TrialFailed, TuneOptions, Tuner
 from mneme.tune.spares import CONTEXT_BYTES, CPU_SPARES, MAX_SPARES, SPARE_RESTORE_BYTES, capacity
-from test_executor import _spare_pids, _spare_ready
+from test_executor import _spare_pids, _spare_ready, settings
 from tune_support import (
     GOLDEN,
     POISON_REGISTERS,
@@ -20,11 +20,6 @@ from tune_support import (
     abort_on_wide_blocks,
     slow_prepare,
 )
-
-
-def settings(level="O3", block=None, registers=None):
-    return ReplaySettings(CompileConfig.for_level(level, max_registers=registers),
-                          ReplayConfig(block=block, compile_only=True))
 
 
 def _poison(pool) -> None:
