@@ -45,6 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
 GOAL_LOW, GOAL_HIGH, GOAL_SHARE, GOAL_TAU, MIN_LAUNCHES = 0.9, 1.1, 0.9, 0.8, 10
+#: in-app medians closer than this (relative) are never taken as ordered by the application
+MIN_NOISE = 0.01
 
 
 def _corpus_build():
@@ -74,6 +76,25 @@ def kendall_tau(a: list[float], b: list[float]) -> float | None:
     n0 = concordant + discordant
     denominator = math.sqrt((n0 + ties_a) * (n0 + ties_b))
     return (concordant - discordant) / denominator if denominator else None
+
+
+def distinct_pairs(in_app: list[float], noise: float) -> list[tuple[int, int]]:
+    """Pairs of candidates whose in-app medians differ by more than ``noise`` (relative):
+    the pairs the application itself orders; closer ones swap between runs of it."""
+    return [(i, j) for i in range(len(in_app)) for j in range(i + 1, len(in_app))
+            if abs(in_app[i] - in_app[j]) > noise * min(in_app[i], in_app[j])]
+
+
+def tau_over(pairs: list[tuple[int, int]], replayed: list[float], in_app: list[float]) -> float | None:
+    """Kendall's tau over the given pairs only: (concordant - discordant) / pairs, a pair
+    replay times as equal counting as neither; None without pairs."""
+    if not pairs:
+        return None
+    score = 0
+    for i, j in pairs:
+        da, db = in_app[i] - in_app[j], replayed[i] - replayed[j]
+        score += 0 if db == 0 else (1 if (da > 0) == (db > 0) else -1)
+    return score / len(pairs)
 
 
 def cache_modes() -> list[str]:
@@ -216,17 +237,26 @@ def bench_kernel(program, exe: Path, db: Path, kernel, modes: list[str], iterati
     replayed_ms = {mode: replay_time(pool, instance, ReplaySettings(), mode, iterations) for mode in modes}
     candidate_replay = {mode: [replay_time(pool, instance, s, mode, iterations) for _, s in candidates]
                         for mode in modes}
+    # the recorded configuration twice (two runs of the unmodified application), then each
+    # candidate: the two, and the recorded app_time, say how much the application's own
+    # median moves between runs
     in_app, launches, method = in_app_times(exe, list(program.args), db, instance,
-                                            [None, *[s for _, s in candidates]], work / kernel.static_hash)
+                                            [None, None, *[s for _, s in candidates]], work / kernel.static_hash)
     recorded_in_app = app_time.median_ms if app_time and app_time.median_ms else in_app[0]
+    same = [t for t in (recorded_in_app, in_app[0], in_app[1]) if t]
+    noise = max(MIN_NOISE, max(same) / min(same) - 1) if same else MIN_NOISE
     row.update(launches=app_time.launches if app_time else launches, in_app_ms=recorded_in_app,
                in_app_source="app_time (recorded)" if app_time and app_time.median_ms else f"run --apply ({method})",
-               replay_ms=replayed_ms, in_app_candidates_ms=in_app[1:])
+               replay_ms=replayed_ms, in_app_candidates_ms=in_app[2:], in_app_noise=noise)
     row["fidelity"] = {m: (t / recorded_in_app if t and recorded_in_app else None) for m, t in replayed_ms.items()}
-    row["tau"] = {}
+    row["tau"], row["tau_distinct"] = {}, {}
     for mode in modes:
-        pairs = [(r, a) for r, a in zip(candidate_replay[mode], in_app[1:], strict=True) if r and a]
-        row["tau"][mode] = kendall_tau(*map(list, zip(*pairs, strict=True))) if len(pairs) >= 3 else None
+        kept = [(r, a) for r, a in zip(candidate_replay[mode], in_app[2:], strict=True) if r and a]
+        row["tau"][mode] = kendall_tau(*map(list, zip(*kept, strict=True))) if len(kept) >= 3 else None
+        replayed, app = [r for r, _ in kept], [a for _, a in kept]
+        pairs = distinct_pairs(app, noise)
+        row["distinct_pairs"], row["pairs"] = len(pairs), len(kept) * (len(kept) - 1) // 2
+        row["tau_distinct"][mode] = tau_over(pairs, replayed, app)
     row["candidate_replay_ms"] = candidate_replay
     return row
 
@@ -236,6 +266,7 @@ def failed_row(program, kernel, modes: list[str], error: BaseException) -> dict:
     why = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
     return {"program": program.name, "kernel": kernel.demangled_name, "instance": None, "error": why,
             "launches": None, "fidelity": dict.fromkeys(modes), "tau": dict.fromkeys(modes),
+            "tau_distinct": dict.fromkeys(modes),
             "candidates": [], "failed_candidates": []}
 
 
@@ -295,10 +326,14 @@ def print_row(row: dict, modes: list[str]) -> None:
         return
     ratios = "  ".join(f"{m} {_f(row['fidelity'][m])}" for m in modes)
     taus = "  ".join(f"{m} {_f(row['tau'][m])}" for m in modes)
+    distinct = "  ".join(f"{m} {_f(row['tau_distinct'][m])}" for m in modes)
     print(f"{row['program']:<28} {row['kernel'][:44]:<44} launches {row['launches']:>4}  "
-          f"in-app {_f(row['in_app_ms'], 4)} ms [{row['in_app_source']}]", flush=True)
+          f"in-app {_f(row['in_app_ms'], 4)} ms [{row['in_app_source']}], "
+          f"run to run {100 * row['in_app_noise']:.1f} %", flush=True)
     print(f"    replayed/in-app: {ratios}\n    Kendall tau over {len(row['candidates'])} candidates: {taus}",
           flush=True)
+    print(f"    tau over the {row['distinct_pairs']} of {row['pairs']} pairs the application orders "
+          f"(apart by more than its run-to-run change): {distinct}", flush=True)
     for failed in row.get("failed_candidates", []):
         block = "x".join(map(str, failed["block"]))
         reason = failed["reason"].splitlines()[0][:100] if failed["reason"] else ""
@@ -306,20 +341,29 @@ def print_row(row: dict, modes: list[str]) -> None:
 
 
 def print_summary(rows: list[dict], modes: list[str]) -> None:
-    print("\nsummary (goals: fidelity 0.9-1.1 for >= 90 % of kernels with >= 10 launches in auto; tau >= 0.8)")
+    print("\nsummary (goals: fidelity 0.9-1.1 for >= 90 % of kernels with >= 10 launches in auto; tau >= 0.8;"
+          " tau* over the pairs the application orders, kernels whose candidates it does not order left out)")
     eligible = [r for r in rows if (r["launches"] or 0) >= MIN_LAUNCHES]
     for mode in modes:
         within = [r for r in eligible if r["fidelity"][mode] and GOAL_LOW <= r["fidelity"][mode] <= GOAL_HIGH]
         taus = [r["tau"][mode] for r in rows if r["tau"][mode] is not None]
+        distinct = [r["tau_distinct"][mode] for r in rows if r.get("tau_distinct", {}).get(mode) is not None]
         ratios = [r["fidelity"][mode] for r in eligible if r["fidelity"][mode]]
         print(f"  {mode:<5} fidelity within 0.9-1.1: {len(within)}/{len(eligible)}"
               f" (median ratio {_f(statistics.median(ratios)) if ratios else '-'})"
               f"; tau >= 0.8: {sum(t >= GOAL_TAU for t in taus)}/{len(taus)}"
-              f" (median tau {_f(statistics.median(taus)) if taus else '-'})")
+              f" (median tau {_f(statistics.median(taus)) if taus else '-'})"
+              f"; tau* >= 0.8: {sum(t >= GOAL_TAU for t in distinct)}/{len(distinct)}")
     if "auto" in modes and eligible:
         share = sum(1 for r in eligible if r["fidelity"]["auto"] and GOAL_LOW <= r["fidelity"]["auto"] <= GOAL_HIGH)
         print(f"  goal (auto): {'met' if share >= GOAL_SHARE * len(eligible) else 'NOT met'} "
               f"({share}/{len(eligible)})")
+    if "auto" in modes:
+        distinct = [r["tau_distinct"]["auto"] for r in rows if r.get("tau_distinct", {}).get("auto") is not None]
+        if distinct:
+            held = sum(t >= GOAL_TAU for t in distinct)
+            print(f"  goal (auto, tau* >= {GOAL_TAU}): {'met' if held == len(distinct) else 'NOT met'} "
+                  f"({held}/{len(distinct)})")
 
 
 if __name__ == "__main__":

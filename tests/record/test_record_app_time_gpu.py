@@ -42,3 +42,28 @@ def test_recorded_instance_carries_app_time_and_replay_prints_fidelity(tmp_path)
             lines.append(f"{mode}: {result.time:.4f} ms {result.timing_line()}")
     print("\n".join(lines))
     assert "fidelity" in result.summary()
+
+
+def test_each_instance_knows_the_launch_before_it_and_what_that_launch_wrote(tmp_path):
+    """fidelity_app_timings launches advect(c, v, next) then damp(next) on one stream: damp's
+    predecessor is advect, which may have written `next` (its one non-const pointer) and
+    not c or v; replay's app mode rewrites exactly that before each iteration."""
+    exe = executable("fidelity_app_timings", tmp_path)
+    db_path = tmp_path / "rec.rdb"
+    run = mneme_record(db_path, exe)
+    assert run.returncode == 0, run.stderr
+    kernels = {k.demangled_name.split("(")[0]: k for k in Database.open(db_path).kernels()}
+    damp = next(i for i in kernels["damp"].instances() if i.predecessor is not None)
+    before = damp.predecessor
+    print(damp.id, "ran after", before.describe())
+    assert before.kernel.startswith("advect(") and before.writes is not None
+    assert len(before.writes) == 1  # next only: c and v are pointers to const
+    written, size = before.writes[0]
+    next_buffer = next(r for r in damp.regions if r.address == written)
+    assert size == next_buffer.size
+    with ReplaySession(damp) as session:
+        image = session.image()
+        assert image.predecessor == [(written, image.predecessor[0][1], size)]
+        result = session.run(CompileConfig(), ReplayConfig(iterations=20, cache="app"))
+    assert result.verified and result.cache == "app"
+    print(result.timing_line())

@@ -65,6 +65,12 @@ CASES = {
     "torch_train_step-cudaMallocAsync": Case(
         "torch_train_step.py", ("torch",), {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
         TORCH_TRAINING),
+    # about twenty launches over a 2 GiB working set, every launch recorded (issue 22)
+    "torch_large_activations": Case("torch_large_activations.py", ("torch",), options=(), expect={
+        "GEMM (cuBLAS/cuBLASLt)": GEMM_NAME.pattern,
+        "softmax": r"(?i)softmax",
+        "reduction": r"(?i)reduce",
+    }),
     "torch_compile_fn": Case("torch_compile_fn.py", ("torch", "triton"), expect={
         "Triton kernels of Inductor": r"^triton_",
         "GEMM (cuBLAS)": GEMM_NAME.pattern,

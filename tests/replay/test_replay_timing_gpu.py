@@ -71,3 +71,35 @@ def test_auto_without_app_time_is_warm(big_saxpy, device):
         result = session.run(CompileConfig(), ReplayConfig(iterations=5, cache="auto"))
     assert result.cache == "warm" and set(result.mode_times) == {"warm", "app", "cold"}
     assert any("no in-app time" in note for note in result.notes)
+
+
+def test_warm_survives_unchanged_memory_larger_than_l2(tmp_path, device):
+    """The application's other allocations (recorded, never touched by the kernel) do not
+    evict the kernel's data between timed iterations: only the bytes the launch changed
+    are put back (engine/reset_plan.py). Copying all 168 MiB per iteration made warm as
+    slow as cold."""
+    bitcode = compile_bitcode(KERNELS / "replay_kernels.cu", tmp_path / "k.bc")
+    x = np.arange(N, dtype=np.float32) % 97
+    y = np.arange(N, dtype=np.float32) % 89
+    other = np.ones(40 << 20, dtype=np.float32)  # 160 MiB the kernel never reads
+    xa, ya, oa = BASE, BASE + (64 << 20), BASE + (128 << 20)
+    record = InstanceRecord(
+        grid=(N // 256, 1, 1), block=(256, 1, 1),
+        args=struct.pack("<f4xQQi4x", 2.0, xa, ya, N),
+        prologue=(heap(xa, x), heap(ya, y), heap(oa, other)),
+        epilogue=(heap(xa, x), heap(ya, 2 * x + y), heap(oa, other)),
+    )
+    with DatabaseWriter.create(tmp_path / "t.rdb", INFO) as writer:
+        writer.add_kernel(kernel_record(bitcode, SAXPY, "saxpy(float, float const*, float*, int)"))
+        writer.add_instance(static_hash(SAXPY), record)
+    instance = Database.open(tmp_path / "t.rdb").instance(static_hash(SAXPY))
+    medians = {}
+    with ReplaySession(instance, device=device) as session:
+        for mode in ("warm", "cold"):
+            result = session.run(CompileConfig(), ReplayConfig(iterations=20, warmup=3, cache=mode))
+            assert result.verified, result.summary()
+            medians[mode] = result.time
+        image = session.image()
+        assert image.written_bytes == y.nbytes < image.reset_bytes
+    print("saxpy 2M beside 160 MiB untouched, medians (ms):", medians)
+    assert medians["cold"] > 1.1 * medians["warm"], medians

@@ -55,3 +55,16 @@ def test_kendall_tau_of_agreeing_and_opposite_rankings(fidelity):
     assert fidelity.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
     assert fidelity.kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
     assert fidelity.kendall_tau([1], [1]) is None
+
+
+def test_ranking_counts_only_pairs_the_application_itself_orders(fidelity):
+    in_app = [0.0434, 0.0441, 0.0443, 0.0439, 0.0600]  # four within 2 %, one far slower
+    pairs = fidelity.distinct_pairs(in_app, noise=0.03)
+    assert pairs == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    replayed_right = [0.050, 0.040, 0.045, 0.041, 0.070]  # noise among the four, last slowest
+    assert fidelity.tau_over(pairs, replayed_right, in_app) == 1.0
+    replayed_wrong = [0.050, 0.040, 0.045, 0.080, 0.070]  # candidate 3 out of order
+    assert fidelity.tau_over(pairs, replayed_wrong, in_app) == 0.5
+    assert fidelity.tau_over(fidelity.distinct_pairs(in_app[:4], 0.03), replayed_right[:4], in_app[:4]) is None
+    # without the noise floor every pair counts, and the plain tau sees the noise
+    assert len(fidelity.distinct_pairs(in_app, noise=0.0)) == 10

@@ -125,6 +125,7 @@ void Recorder::finish() {
       fatal("writing the recording failed: " + error, 2);
     }
     timing_.write(*writer_);  // the instances are committed now
+    predecessors_.write(*writer_);
   }
   // Preloaded by hand (no `mneme record` to sum the processes up): each says for itself.
   if (seen_.recorded == 0 && seen_.launches > 0 && env("MNEME_RECORD_REPORT_DIR").empty())
@@ -403,6 +404,19 @@ std::set<uint64_t> Recorder::reachable(const DeviceSlot& here, const std::string
   return found;
 }
 
+void Recorder::note_predecessor(uint64_t stream, const std::string* device_name, const KernelEntry* kernel,
+                                void** args) {
+  std::string name = kernel ? kernel->info.demangled_name : device_name ? *device_name : std::string();
+  if (!kernel || (kernel->info.params.empty() && kernel->args_size)) {
+    predecessors_.launched(stream, name, {}, false);
+    return;
+  }
+  predecessors_.launched(stream, name,
+                         written_by_arguments(kernel->info.demangled_name, kernel->info.params, args,
+                                              {&live_, &managed_, &mapped_}),
+                         true);
+}
+
 bool Recorder::capturing(uint64_t stream) const {
   if (!capturing_.empty()) return true;
   using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
@@ -465,6 +479,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
     KernelEntry* known = device_name ? entry(*device_name, function, host_function, from) : nullptr;
     bool selectable = known && !known->info.static_hash.empty();
     (selectable ? seen_.not_selected : seen_.unknown)++;
+    note_predecessor(stream, device_name, known, args);
     if (tracing_lookups() && traced_.insert(device_name ? *device_name : "").second)
       std::fprintf(stderr, "mneme record: launches of %s (function %p) are not recorded: %s\n",
                    device_name ? device_name->c_str() : "a kernel without a name", static_cast<void*>(function),
@@ -475,6 +490,8 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   rt::InstanceInfo& inst = launch.inst;
   timing_.instance(kernel->info.static_hash, launch.dyn,
                    {*device_name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, uint32_t(shmem)});
+  predecessors_.instance(stream, kernel->info.static_hash, launch.dyn);
+  note_predecessor(stream, device_name, kernel, args);
   auto& w = writer();
   auto& pipeline = *pipeline_;
   std::string failure = pipeline.error();

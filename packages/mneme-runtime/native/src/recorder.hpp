@@ -35,6 +35,7 @@
 #include "mneme/runtime/recording_writer.hpp"
 #include "mneme/runtime/snapshot_pipeline.hpp"
 #include "app_timing.hpp"
+#include "stream_predecessors.hpp"
 #include "graph_mirror.hpp"
 #include "interpose.hpp"
 #include "managed_arena.hpp"
@@ -440,6 +441,8 @@ class Recorder {
   std::unique_ptr<CudaSource> source_;
   std::unique_ptr<rt::SnapshotPipeline> pipeline_;
   AppTiming timing_;  // in-app kernel times (app_timing.hpp)
+  StreamPredecessors predecessors_;  // the launch before each instance (stream_predecessors.hpp)
+  void note_predecessor(uint64_t stream, const std::string* device_name, const KernelEntry* kernel, void** args);
 };
 
 // Recorder::mutex held, with the thread marked Forwarding: the CUDA runtime calls the

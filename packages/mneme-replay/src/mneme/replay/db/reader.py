@@ -36,6 +36,7 @@ from .errors import (
     NotFoundError,
 )
 from .metadata import Spec
+from .predecessor import PREDECESSOR_KEY, Predecessor
 from .region_layout import address_space_problem, region_layout_problem
 from .schema import (
     INSTANCE_SCHEMA,
@@ -416,6 +417,13 @@ class Instance:
         return None if raw is None else AppTime.from_json(raw, f"instance {self.id}")
 
     @property
+    def predecessor(self) -> Predecessor | None:
+        """The launch before this instance on its stream in the recorded application
+        (format revision "predecessor"); None for instances recorded without it."""
+        raw = self._attrs.get(PREDECESSOR_KEY)
+        return None if raw is None else Predecessor.from_json(raw, f"instance {self.id}")
+
+    @property
     def capture(self) -> str:
         """"all": every live allocation was captured; "reachable": only those the launch's
         arguments and device globals reach (a replay that reads elsewhere faults)."""
@@ -471,7 +479,7 @@ class Instance:
         """Why this instance cannot be read (its metadata breaks the schema or the layout
         rules), as one line; None when it reads. Its chunks are not read (``mneme check``)."""
         try:
-            self._attrs, self.regions, self.annotations  # noqa: B018 - validated on first use
+            self._attrs, self.regions, self.annotations, self.app_time, self.predecessor  # noqa: B018
         except DatabaseError as error:
             return str(error)
         return None

@@ -14,7 +14,7 @@ Recorded epilogues are uploaded once too, for on-device verification.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
@@ -22,6 +22,7 @@ from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEE
 from . import device_decompress
 from .device_restore import DeviceRestore, DeviceRestoreFailed, Transfer, batch_bytes, limits_for
 from .errors import RestoreError
+from .reset_plan import changed_ranges, predecessor_copies, written_copies
 from .verify_kernels import RESULT_BYTES
 
 ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
@@ -109,6 +110,7 @@ class _Global:
     region: object  # RegionInfo
     pristine: int  # device address of the recorded prologue bytes
     expected: int | None
+    changed: list = field(default_factory=list)  # (start, end) the recorded launch changed
     address: int | None = None  # in the currently bound module
 
 
@@ -376,7 +378,13 @@ class DeviceImage:
             copy = self._allocate(span.size)
             device.copy_device_to_device(copy, span.address, span.size, stream)
             self.pristine.append((span.address, copy, span.size))
-        self.globals = [_Global(r, at, self.expected.get(r.name)) for r, at in sources if r.kind == "global"]
+        self.globals = [_Global(r, at, self.expected.get(r.name), changed=changed_ranges(self.instance, r))
+                        for r, at in sources if r.kind == "global"]
+        # what one timed iteration puts back: the bytes the recorded launch changed
+        self.written = written_copies(self.instance, self.heap, self.pristine)
+        # what the application's previous launch on the stream may have written (app mode)
+        self.predecessor = predecessor_copies(self.instance, self.pristine,
+                                              int(device.properties.l2_cache_size) or (50 << 20))
         stream.synchronize()
         self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1))
         self.canary = None
@@ -499,15 +507,32 @@ class DeviceImage:
             g.region.size for g in self.globals if g.address is not None
         )
 
-    def reset(self, stream=None) -> None:
-        """Bring every recorded byte back to the prologue (device-to-device copies)."""
+    @property
+    def written_bytes(self) -> int:
+        """Bytes one timed iteration puts back (``reset(written_only=True)``)."""
+        return sum(size for _, _, size in self.written) + sum(
+            hi - lo for g in self.globals if g.address is not None for lo, hi in g.changed)
+
+    def reset(self, stream=None, written_only: bool = False) -> None:
+        """Bring every recorded byte back to the prologue (device-to-device copies);
+        ``written_only``: only the bytes the recorded launch changed (reset_plan.py),
+        for timed iterations after a full reset."""
         copy = self.device.copy_device_to_device
-        for dst, src, size in self.pristine:
+        for dst, src, size in self.written if written_only else self.pristine:
             copy(dst, src, size, stream)
-        self._fill_slack(stream)
+        if not written_only:
+            self._fill_slack(stream)
         for g in self.globals:
-            if g.address is not None and g.region.size:
-                copy(g.address, g.pristine, g.region.size, stream)
+            if g.address is None or not g.region.size:
+                continue
+            for lo, hi in g.changed if written_only else [(0, g.region.size)]:
+                copy(g.address + lo, g.pristine + lo, hi - lo, stream)
+
+    def touch_predecessor(self, stream=None) -> None:
+        """Rewrite (with the prologue's own bytes) what the launch before this one may
+        have written: those bytes end up in L2, dirty (``app`` mode)."""
+        for dst, src, size in self.predecessor or ():
+            self.device.copy_device_to_device(dst, src, size, stream)
 
     def flush_l2(self, stream=None) -> None:
         """Evict the L2 cache by writing a buffer twice its size."""

@@ -588,7 +588,7 @@ class ReplaySession:
         def measure(mode):
             return self._clock.measure(launch, lambda: timing.prepare(image, stream, mode),
                                        stream, function.name, replay.warmup, replay.iterations,
-                                       synchronize)
+                                       synchronize, setup=lambda: image.reset(stream))
 
         app = self.instance.app_time
         result.app_time_ms = app.median_ms if app is not None else None

@@ -1,14 +1,19 @@
 """How replay times a kernel: its GPU timestamps from CUPTI (mneme.runtime.kernel_timing),
 in a chosen cache state, with the SM clock and energy beside it.
 
+Each measurement starts from a full reset (every recorded byte back to the prologue);
+each iteration then puts back only the bytes the recorded launch changed (reset_plan.py),
+so read-only inputs are not rewritten and keep whatever cache state the mode gives them.
 Cache modes (docs/replay.md, "Timing and fidelity"), what happens before each iteration:
 
-- ``warm``: the recorded bytes are restored (today's replay: the kernel's data stays in
-  L2 from the iteration before).
+- ``warm``: the changed bytes are restored: the kernel's data stays in L2 from the
+  iteration before, as for a kernel iterating on its own data.
 - ``cold``: restored, then L2 is flushed: nothing of the kernel's data is cached.
-- ``app``: L2 flushed, then the recorded bytes restored: the regions the kernel writes
-  (which restoring rewrites) are in L2, as the kernel that ran before it in the
-  application leaves its outputs, while read-only inputs come from memory.
+- ``app``: the application's state as the launch before it on its stream left it: the
+  changed bytes restored, L2 flushed, then what that launch may have written (recorded
+  as the instance's "predecessor") rewritten, so it is in L2 and everything else comes
+  from memory. Without a recorded predecessor: L2 flushed, then the changed bytes
+  restored (the kernel's outputs stand in for what the kernel before it wrote).
 - ``auto``: per instance, whichever of the three gives the time closest to the recorded
   in-application time (the instance's ``app_time``); warm where there is none.
 """
@@ -27,11 +32,15 @@ MEASURED_MODES = (WARM, APP, COLD)
 
 def prepare(image, stream, mode: str) -> None:
     """Bring memory and L2 to ``mode``'s state before one iteration."""
-    if mode == APP:
+    if mode == APP and image.predecessor is not None:
+        image.reset(stream, written_only=True)
         image.flush_l2(stream)
-        image.reset(stream)
+        image.touch_predecessor(stream)
+    elif mode == APP:
+        image.flush_l2(stream)
+        image.reset(stream, written_only=True)
     else:
-        image.reset(stream)
+        image.reset(stream, written_only=True)
         if mode == COLD:
             image.flush_l2(stream)
 
@@ -63,9 +72,9 @@ class KernelClock:
 
     def measure(self, launch: Callable[[], None], before: Callable[[], None], stream,
                 kernel_name: str, warmup: int, iterations: int,
-                synchronize: Callable[[], None]) -> Measurement:
-        """``before`` then ``launch``, ``warmup`` + ``iterations`` times; ``synchronize``
-        waits for the stream (raising what the kernel's failure is)."""
+                synchronize: Callable[[], None], setup: Callable[[], None] | None = None) -> Measurement:
+        """``setup`` once, then ``before`` and ``launch``, ``warmup`` + ``iterations``
+        times; ``synchronize`` waits for the stream (raising what the kernel's failure is)."""
         from mneme.runtime.kernel_timing import CUPTI, EVENTS, fallback_line, kernel_timer
 
         while len(self._events) < 2 * iterations:
@@ -73,6 +82,8 @@ class KernelClock:
         timer = kernel_timer() if self.cupti else None
         if timer is not None:
             timer.drain()  # what ran before (other replays, resets) is not ours
+        if setup is not None:
+            setup()
         self.monitor.begin()
         for i in range(warmup + iterations):
             before()

@@ -1,0 +1,107 @@
+"""Recording a framework process: plain and recorded wall time of a PyTorch script, in one run.
+
+The script is tests/corpus/python/torch_large_activations.py: about twenty launches (a
+cuBLAS GEMM, PyTorch's elementwise, reduction and softmax kernels) over a 2 GiB working
+set in PyTorch's caching allocator, many instances of a few hundred MiB each. It runs
+plain and under ``mneme record --stats`` (each recording into an empty database), the
+two alternating so that drift hits both, and the benchmark prints
+
+- the median wall time of each and their ratio (goal, issue 22: recorded <= 3x plain);
+- the script's own timing of its launches (its ``TIME forward`` line) plain and recorded;
+- the recorder's statistics line (snapshot bytes, bytes stored, the application's time
+  blocked in snapshots, the background writes' thread-seconds, the drain at exit);
+- whether the recorded run printed the plain run's CHECKSUM lines.
+
+    python benchmarks/record_framework.py [--gib 2] [--repeat 3] [--keep DIR]
+
+Needs a GPU and PyTorch with CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "corpus" / "python" / "torch_large_activations.py"
+GOAL = 3.0
+STATS = re.compile(r"^mneme record: stats (.*)$", re.M)
+FORWARD = re.compile(r"^TIME forward ([0-9.]+) s$", re.M)
+CHECKSUMS = re.compile(r"^CHECKSUM .*$", re.M)
+
+
+def run_once(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              filter(None, [str(SCRIPT.parent), os.environ.get("PYTHONPATH")]))})
+    wall = time.perf_counter() - start
+    if done.returncode == 77:
+        raise SystemExit(f"skipped: {done.stdout.strip().splitlines()[-1]}")
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:6])} ... failed ({done.returncode}): {done.stderr.strip()[-600:]}")
+    return wall, done
+
+
+def forward_seconds(done: subprocess.CompletedProcess) -> float | None:
+    found = FORWARD.search(done.stdout)
+    return float(found.group(1)) if found else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gib", type=float, default=2.0, help="working set in GiB")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="keep the last recording here")
+    options = parser.parse_args()
+    console = Console()
+    plain = [sys.executable, str(SCRIPT), str(options.gib)]
+    walls: dict[str, list[float]] = {"plain": [], "recorded": []}
+    forwards: dict[str, list[float]] = {"plain": [], "recorded": []}
+    stats_line, same_output = "", True
+    with tempfile.TemporaryDirectory(prefix="mneme-record-framework-") as tmp:
+        db = Path(tmp) / "framework.rdb"
+        recorded = [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), "--stats", "--", *plain]
+        for _ in range(options.repeat):
+            wall, plain_run = run_once(plain)
+            walls["plain"].append(wall)
+            forwards["plain"].append(forward_seconds(plain_run) or 0.0)
+            shutil.rmtree(db, ignore_errors=True)
+            wall, recorded_run = run_once(recorded)
+            walls["recorded"].append(wall)
+            forwards["recorded"].append(forward_seconds(recorded_run) or 0.0)
+            found = STATS.search(recorded_run.stderr)
+            stats_line = found.group(1) if found else "(no stats line)"
+            same_output &= CHECKSUMS.findall(plain_run.stdout) == CHECKSUMS.findall(recorded_run.stdout)
+        if options.keep is not None:
+            shutil.rmtree(options.keep, ignore_errors=True)
+            shutil.copytree(db, options.keep)
+    table = Table(title=f"{SCRIPT.name} {options.gib:g} GiB: plain vs recorded (medians of {options.repeat})")
+    for column in ("run", "wall s", "ratio", "its own forward s"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    base = statistics.median(walls["plain"])
+    for run in ("plain", "recorded"):
+        wall = statistics.median(walls[run])
+        table.add_row(run, f"{wall:.2f}", f"{wall / base:.2f}x", f"{statistics.median(forwards[run]):.3f}")
+    console.print(table)
+    console.print(f"recorder: {stats_line}")
+    console.print(f"CHECKSUM lines: {'the same' if same_output else 'DIFFER'} plain and recorded")
+    ratio = statistics.median(walls["recorded"]) / base
+    console.print(f"goal: recorded <= {GOAL:g}x plain wall time: {ratio:.2f}x, "
+                  f"{'met' if ratio <= GOAL else 'NOT met'}")
+    return 0 if same_output else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+#include "stream_predecessors.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+
+namespace mneme::recorder {
+namespace rt = mneme::runtime;
+
+namespace {
+
+std::string trim(std::string s) {
+  auto space = [](char c) { return c == ' ' || c == '\t'; };
+  while (!s.empty() && space(s.back())) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && space(s[i])) ++i;
+  return s.substr(i);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// "float const*", "float const* __restrict__": a pointer whose pointee is const.
+bool is_const_pointer(std::string type) {
+  type = trim(type);
+  for (const char* qualifier : {"__restrict__", "__restrict", "restrict"})
+    if (ends_with(type, qualifier)) type = trim(type.substr(0, type.size() - std::strlen(qualifier)));
+  if (type.empty() || type.back() != '*') return false;
+  type = trim(type.substr(0, type.size() - 1));
+  return ends_with(type, "const") || type.rfind("const ", 0) == 0;
+}
+
+// The allocation `value` points into: (start, size), or nothing.
+std::optional<std::pair<uint64_t, uint64_t>> owner(uint64_t value,
+                                                   const std::vector<const std::map<uint64_t, uint64_t>*>& maps) {
+  for (const auto* map : maps) {
+    auto it = map->upper_bound(value);
+    if (it == map->begin()) continue;
+    --it;
+    if (value >= it->first && value < it->first + std::max<uint64_t>(it->second, 1)) return *it;
+  }
+  return std::nullopt;
+}
+
+std::string escaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<bool> const_pointer_params(const std::string& demangled) {
+  size_t close = demangled.rfind(')');
+  if (close == std::string::npos) return {};
+  int depth = 0;
+  size_t open = std::string::npos;
+  for (size_t i = close + 1; i-- > 0;) {
+    char c = demangled[i];
+    if (c == ')') ++depth;
+    if (c == '(' && --depth == 0) {
+      open = i;
+      break;
+    }
+  }
+  if (open == std::string::npos) return {};
+  std::vector<bool> out;
+  std::string current;
+  depth = 0;
+  for (size_t i = open + 1; i < close; ++i) {
+    char c = demangled[i];
+    if (c == '<' || c == '(' || c == '[') ++depth;
+    if (c == '>' || c == ')' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(is_const_pointer(current));
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  if (!trim(current).empty() && trim(current) != "void") out.push_back(is_const_pointer(current));
+  return out;
+}
+
+Ranges written_by_arguments(const std::string& demangled, const std::vector<rt::KernelParam>& params, void** args,
+                            const std::vector<const std::map<uint64_t, uint64_t>*>& allocations) {
+  std::vector<bool> read_only = const_pointer_params(demangled);
+  if (read_only.size() != params.size()) read_only.assign(params.size(), false);
+  Ranges out;
+  auto add = [&](uint64_t value) {
+    if (auto found = owner(value, allocations)) out.push_back({value, found->first + found->second - value});
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& p = params[i];
+    if (!args || !args[i] || read_only[i]) continue;
+    const auto* bytes = static_cast<const unsigned char*>(args[i]);
+    if (p.is_pointer && p.size == 8) {
+      uint64_t value;
+      std::memcpy(&value, bytes, 8);
+      add(value);
+    } else if (p.by_value) {  // pointers inside an argument structure, at 8-byte steps
+      for (uint32_t at = 0; at + 8 <= p.size; at += 8) {
+        uint64_t value;
+        std::memcpy(&value, bytes + at, 8);
+        add(value);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  Ranges merged;  // overlapping ranges (several pointers into one allocation) joined
+  for (const auto& [address, size] : out) {
+    if (!merged.empty() && address <= merged.back().first + merged.back().second) {
+      uint64_t end = std::max(merged.back().first + merged.back().second, address + size);
+      merged.back().second = end - merged.back().first;
+    } else {
+      merged.push_back({address, size});
+    }
+  }
+  return merged;
+}
+
+void StreamPredecessors::launched(uint64_t stream, const std::string& kernel, Ranges writes, bool known) {
+  last_[stream] = Launch{kernel, std::move(writes), known};
+}
+
+void StreamPredecessors::instance(uint64_t stream, const std::string& static_hash, const std::string& dynamic_hash) {
+  auto it = last_.find(stream);
+  if (it != last_.end()) instances_.try_emplace({static_hash, dynamic_hash}, it->second);
+}
+
+std::string StreamPredecessors::json(const Launch& launch) {
+  std::string out = "{\"kernel\": \"" + escaped(launch.kernel) + "\", \"writes\": ";
+  if (!launch.known) return out + "null}";
+  out += "[";
+  for (size_t i = 0; i < launch.writes.size(); ++i)
+    out += (i ? ", [" : "[") + std::to_string(launch.writes[i].first) + ", " +
+           std::to_string(launch.writes[i].second) + "]";
+  return out + "]}";
+}
+
+void StreamPredecessors::write(rt::RecordingWriter& writer) const {
+  for (const auto& [ids, launch] : instances_) {
+    if (!writer.has_instance(ids.first, ids.second)) continue;  // its launch failed: not stored
+    try {
+      writer.set_instance_attribute(ids.first, ids.second, "predecessor", json(launch));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mneme record: the launch before instance %s/%s not written: %s\n", ids.first.c_str(),
+                   ids.second.c_str(), e.what());
+    }
+  }
+}
+
+}  // namespace mneme::recorder
