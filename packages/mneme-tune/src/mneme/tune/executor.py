@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -56,6 +57,12 @@ START_TIMEOUT = 120.0
 #: restored beside the first replays (a tuner's baseline and determinism profile) would
 #: disturb the times they measure
 SPARE_AFTER_TASKS = 8
+#: seconds a worker that closed its pipe (it died, or is ending itself) is left to exit
+#: before it is killed; its task's failure names the exit status once it is known
+GRACE_SECONDS = 5.0
+#: seconds between polls of a retired process whose sentinel woke the loop before it
+#: could be reaped
+REAP_POLL_SECONDS = 0.02
 
 
 @dataclass
@@ -93,11 +100,39 @@ class _Worker:
 class Restart:
     """One worker restart: whether a spare took the slot, whether that spare was prepared
     (every instance restored, its code loaded), and the seconds the hand-over took in the
-    dispatcher (None for a fresh process: ready when it has started)."""
+    dispatcher (None for a fresh process: ready when it has started). Where a fault's time
+    goes, in seconds (None where there was no such step, or not yet): ``ran``, the failed
+    task in its worker until its answer or death was seen (the replay and the driver's
+    report of the fault); ``exited``, the failed process from its retirement until it had
+    exited (on a GPU the driver tears the faulted context down meanwhile: off the
+    dispatcher, which does not wait for it); ``next_task``, from the failure until the slot
+    was sent its next task."""
 
     seconds: float | None
     by_spare: bool
     spare_prepared: bool = False
+    ran: float | None = None
+    exited: float | None = None
+    next_task: float | None = None
+    began: float = field(default=0.0, repr=False)  # (monotonic: when the failure was seen)
+
+
+@dataclass
+class _Dying:
+    """A worker process retired from its slot or the spare pool, not yet exited: the
+    dispatcher reaps it without waiting (it polls it when its sentinel wakes the loop), and
+    ``shutdown`` joins what is left."""
+
+    process: Any
+    since: float
+    #: called once with the process when it has exited, or when GRACE_SECONDS ran out and
+    #: it was killed (a crashed task described by its exit)
+    on_exit: Callable[[Any], None] | None = None
+    killed: bool = False
+    #: its sentinel woke the loop before the process could be reaped (spawn: the pipe closes
+    #: before the exit ends): polled on a short timeout instead
+    polling: bool = False
+    restart: Restart | None = None
 
 
 def _worker_context():
@@ -216,6 +251,10 @@ class ReplayExecutor:
         self._sent: dict[str, tuple[Instance, str]] = {}
         #: every restart (benchmarks/worker_restart.py)
         self.restart_log: list[Restart] = []
+        #: retired processes not yet exited (reaped by the dispatcher, without waiting)
+        self._dying: list[_Dying] = []
+        #: per slot, the restart whose next task has not been sent yet
+        self._awaiting_task: dict[int, Restart] = {}
         self._pending: collections.deque[_Task] = collections.deque()
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -295,41 +334,113 @@ class ReplayExecutor:
     def worker_count(self) -> int:
         return len(self._workers)
 
-    def _kill(self, worker: _Worker) -> None:
-        if worker.process is not None and worker.process.is_alive():
-            worker.process.kill()
-        if worker.process is not None:
-            worker.process.join(5)
+    def _kill(self, worker: _Worker, *, kill: bool = True,
+              on_exit: Callable[[Any], None] | None = None,
+              restart: Restart | None = None) -> None:
+        """Retire ``worker``'s process without waiting for it to exit: its pipe closed, the
+        process killed (``kill=False``: one that closed its pipe is left GRACE_SECONDS to
+        end itself) and reaped later by the dispatcher (``on_exit(process)`` then). A
+        process whose CUDA context faulted takes hundreds of milliseconds to exit (the
+        driver tears the context and its memory down): joining it here held the dispatcher,
+        and every worker's next task, for that long."""
+        process = worker.process
         if worker.conn is not None:
             worker.conn.close()
         worker.conn = None
+        if process is None:
+            return
+        if kill and process.exitcode is None:
+            process.kill()
+        self._dying.append(_Dying(process, time.monotonic(), on_exit, killed=kill,
+                                  restart=restart))
+        self._reap()
+
+    def _reap(self) -> None:
+        """Collect the retired processes that have exited (never waits); kill those left
+        GRACE_SECONDS to end themselves that did not."""
+        now = time.monotonic()
+        left = []
+        for dying in self._dying:
+            process = dying.process
+            if process.exitcode is None:  # (polls: never blocks)
+                if not dying.killed and now - dying.since > GRACE_SECONDS:
+                    self._exited(dying, now)  # (its task: "the worker stopped answering")
+                    process.kill()
+                    dying.killed = True
+                left.append(dying)
+                continue
+            self._exited(dying, now)
+            process.join(0)  # (out of multiprocessing's children)
+            with contextlib.suppress(ValueError):
+                process.close()  # (its sentinel's file descriptor)
+        self._dying = left
+
+    @staticmethod
+    def _exited(dying: _Dying, now: float) -> None:
+        if dying.restart is not None and dying.restart.exited is None:
+            dying.restart.exited = now - dying.since
+        on_exit, dying.on_exit = dying.on_exit, None
+        if on_exit is not None:
+            on_exit(dying.process)
+
+    def _join_dying(self, timeout: float = 10.0) -> None:
+        """Wait for every retired process to exit (shutdown, a failed start), killing any
+        left to end itself."""
+        deadline = time.monotonic() + timeout
+        for dying in self._dying:
+            if dying.process.exitcode is None and not dying.killed:
+                dying.process.join(max(0.0, min(GRACE_SECONDS, deadline - time.monotonic())))
+                if dying.process.exitcode is None:
+                    self._exited(dying, time.monotonic())
+                    dying.process.kill()
+                    dying.killed = True
+            dying.process.join(max(0.0, deadline - time.monotonic()))
+        self._reap()
 
     def _kill_all(self) -> None:
         for worker in self._workers:
             self._kill(worker)
+        self._join_dying()
 
-    def _fail_and_restart(self, worker: _Worker, kind: str, message: str) -> None:
+    def _fail_and_restart(self, worker: _Worker, kind: str, message: str | None,
+                          *, kill: bool = True) -> None:
+        """``worker``'s process is done for: the slot goes to a spare (or a process started
+        now) first, then the old process is retired without waiting for its exit. Its task
+        fails with ``kind`` and ``message``; ``message`` None: the worker died or closed its
+        pipe, and the failure names its exit once it is reaped (``kill=False``: it is left
+        GRACE_SECONDS to exit by itself)."""
         task = worker.task
         began = time.monotonic()
-        self._kill(worker)
-        if task is not None:
-            self._finish(task, error=TrialFailed(kind, message))
+        old = _Worker(worker.slot, worker.device, process=worker.process, conn=worker.conn)
+        worker.task = None
         worker.restarts += 1
-        if self._closing:
-            return
-        self.spares.start()  # failures have begun: the next one finds a spare
-        spare = self.spares.take(worker.device)
-        if spare is not None:
-            # The readiest spare takes the slot as it is (prepared: the next task is all it
-            # needs; still starting: further along than a process started now).
-            prepared = self.spares.is_prepared(spare, self._sent)
-            worker.process, worker.conn, worker.ready, worker.task = (
-                spare.process, spare.conn, spare.ready, None)
-            worker.hello, worker.known, worker.started = spare.hello, spare.known, spare.started
-            self.restart_log.append(Restart(time.monotonic() - began, True, prepared))
+        restart = Restart(None, False, ran=began - task.started if task is not None else None,
+                          began=began)
+        self.restart_log.append(restart)
+        if not self._closing:
+            self.spares.start()  # failures have begun: the next one finds a spare
+            spare = self.spares.take(worker.device)
+            if spare is not None:
+                # The readiest spare takes the slot as it is (prepared: the next task is all
+                # it needs; still starting: further along than a process started now).
+                restart.by_spare = True
+                restart.spare_prepared = self.spares.is_prepared(spare, self._sent)
+                worker.process, worker.conn, worker.ready = spare.process, spare.conn, spare.ready
+                worker.hello, worker.known, worker.started = spare.hello, spare.known, spare.started
+                restart.seconds = time.monotonic() - began
+            else:
+                self._spawn(worker)
+            self._awaiting_task[worker.slot] = restart
         else:
-            self._spawn(worker)
-            self.restart_log.append(Restart(None, False))
+            worker.process, worker.conn = None, None
+        on_exit = None
+        if task is not None:
+            if message is None:
+                def on_exit(process, task=task, kind=kind):
+                    self._finish(task, error=TrialFailed(kind, _describe_exit(process)))
+            else:
+                self._finish(task, error=TrialFailed(kind, message))
+        self._kill(old, kill=kill, on_exit=on_exit, restart=restart)
 
     # -- spares --------------------------------------------------------------------------------
 
@@ -445,20 +556,25 @@ class ReplayExecutor:
             try:
                 worker.conn.send((task.id, task.key, handle, task.settings_json))
             except (OSError, BrokenPipeError):
+                task.started = time.monotonic()
                 worker.task = task
-                self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
+                self._fail_and_restart(worker, "crashed", None, kill=False)
                 continue
             worker.known.add(task.key)
             self._sent.setdefault(task.key, (task.instance, task.settings_json))
             task.started = time.monotonic()
             worker.task = task
+            restart = self._awaiting_task.pop(worker.slot, None)
+            if restart is not None:
+                restart.next_task = task.started - restart.began
 
     def _receive(self, worker: _Worker) -> None:
         try:
             message = worker.conn.recv()
         except (EOFError, OSError):
-            worker.process.join(5)
-            self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
+            # It died (or is ending itself): the slot goes on without waiting for its exit,
+            # and its task's failure names the exit once the process is reaped.
+            self._fail_and_restart(worker, "crashed", None, kill=False)
             return
         kind = message[0]
         if kind == "hello":
@@ -485,7 +601,6 @@ class ReplayExecutor:
             return
         self._finish(task, error=TrialFailed(kind, message[2]))
         if kind == CONTEXT_POISONED:  # the worker exits after a fault: start its successor now
-            worker.task = None
             self._fail_and_restart(worker, "crashed", message[2])
 
     def _watchdog(self) -> None:
@@ -511,11 +626,16 @@ class ReplayExecutor:
             self.spares.prepare(self._sent)
             conns = {w.conn: w for w in self._workers if w.conn is not None}
             spares = self.spares.connections()
+            dying = {d.process.sentinel: d for d in self._dying if not d.polling}
+            timeout = REAP_POLL_SECONDS if any(d.polling for d in self._dying) else 0.5
             try:
-                ready = wait([*conns, *spares, self._wake_r], timeout=0.5)
+                ready = wait([*conns, *spares, *dying, self._wake_r], timeout=timeout)
             except OSError:
                 continue
             for conn in ready:
+                if conn in dying:
+                    dying[conn].polling = True  # (reaped below, or polled until it can be)
+                    continue
                 if conn is self._wake_r:
                     while self._wake_r.poll():
                         self._wake_r.recv()
@@ -528,6 +648,7 @@ class ReplayExecutor:
                 worker = conns[conn]
                 if worker.conn is conn:
                     self._receive(worker)
+            self._reap()
             self._watchdog()
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -556,6 +677,7 @@ class ReplayExecutor:
             if worker.process is not None:
                 worker.process.join(10)
             self._kill(worker)
+        self._join_dying()
         if self._compile_pool is not None:
             self._compile_pool.shutdown(wait=True, cancel_futures=True)
         if self._tmp is not None:
