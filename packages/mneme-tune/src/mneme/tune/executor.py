@@ -73,6 +73,11 @@ class _Task:
     settings_json: str
     future: Future
     started: float = 0.0
+    #: a probe task: it may be tried first by a probe worker, beside others (only whether
+    #: it runs matters there)
+    probe: bool = False
+    #: it was tried beside others and ran: now to be replayed alone, on a slot's worker
+    tried: bool = False
 
 
 @dataclass
@@ -94,6 +99,8 @@ class _Worker:
     restored: set[str] = field(default_factory=set)
     #: when a spare had answered every instance it was sent (its hand-over sends a task only)
     ready_since: float | None = None
+    #: a spare lent to try probe tasks beside the slot's worker (a probe worker)
+    beside: bool = False
 
 
 @dataclass
@@ -114,6 +121,9 @@ class Restart:
     ran: float | None = None
     exited: float | None = None
     next_task: float | None = None
+    #: a probe worker's process (a lent spare trying probe tasks beside the slot's worker)
+    #: that was lost: nothing took its place but the next prepared spare lent
+    beside: bool = False
     began: float = field(default=0.0, repr=False)  # (monotonic: when the failure was seen)
 
 
@@ -205,7 +215,11 @@ class ReplayExecutor:
     expected, ``expect_failures``: a count given here starts that burst's spare
     processes with the workers, prepared after the first tasks). ``before_prepare``:
     like ``before_run``, called in a spare with the instance key before it prepares it
-    (tests make it slow).
+    (tests make it slow). ``probe_workers``: while failures are expected, up to this many
+    prepared spares per device are lent to try probe tasks (``submit(..., probe=True)``)
+    beside each other, so that their faults overlap; a probe task that runs there is
+    replayed again alone on the slot's worker, whose result (and times) it gets. The slot's
+    worker and the probe workers of a device never run at the same time.
     """
 
     def __init__(
@@ -223,6 +237,7 @@ class ReplayExecutor:
         spares: bool = True,
         before_prepare: Callable[[str], None] | None = None,
         expect_failures: int = 0,
+        probe_workers: int = 0,
     ):
         self._db = database if isinstance(database, Database) else None
         # absolute: the instances carry the path to processes started later, anywhere
@@ -246,6 +261,9 @@ class ReplayExecutor:
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
         self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
+        #: per device, the spares lent to try probe tasks beside the slot's worker
+        self.probe_workers = max(0, int(probe_workers)) if spares else 0
+        self._beside: dict[int | None, list[_Worker]] = {d: [] for d in dict.fromkeys(slots)}
         #: the instances the workers were sent and a task's settings for each, which
         #: spares prepare ahead
         self._sent: dict[str, tuple[Instance, str]] = {}
@@ -328,7 +346,13 @@ class ReplayExecutor:
 
     @property
     def restarts(self) -> int:
-        return sum(w.restarts for w in self._workers)
+        """Worker processes lost (a slot's, replaced; or a probe worker's)."""
+        return len(self.restart_log)
+
+    @property
+    def probe_capacity(self) -> int:
+        """Probe tasks that may run at once beside the slots' workers, at most."""
+        return self.probe_workers * len(self._beside)
 
     @property
     def worker_count(self) -> int:
@@ -417,7 +441,14 @@ class ReplayExecutor:
         restart = Restart(None, False, ran=began - task.started if task is not None else None,
                           began=began)
         self.restart_log.append(restart)
-        if not self._closing:
+        if worker.beside:
+            # A probe worker: not replaced (the next prepared spare is lent when one is).
+            restart.beside = True
+            self._beside[worker.device] = [w for w in self._beside[worker.device]
+                                           if w is not worker]
+            self.spares.lost(worker.device)
+            worker.process, worker.conn = None, None
+        elif not self._closing:
             self.spares.start()  # failures have begun: the next one finds a spare
             spare = self.spares.take(worker.device)
             if spare is not None:
@@ -477,17 +508,21 @@ class ReplayExecutor:
             self._specs[instance] = resolved(self._db.instance(instance))
         return self._specs[instance]
 
-    def submit(self, settings: ReplaySettings, instance: str | Instance | None = None) -> Future:
+    def submit(self, settings: ReplaySettings, instance: str | Instance | None = None, *,
+               probe: bool = False) -> Future:
         """Replay ``settings`` on ``instance`` (an id or an Instance object; default: the
         executor's): a Future of a ReplayResult that raises TrialFailed when the replay
-        fails or does not verify."""
+        fails or does not verify. ``probe``: a task that may well fault (the tuner's probe
+        of launch shapes): with ``probe_workers``, it may be tried beside other probe
+        tasks first; its failure there is its answer, and if it runs it is replayed again
+        alone."""
         target = self._resolve(instance) if instance is not None else self.instance
         if target is None:
             raise TuneError("submit needs an instance (KERNEL/INSTANCE)")
         if self._closing:
             raise RuntimeError("the executor is shut down")
         key = instance_key(target)
-        task = _Task(next(self._ids), key, target, settings.to_json(), Future())
+        task = _Task(next(self._ids), key, target, settings.to_json(), Future(), probe=probe)
         task.future.set_running_or_notify_cancel()
         with self._lock:
             self._inflight.add(task.future)
@@ -544,13 +579,17 @@ class ReplayExecutor:
             task.future.set_result(result)
 
     def _assign(self) -> None:
-        for worker in self._workers:
-            if not worker.ready or worker.task is not None:
+        self._lend_probe_workers()
+        beside = [w for workers in self._beside.values() for w in workers]
+        for worker in [*beside, *self._workers]:  # (probe workers first: the probe's faults)
+            if not worker.ready or worker.task is not None or worker.conn is None:
                 continue
             with self._lock:
                 if not self._pending:
                     return
-                task = self._pending.popleft()
+                task = self._next_task(worker)
+            if task is None:
+                continue
             # The instance itself only with the first task for it in this process.
             handle = None if task.key in worker.known else task.instance
             try:
@@ -564,9 +603,49 @@ class ReplayExecutor:
             self._sent.setdefault(task.key, (task.instance, task.settings_json))
             task.started = time.monotonic()
             worker.task = task
-            restart = self._awaiting_task.pop(worker.slot, None)
+            restart = None if worker.beside else self._awaiting_task.pop(worker.slot, None)
             if restart is not None:
                 restart.next_task = task.started - restart.began
+
+    def _next_task(self, worker: _Worker) -> _Task | None:
+        """The next pending task ``worker`` may run now (under the lock): a probe worker
+        takes probe tasks not tried yet, while no slot's worker of its device runs; a slot's
+        worker takes the first task, while no probe worker of its device runs (what it
+        measures runs alone)."""
+        device = worker.device
+        if worker.beside:
+            if any(w.task is not None for w in self._workers if w.device == device):
+                return None
+            for index, task in enumerate(self._pending):
+                if task.probe and not task.tried:
+                    del self._pending[index]
+                    return task
+            return None
+        if any(w.task is not None for w in self._beside.get(device, ())):
+            return None
+        return self._pending.popleft()
+
+    def _lend_probe_workers(self) -> None:
+        """While failures are expected and probe tasks wait untried, lend prepared spares
+        to try them (up to ``probe_workers`` per device); once no failure is expected,
+        give the idle ones back to the pool."""
+        if not self.probe_workers:
+            return
+        with self._lock:
+            untried = any(t.probe and not t.tried for t in self._pending)
+        for device, workers in self._beside.items():
+            if self.spares.bursting and untried and not self._closing:
+                while len(workers) < self.probe_workers:
+                    spare = self.spares.lend(device, self._sent)
+                    if spare is None:
+                        break
+                    spare.beside = True
+                    workers.append(spare)
+            elif not self.spares.bursting:
+                for worker in [w for w in workers if w.task is None]:
+                    workers.remove(worker)
+                    worker.beside = False
+                    self.spares.give_back(worker)
 
     def _receive(self, worker: _Worker) -> None:
         try:
@@ -582,6 +661,8 @@ class ReplayExecutor:
             self.spares.note_hello(worker.device, message[1])
             return
         if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
+            if worker.beside:  # (a lent spare goes back to the pool, prepared)
+                worker.restored.add(message[1])
             return
         if kind == "fatal":
             worker.task = None
@@ -592,6 +673,12 @@ class ReplayExecutor:
             return
         if kind == "ok":
             result = ReplayResult.from_dict(message[2])
+            if worker.beside and task.probe and result.verified is not False:
+                # It runs: replayed again alone on a slot's worker, whose result it gets.
+                task.tried = True
+                with self._lock:
+                    self._pending.appendleft(task)
+                return
             if result.verified is False:
                 self._finish(task, error=TrialFailed(
                     "unverified",
@@ -605,7 +692,8 @@ class ReplayExecutor:
 
     def _watchdog(self) -> None:
         now = time.monotonic()
-        for worker in self._workers:
+        beside = [w for workers in self._beside.values() for w in workers]
+        for worker in [*self._workers, *beside]:
             if worker.task is not None and now - worker.task.started > self.timeout:
                 self._fail_and_restart(
                     worker, "timeout",
@@ -624,7 +712,8 @@ class ReplayExecutor:
             if self._tasks_done >= SPARE_AFTER_TASKS:
                 self.spares.start()
             self.spares.prepare(self._sent)
-            conns = {w.conn: w for w in self._workers if w.conn is not None}
+            beside = [w for workers in self._beside.values() for w in workers]
+            conns = {w.conn: w for w in [*self._workers, *beside] if w.conn is not None}
             spares = self.spares.connections()
             dying = {d.process.sentinel: d for d in self._dying if not d.polling}
             timeout = REAP_POLL_SECONDS if any(d.polling for d in self._dying) else 0.5
@@ -664,9 +753,12 @@ class ReplayExecutor:
         with self._lock:
             pending = list(self._pending)
             self._pending.clear()
-        for task in pending + [w.task for w in self._workers if w.task is not None]:
+        beside = [w for workers in self._beside.values() for w in workers]
+        for workers in self._beside.values():
+            workers.clear()
+        for task in pending + [w.task for w in [*self._workers, *beside] if w.task is not None]:
             self._finish(task, error=TrialFailed("error", "the executor was shut down"))
-        everyone = [*self._workers, *self.spares.close()]
+        everyone = [*self._workers, *beside, *self.spares.close()]
         for worker in everyone:
             if worker.conn is not None:
                 try:
