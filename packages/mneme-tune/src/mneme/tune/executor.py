@@ -17,7 +17,10 @@ answer within ``timeout`` seconds (watchdog: it is killed) fails only its task, 
 reason, and a spare worker takes its place at once (spares.py: started ahead, context
 made, the instances restored and their code loaded, so a restart is a hand-over of the
 next task; a pool that grows while the tuner expects failures, refilled in the
-background).
+background). The dispatcher never waits for a failed process to end: it is killed and
+reaped when it has exited (a faulted GPU context takes hundreds of ms to tear down).
+While failures are expected, prepared spares may be lent as probe workers that try probe
+tasks beside each other (``probe_workers``); one that runs is replayed again alone.
 Without devices (``devices=None``) the workers compile only, on the CPUs.
 """
 
