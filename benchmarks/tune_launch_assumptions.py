@@ -1,7 +1,7 @@
 """Tuning kernels that assume their launch shape (GPU, issue 23).
 
     python benchmarks/tune_launch_assumptions.py --exe PATH/launch_assumptions [--trials 60]
-    python benchmarks/tune_launch_assumptions.py --db launch_assumptions.rdb
+    python benchmarks/tune_launch_assumptions.py --db launch_assumptions.rdb [--probe-workers 0]
 
 The corpus program tests/corpus/cuda/launch_assumptions (built with mneme-clang++; the GPU
 host has no clang, so build it here and carry it) holds four kernels that break outside
@@ -10,7 +10,10 @@ a fixed warp count, a reduction assuming a power-of-two block, a TILE x TILE til
 recorded (unless --db names a recording), and each kernel is tuned over launch and
 pipeline. Printed per kernel: trials/s of the search, worker restarts (and how many were
 handed to a prepared spare worker: context made, instance restored, code loaded), the
-median hand-over (the dispatcher's swap of the failed worker for the spare), the trials
+median hand-over (the dispatcher's swap of the failed worker for the spare), where a
+fault's time goes (medians over the restarts: the failed trial in its worker until its
+answer, the faulted process's exit, reaped off the dispatcher, and the failure to the
+slot's next task), the trials
 spent on invalid launch shapes (all of them, and those after the shape was shown
 invalid), the shapes the probe found invalid, and start-up time (the tuner's whole run
 less its search) against search time.
@@ -45,14 +48,24 @@ def _instance(db: Path, name: str) -> str:
     raise SystemExit(f"tune_launch_assumptions: {db} has no kernel {name}")
 
 
+def _median_ms(restart_log, field: str) -> str:
+    values = [getattr(r, field) for r in restart_log if getattr(r, field) is not None]
+    return f"{statistics.median(values) * 1000:.1f}" if values else "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--exe", type=Path, help="a mneme-clang++ build of launch_assumptions")
     source.add_argument("--db", type=Path, help="a recording of it")
     parser.add_argument("--trials", type=int, default=60)
-    args = parser.parse_args()
     from mneme.tune import TuneOptions, Tuner
+    from mneme.tune.tuner import PROBE_WORKERS
+
+    parser.add_argument("--probe-workers", type=int, default=PROBE_WORKERS,
+                        help="spares per GPU that try the probe's shapes beside each other (0: "
+                             "one at a time, as before)")
+    args = parser.parse_args()
     from rich.console import Console
     from rich.table import Table
 
@@ -64,15 +77,18 @@ def main() -> None:
                               "-mr", "2", "--", str(args.exe)], capture_output=True, text=True)
         if run.returncode != 0:
             raise SystemExit(f"tune_launch_assumptions: recording failed: {run.stderr.strip()[-400:]}")
-    table = Table(title=f"kernels that assume their launch shape: {args.trials} trials each")
-    for column in ("kernel", "trials/s", "restarts", "by prepared spare", "hand-over ms",
-                   "on invalid shapes", "after shown invalid", "invalid shapes", "start-up s",
+    table = Table(title=f"kernels that assume their launch shape: {args.trials} trials each, "
+                        f"{args.probe_workers} probe workers")
+    for column in ("kernel", "trials/s", "restarts", "by prepared spare", "of probe workers",
+                   "hand-over ms",
+                   "fault ms", "exit ms", "next task ms", "on invalid shapes", "after shown invalid", "invalid shapes", "start-up s",
                    "search s"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
     goals = []
     for name in KERNELS:
         options = TuneOptions(trials=args.trials, devices=[0], study=name, seed=5, iterations=3,
-                              storage=f"sqlite:///{work / 'tune.sqlite3'}")
+                              storage=f"sqlite:///{work / 'tune.sqlite3'}",
+                              probe_workers=args.probe_workers)
         tuner = Tuner(db, [_instance(db, name)], "launch,pipeline", options)
         outcome = tuner.run()
         ordered = sorted(outcome.trials, key=lambda t: t.number)
@@ -88,15 +104,18 @@ def main() -> None:
                     shown.add(shape)
         startup = outcome.elapsed - outcome.search_seconds
         swaps = [r.seconds for r in outcome.restart_log if r.by_spare and r.seconds is not None]
+
         prepared = sum(r.spare_prepared for r in outcome.restart_log)
         table.add_row(name, f"{outcome.trials_per_second:.1f}", str(outcome.restarts),
-                      str(prepared), f"{statistics.median(swaps) * 1000:.2f}" if swaps else "-",
+                      str(prepared), str(sum(r.beside for r in outcome.restart_log)),
+                      f"{statistics.median(swaps) * 1000:.2f}" if swaps else "-",
+                      *(_median_ms(outcome.restart_log, f) for f in ("ran", "exited", "next_task")),
                       str(on_invalid), str(after), str(len(tuner.region.invalid)),
                       f"{startup:.2f}", f"{outcome.search_seconds:.2f}")
         goals.append((f"{name}: >= 50 trials/s", outcome.trials_per_second >= 50))
         goals.append((f"{name}: <= 10 % of trials on shapes already shown invalid",
                       after <= 0.1 * len(ordered)))
-    Console(width=140).print(table)
+    Console(width=180).print(table)
     for goal, met in goals:
         print(f"  goal {goal}: {'met' if met else 'NOT met'}")
 

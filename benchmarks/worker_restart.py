@@ -93,7 +93,8 @@ def restart_costs(db, rid, devices, spares: bool, rounds: int) -> tuple[list[flo
 def burst_cost(db, rid, devices, burst: int, pool_kept: bool) -> tuple[float, int, int, int]:
     """A burst of ``burst`` failing candidates in flight together, then one that runs:
     (seconds from the burst's submission to that candidate's result, restarts, hand-overs
-    by a spare, of them by a prepared spare)."""
+    by a spare, of them by a prepared spare, the median seconds a failed process took to
+    exit: reaped off the dispatcher, which no longer waits for it)."""
     from mneme.tune import ReplayExecutor, TrialFailed
 
     compile_only = devices is None
@@ -115,8 +116,9 @@ def burst_cost(db, rid, devices, burst: int, pool_kept: bool) -> tuple[float, in
         after.result(timeout=600)
         seconds = time.perf_counter() - start
         log = list(pool.restart_log)
+    exits = [r.exited for r in log if r.exited is not None]
     return (seconds, len(log), sum(r.by_spare for r in log),
-            sum(r.spare_prepared for r in log))
+            sum(r.spare_prepared for r in log), statistics.median(exits) if exits else None)
 
 
 def main() -> None:
@@ -148,11 +150,13 @@ def main() -> None:
     print(f"a burst of {args.burst} failures in a row (the probe of a kernel that assumes its "
           "block size), then one candidate:")
     for kept in (False, True):
-        seconds, restarts, by_spare, prepared = burst_cost(args.db, args.rid, devices,
-                                                           args.burst, kept)
+        seconds, restarts, by_spare, prepared, exited = burst_cost(args.db, args.rid, devices,
+                                                                   args.burst, kept)
         label = "pool kept for the burst" if kept else "one spare              "
+        exit_line = f"; a failed process exited in {exited * 1000:.1f} ms" if exited else ""
         print(f"  {label}: {seconds:6.2f} s, {seconds / max(1, restarts) * 1000:6.1f} ms per "
-              f"restart; {restarts} restarts, {by_spare} by a spare, {prepared} of them prepared")
+              f"restart; {restarts} restarts, {by_spare} by a spare, {prepared} of them "
+              f"prepared{exit_line}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
 """ReplayExecutor on the CPUs (compile-only): futures, failures, crash isolation, watchdog."""
 
+import multiprocessing
+import os
 import shutil
+import time
 
 import pytest
 from mneme.replay.db import Database
@@ -15,6 +18,7 @@ from tune_support import (
     ROW_SUM,
     SAXPY,
     abort_on_poison,
+    fault_with_slow_cleanup,
     hang_on_poison,
     refuse_on_poison,
 )
@@ -200,3 +204,115 @@ def test_a_ready_spare_takes_a_failed_workers_place_at_once():
             pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
         assert pool.submit(settings("O2")).result(timeout=120).registers > 0
         assert [r.by_spare for r in pool.restart_log] == [True, True] and pool.restarts == 2
+
+
+#: seconds a blocking join of a retired worker takes under _slow_to_exit
+SLOW_EXIT_SECONDS = 2.0
+
+
+def _slow_to_exit(monkeypatch) -> set[int]:
+    """Processes whose pid is put in the returned set take SLOW_EXIT_SECONDS to join (a
+    join that waits), as a GPU worker whose context faulted takes hundreds of ms to exit
+    (the driver tears the context and its memory down); a join that does not wait is not
+    slowed."""
+    slow: set[int] = set()
+    join = multiprocessing.process.BaseProcess.join
+
+    def slow_join(process, timeout=None):
+        if process.pid in slow and (timeout is None or timeout > 0):
+            time.sleep(SLOW_EXIT_SECONDS)
+        return join(process, timeout)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "join", slow_join)
+    return slow
+
+
+@pytest.mark.parametrize("hook", [refuse_on_poison, abort_on_poison],
+                         ids=["context-poisoned", "died"])
+def test_a_failure_hands_the_slot_to_the_spare_without_waiting_for_the_old_process(
+        monkeypatch, hook):
+    """The failed worker's process is retired off the dispatcher: the spare gets the next
+    task and answers it long before the old process could be joined (the dispatcher used
+    to kill and join it first: no task went to any worker meanwhile). A worker that died
+    still fails its task with its exit status, once it is reaped."""
+    slow = _slow_to_exit(monkeypatch)
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=hook) as pool:
+        pool.expect_failures(1)
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        _spare_ready(pool)
+        (spare_pid,) = _spare_pids(pool)
+        slow.add(pool._workers[0].process.pid)
+        failed = pool.submit(settings(registers=POISON_REGISTERS))
+        after = pool.submit(settings())
+        with pytest.raises(TrialFailed) as failure:
+            failed.result(timeout=120)
+        start = time.monotonic()
+        assert after.result(timeout=120).registers > 0
+        assert time.monotonic() - start < SLOW_EXIT_SECONDS / 4
+        if hook is abort_on_poison:
+            assert failure.value.kind == "crashed" and "SIGABRT" in failure.value.message
+        else:
+            assert failure.value.kind == "context-poisoned"
+        assert pool._workers[0].process.pid == spare_pid
+        (restart,) = pool.restart_log
+        assert restart.by_spare and restart.spare_prepared, restart
+        assert restart.seconds < 0.1 and restart.next_task < SLOW_EXIT_SECONDS / 4, restart
+        deadline = time.monotonic() + 30
+        while restart.exited is None:  # reaped in the background
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        slow.clear()
+
+
+def test_retired_workers_are_all_reaped_by_shutdown(monkeypatch):
+    """Processes retired without waiting (failed workers, spares beyond the pool's size)
+    are reaped by the dispatcher or joined at shutdown: none is left running."""
+    started = []
+    spawn = ReplayExecutor._spawn
+
+    def recording_spawn(self, worker):
+        spawn(self, worker)
+        started.append(worker.process.pid)
+
+    monkeypatch.setattr(ReplayExecutor, "_spawn", recording_spawn)
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison) as pool:
+        pool.expect_failures(3)
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        failed = [pool.submit(settings(registers=POISON_REGISTERS)) for _ in range(3)]
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        for future in failed:
+            with pytest.raises(TrialFailed, match="SIGABRT"):
+                future.result(timeout=120)
+        pool.expect_failures(0)  # (the extra spares are stopped)
+        assert pool.submit(settings("O1")).result(timeout=120).registers > 0
+    assert pool.restarts == 3 and len(started) > 4
+    assert pool._dying == []
+    alive = [pid for pid in started if os.path.exists(f"/proc/{pid}")]
+    assert alive == [], alive
+
+
+def test_a_faulted_worker_answers_and_exits_without_cleaning_up(tmp_path):
+    """After its context-poisoned answer the worker leaves at once (os._exit): no session
+    clean-up, no exit handlers (on a GPU each would call into the faulted context). Here
+    the clean-up would take a minute."""
+    from mneme.tune.executor import _worker_context
+    from mneme.tune.worker import POISONED_EXIT_STATUS, worker_main
+
+    context = _worker_context()
+    parent, child = context.Pipe()
+    spec = {"device": None, "cache_dir": str(tmp_path), "before_run": fault_with_slow_cleanup}
+    process = context.Process(target=worker_main, args=(child, spec), daemon=True)
+    process.start()
+    child.close()
+    try:
+        assert parent.poll(120) and parent.recv()[0] == "hello"
+        instance = Database.open(GOLDEN).instance(SAXPY)
+        parent.send((1, "saxpy", instance, settings(registers=POISON_REGISTERS).to_json()))
+        assert parent.poll(120)
+        kind, task_id, message = parent.recv()
+        assert (kind, task_id) == ("context-poisoned", 1) and "unusable" in message
+        process.join(10)
+        assert process.exitcode == POISONED_EXIT_STATUS
+    finally:
+        process.kill()
+        process.join()

@@ -127,10 +127,93 @@ def test_the_probes_faults_are_handed_to_spares_kept_for_them(tmp_path):
     one of those restarts is a hand-over to a spare, never a process started then."""
     options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
                           storage=f"sqlite:///{tmp_path / 's.db'}", study="probe-spares",
-                          before_run=abort_on_wide_blocks)
+                          before_run=abort_on_wide_blocks, probe_workers=0)
     outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
     crashed = [t for t in outcome.trials if t.failure == "crashed"]
     assert len(crashed) == 16 and outcome.restarts == 16
     assert len(outcome.restart_log) == 16
     assert all(r.by_spare for r in outcome.restart_log), outcome.restart_log
     assert any(r.spare_prepared for r in outcome.restart_log), outcome.restart_log
+
+
+def _never_beside_a_slot(monkeypatch) -> tuple[list[str], dict]:
+    """Records (in the list returned) each time the dispatcher left a slot's worker and a
+    probe worker of the same device running at once, and (in the dict) each task's runs:
+    task id -> [(pid, by a probe worker), ...]."""
+    import mneme.tune.executor as executor
+
+    overlaps: list[str] = []
+    runs: dict[int, list[tuple[int, bool]]] = {}
+    assign = executor.ReplayExecutor._assign
+
+    def checked(pool):
+        assign(pool)
+        for device, beside in pool._beside.items():
+            slot = [w for w in pool._workers if w.device == device and w.task]
+            tried = [w for w in beside if w.task]
+            if slot and tried:
+                overlaps.append(f"device {device}: slot tasks {[w.task.id for w in slot]}, "
+                                f"probe tasks {[w.task.id for w in tried]}")
+            for worker in slot + tried:
+                run = (worker.process.pid, worker.beside)
+                if run not in runs.setdefault(worker.task.id, []):
+                    runs[worker.task.id].append(run)
+
+    monkeypatch.setattr(executor.ReplayExecutor, "_assign", checked)
+    monkeypatch.setattr(executor, "_usable_cores", lambda: 8)  # (4 spares: CPU_SPARES)
+    return overlaps, runs
+
+
+def test_probe_tasks_are_tried_beside_each_other_and_replayed_alone_when_they_run(
+        monkeypatch):
+    """While failures are expected, prepared spares are lent as probe workers: probe tasks
+    are tried there beside each other (a failure there is the task's answer, a lost probe
+    worker is not replaced by a hand-over), a task that runs is replayed again alone by the
+    slot's worker, which never runs beside a probe worker; afterwards they go back to the
+    pool."""
+    overlaps, runs = _never_beside_a_slot(monkeypatch)
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, before_run=abort_on_poison,
+                        probe_workers=2) as pool:
+        assert pool.submit(settings()).result(timeout=120).registers > 0
+        pool.expect_failures(6)
+        _spare_ready(pool, count=4)
+        first = max(runs) + 1
+        good = [pool.submit(settings(block=(b, 1, 1)), probe=True) for b in (32, 64)]
+        bad = [pool.submit(settings(block=(b, 1, 1), registers=POISON_REGISTERS), probe=True)
+               for b in (96, 128, 160, 192)]
+        for future in bad:
+            with pytest.raises(TrialFailed, match="SIGABRT"):
+                future.result(timeout=120)
+        results = [f.result(timeout=120) for f in good]
+        assert [r.launch["block"][0] for r in results] == [32, 64]
+        beside = [r for r in pool.restart_log if r.beside]
+        assert beside and len(pool.restart_log) == 4, pool.restart_log
+        good_runs = [runs[first], runs[first + 1]]
+        # each ran on a slot's worker last, after at most one try beside
+        assert all(r[-1][1] is False and len(r) <= 2 for r in good_runs), good_runs
+        assert any(r[0][1] for r in good_runs) and any(len(runs[first + 2 + i]) == 1
+                                                       and runs[first + 2 + i][0][1]
+                                                       for i in range(4)), runs
+        pool.expect_failures(0)
+        deadline = time.monotonic() + 30
+        while pool._beside[None] or len(pool.spares.spares[None]) != 1:
+            assert time.monotonic() < deadline, (pool._beside, pool.spares.spares)
+            time.sleep(0.02)
+        assert pool.submit(settings("O1")).result(timeout=120).registers > 0
+    assert overlaps == [], overlaps
+
+
+def test_the_probe_with_probe_workers_finds_the_same_shapes(monkeypatch, tmp_path):
+    """The tuner's probe with probe workers: each of the 16 wide shapes fails once (some
+    beside the slot's worker), the others complete, timed by the slot's worker alone."""
+    overlaps, _ = _never_beside_a_slot(monkeypatch)
+    options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", study="probe-beside",
+                          before_run=abort_on_wide_blocks, probe_workers=2)
+    outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
+    crashed = [t for t in outcome.trials if t.failure == "crashed"]
+    assert len(crashed) == 16 and outcome.restarts == 16
+    assert len({tuple(sorted(t.params.items())) for t in crashed}) == 16
+    assert any(r.beside for r in outcome.restart_log), outcome.restart_log
+    assert all(t.state == "complete" for t in outcome.trials if t.failure is None)
+    assert overlaps == [], overlaps

@@ -147,3 +147,18 @@ def refuse_on_poison(settings) -> None:
         _refused_launch()
     if settings.compile.max_registers == POISON_REGISTERS:
         _faulted_kernel()
+
+
+#: seconds a faulted worker's clean-up takes under fault_with_slow_cleanup
+SLOW_CLEANUP_SECONDS = 60.0
+
+
+def fault_with_slow_cleanup(settings) -> None:
+    """Worker hook: a candidate with the poison register cap faults (context-poisoned) in
+    a worker whose session clean-up would then take SLOW_CLEANUP_SECONDS, as CUDA calls
+    into a faulted context may: a worker that cleans up after such a fault lingers."""
+    if settings.compile.max_registers == POISON_REGISTERS:
+        from mneme.tune import worker
+
+        worker.SessionPool.close = lambda self: time.sleep(SLOW_CLEANUP_SECONDS)
+        _faulted_kernel()

@@ -17,7 +17,10 @@ answer within ``timeout`` seconds (watchdog: it is killed) fails only its task, 
 reason, and a spare worker takes its place at once (spares.py: started ahead, context
 made, the instances restored and their code loaded, so a restart is a hand-over of the
 next task; a pool that grows while the tuner expects failures, refilled in the
-background).
+background). The dispatcher never waits for a failed process to end: it is killed and
+reaped when it has exited (a faulted GPU context takes hundreds of ms to tear down).
+While failures are expected, prepared spares may be lent as probe workers that try probe
+tasks beside each other (``probe_workers``); one that runs is replayed again alone.
 Without devices (``devices=None``) the workers compile only, on the CPUs.
 """
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -56,6 +60,12 @@ START_TIMEOUT = 120.0
 #: restored beside the first replays (a tuner's baseline and determinism profile) would
 #: disturb the times they measure
 SPARE_AFTER_TASKS = 8
+#: seconds a worker that closed its pipe (it died, or is ending itself) is left to exit
+#: before it is killed; its task's failure names the exit status once it is known
+GRACE_SECONDS = 5.0
+#: seconds between polls of a retired process whose sentinel woke the loop before it
+#: could be reaped
+REAP_POLL_SECONDS = 0.02
 
 
 @dataclass
@@ -66,6 +76,11 @@ class _Task:
     settings_json: str
     future: Future
     started: float = 0.0
+    #: a probe task: it may be tried first by a probe worker, beside others (only whether
+    #: it runs matters there)
+    probe: bool = False
+    #: it was tried beside others and ran: now to be replayed alone, on a slot's worker
+    tried: bool = False
 
 
 @dataclass
@@ -87,17 +102,50 @@ class _Worker:
     restored: set[str] = field(default_factory=set)
     #: when a spare had answered every instance it was sent (its hand-over sends a task only)
     ready_since: float | None = None
+    #: a spare lent to try probe tasks beside the slot's worker (a probe worker)
+    beside: bool = False
 
 
 @dataclass
 class Restart:
     """One worker restart: whether a spare took the slot, whether that spare was prepared
     (every instance restored, its code loaded), and the seconds the hand-over took in the
-    dispatcher (None for a fresh process: ready when it has started)."""
+    dispatcher (None for a fresh process: ready when it has started). Where a fault's time
+    goes, in seconds (None where there was no such step, or not yet): ``ran``, the failed
+    task in its worker until its answer or death was seen (the replay and the driver's
+    report of the fault); ``exited``, the failed process from its retirement until it had
+    exited (on a GPU the driver tears the faulted context down meanwhile: off the
+    dispatcher, which does not wait for it); ``next_task``, from the failure until the slot
+    was sent its next task."""
 
     seconds: float | None
     by_spare: bool
     spare_prepared: bool = False
+    ran: float | None = None
+    exited: float | None = None
+    next_task: float | None = None
+    #: a probe worker's process (a lent spare trying probe tasks beside the slot's worker)
+    #: that was lost: nothing took its place but the next prepared spare lent
+    beside: bool = False
+    began: float = field(default=0.0, repr=False)  # (monotonic: when the failure was seen)
+
+
+@dataclass
+class _Dying:
+    """A worker process retired from its slot or the spare pool, not yet exited: the
+    dispatcher reaps it without waiting (it polls it when its sentinel wakes the loop), and
+    ``shutdown`` joins what is left."""
+
+    process: Any
+    since: float
+    #: called once with the process when it has exited, or when GRACE_SECONDS ran out and
+    #: it was killed (a crashed task described by its exit)
+    on_exit: Callable[[Any], None] | None = None
+    killed: bool = False
+    #: its sentinel woke the loop before the process could be reaped (spawn: the pipe closes
+    #: before the exit ends): polled on a short timeout instead
+    polling: bool = False
+    restart: Restart | None = None
 
 
 def _worker_context():
@@ -170,7 +218,11 @@ class ReplayExecutor:
     expected, ``expect_failures``: a count given here starts that burst's spare
     processes with the workers, prepared after the first tasks). ``before_prepare``:
     like ``before_run``, called in a spare with the instance key before it prepares it
-    (tests make it slow).
+    (tests make it slow). ``probe_workers``: while failures are expected, up to this many
+    prepared spares per device are lent to try probe tasks (``submit(..., probe=True)``)
+    beside each other, so that their faults overlap; a probe task that runs there is
+    replayed again alone on the slot's worker, whose result (and times) it gets. The slot's
+    worker and the probe workers of a device never run at the same time.
     """
 
     def __init__(
@@ -188,6 +240,7 @@ class ReplayExecutor:
         spares: bool = True,
         before_prepare: Callable[[str], None] | None = None,
         expect_failures: int = 0,
+        probe_workers: int = 0,
     ):
         self._db = database if isinstance(database, Database) else None
         # absolute: the instances carry the path to processes started later, anywhere
@@ -211,11 +264,18 @@ class ReplayExecutor:
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
         self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
+        #: per device, the spares lent to try probe tasks beside the slot's worker
+        self.probe_workers = max(0, int(probe_workers)) if spares else 0
+        self._beside: dict[int | None, list[_Worker]] = {d: [] for d in dict.fromkeys(slots)}
         #: the instances the workers were sent and a task's settings for each, which
         #: spares prepare ahead
         self._sent: dict[str, tuple[Instance, str]] = {}
         #: every restart (benchmarks/worker_restart.py)
         self.restart_log: list[Restart] = []
+        #: retired processes not yet exited (reaped by the dispatcher, without waiting)
+        self._dying: list[_Dying] = []
+        #: per slot, the restart whose next task has not been sent yet
+        self._awaiting_task: dict[int, Restart] = {}
         self._pending: collections.deque[_Task] = collections.deque()
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -289,47 +349,132 @@ class ReplayExecutor:
 
     @property
     def restarts(self) -> int:
-        return sum(w.restarts for w in self._workers)
+        """Worker processes lost (a slot's, replaced; or a probe worker's)."""
+        return len(self.restart_log)
+
+    @property
+    def probe_capacity(self) -> int:
+        """Probe tasks that may run at once beside the slots' workers, at most."""
+        return self.probe_workers * len(self._beside)
 
     @property
     def worker_count(self) -> int:
         return len(self._workers)
 
-    def _kill(self, worker: _Worker) -> None:
-        if worker.process is not None and worker.process.is_alive():
-            worker.process.kill()
-        if worker.process is not None:
-            worker.process.join(5)
+    def _kill(self, worker: _Worker, *, kill: bool = True,
+              on_exit: Callable[[Any], None] | None = None,
+              restart: Restart | None = None) -> None:
+        """Retire ``worker``'s process without waiting for it to exit: its pipe closed, the
+        process killed (``kill=False``: one that closed its pipe is left GRACE_SECONDS to
+        end itself) and reaped later by the dispatcher (``on_exit(process)`` then). A
+        process whose CUDA context faulted takes hundreds of milliseconds to exit (the
+        driver tears the context and its memory down): joining it here held the dispatcher,
+        and every worker's next task, for that long."""
+        process = worker.process
         if worker.conn is not None:
             worker.conn.close()
         worker.conn = None
+        if process is None:
+            return
+        if kill and process.exitcode is None:
+            process.kill()
+        self._dying.append(_Dying(process, time.monotonic(), on_exit, killed=kill,
+                                  restart=restart))
+        self._reap()
+
+    def _reap(self) -> None:
+        """Collect the retired processes that have exited (never waits); kill those left
+        GRACE_SECONDS to end themselves that did not."""
+        now = time.monotonic()
+        left = []
+        for dying in self._dying:
+            process = dying.process
+            if process.exitcode is None:  # (polls: never blocks)
+                if not dying.killed and now - dying.since > GRACE_SECONDS:
+                    self._exited(dying, now)  # (its task: "the worker stopped answering")
+                    process.kill()
+                    dying.killed = True
+                left.append(dying)
+                continue
+            self._exited(dying, now)
+            process.join(0)  # (out of multiprocessing's children)
+            with contextlib.suppress(ValueError):
+                process.close()  # (its sentinel's file descriptor)
+        self._dying = left
+
+    @staticmethod
+    def _exited(dying: _Dying, now: float) -> None:
+        if dying.restart is not None and dying.restart.exited is None:
+            dying.restart.exited = now - dying.since
+        on_exit, dying.on_exit = dying.on_exit, None
+        if on_exit is not None:
+            on_exit(dying.process)
+
+    def _join_dying(self, timeout: float = 10.0) -> None:
+        """Wait for every retired process to exit (shutdown, a failed start), killing any
+        left to end itself."""
+        deadline = time.monotonic() + timeout
+        for dying in self._dying:
+            if dying.process.exitcode is None and not dying.killed:
+                dying.process.join(max(0.0, min(GRACE_SECONDS, deadline - time.monotonic())))
+                if dying.process.exitcode is None:
+                    self._exited(dying, time.monotonic())
+                    dying.process.kill()
+                    dying.killed = True
+            dying.process.join(max(0.0, deadline - time.monotonic()))
+        self._reap()
 
     def _kill_all(self) -> None:
         for worker in self._workers:
             self._kill(worker)
+        self._join_dying()
 
-    def _fail_and_restart(self, worker: _Worker, kind: str, message: str) -> None:
+    def _fail_and_restart(self, worker: _Worker, kind: str, message: str | None,
+                          *, kill: bool = True) -> None:
+        """``worker``'s process is done for: the slot goes to a spare (or a process started
+        now) first, then the old process is retired without waiting for its exit. Its task
+        fails with ``kind`` and ``message``; ``message`` None: the worker died or closed its
+        pipe, and the failure names its exit once it is reaped (``kill=False``: it is left
+        GRACE_SECONDS to exit by itself)."""
         task = worker.task
         began = time.monotonic()
-        self._kill(worker)
-        if task is not None:
-            self._finish(task, error=TrialFailed(kind, message))
+        old = _Worker(worker.slot, worker.device, process=worker.process, conn=worker.conn)
+        worker.task = None
         worker.restarts += 1
-        if self._closing:
-            return
-        self.spares.start()  # failures have begun: the next one finds a spare
-        spare = self.spares.take(worker.device)
-        if spare is not None:
-            # The readiest spare takes the slot as it is (prepared: the next task is all it
-            # needs; still starting: further along than a process started now).
-            prepared = self.spares.is_prepared(spare, self._sent)
-            worker.process, worker.conn, worker.ready, worker.task = (
-                spare.process, spare.conn, spare.ready, None)
-            worker.hello, worker.known, worker.started = spare.hello, spare.known, spare.started
-            self.restart_log.append(Restart(time.monotonic() - began, True, prepared))
+        restart = Restart(None, False, ran=began - task.started if task is not None else None,
+                          began=began)
+        self.restart_log.append(restart)
+        if worker.beside:
+            # A probe worker: not replaced (the next prepared spare is lent when one is).
+            restart.beside = True
+            self._beside[worker.device] = [w for w in self._beside[worker.device]
+                                           if w is not worker]
+            self.spares.lost(worker.device)
+            worker.process, worker.conn = None, None
+        elif not self._closing:
+            self.spares.start()  # failures have begun: the next one finds a spare
+            spare = self.spares.take(worker.device)
+            if spare is not None:
+                # The readiest spare takes the slot as it is (prepared: the next task is all
+                # it needs; still starting: further along than a process started now).
+                restart.by_spare = True
+                restart.spare_prepared = self.spares.is_prepared(spare, self._sent)
+                worker.process, worker.conn, worker.ready = spare.process, spare.conn, spare.ready
+                worker.hello, worker.known, worker.started = spare.hello, spare.known, spare.started
+                restart.seconds = time.monotonic() - began
+            else:
+                self._spawn(worker)
+            self._awaiting_task[worker.slot] = restart
         else:
-            self._spawn(worker)
-            self.restart_log.append(Restart(None, False))
+            worker.process, worker.conn = None, None
+        on_exit = None
+        if task is not None:
+            if message is None:
+                def on_exit(process, task=task, kind=kind):
+                    self._finish(task, error=TrialFailed(kind, _describe_exit(process)))
+            else:
+                self._finish(task, error=TrialFailed(kind, message))
+        self._kill(old, kill=kill, on_exit=on_exit, restart=restart)
 
     # -- spares --------------------------------------------------------------------------------
 
@@ -366,17 +511,21 @@ class ReplayExecutor:
             self._specs[instance] = resolved(self._db.instance(instance))
         return self._specs[instance]
 
-    def submit(self, settings: ReplaySettings, instance: str | Instance | None = None) -> Future:
+    def submit(self, settings: ReplaySettings, instance: str | Instance | None = None, *,
+               probe: bool = False) -> Future:
         """Replay ``settings`` on ``instance`` (an id or an Instance object; default: the
         executor's): a Future of a ReplayResult that raises TrialFailed when the replay
-        fails or does not verify."""
+        fails or does not verify. ``probe``: a task that may well fault (the tuner's probe
+        of launch shapes): with ``probe_workers``, it may be tried beside other probe
+        tasks first; its failure there is its answer, and if it runs it is replayed again
+        alone."""
         target = self._resolve(instance) if instance is not None else self.instance
         if target is None:
             raise TuneError("submit needs an instance (KERNEL/INSTANCE)")
         if self._closing:
             raise RuntimeError("the executor is shut down")
         key = instance_key(target)
-        task = _Task(next(self._ids), key, target, settings.to_json(), Future())
+        task = _Task(next(self._ids), key, target, settings.to_json(), Future(), probe=probe)
         task.future.set_running_or_notify_cancel()
         with self._lock:
             self._inflight.add(task.future)
@@ -433,32 +582,81 @@ class ReplayExecutor:
             task.future.set_result(result)
 
     def _assign(self) -> None:
-        for worker in self._workers:
-            if not worker.ready or worker.task is not None:
+        self._lend_probe_workers()
+        beside = [w for workers in self._beside.values() for w in workers]
+        for worker in [*beside, *self._workers]:  # (probe workers first: the probe's faults)
+            if not worker.ready or worker.task is not None or worker.conn is None:
                 continue
             with self._lock:
                 if not self._pending:
                     return
-                task = self._pending.popleft()
+                task = self._next_task(worker)
+            if task is None:
+                continue
             # The instance itself only with the first task for it in this process.
             handle = None if task.key in worker.known else task.instance
             try:
                 worker.conn.send((task.id, task.key, handle, task.settings_json))
             except (OSError, BrokenPipeError):
+                task.started = time.monotonic()
                 worker.task = task
-                self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
+                self._fail_and_restart(worker, "crashed", None, kill=False)
                 continue
             worker.known.add(task.key)
             self._sent.setdefault(task.key, (task.instance, task.settings_json))
             task.started = time.monotonic()
             worker.task = task
+            restart = None if worker.beside else self._awaiting_task.pop(worker.slot, None)
+            if restart is not None:
+                restart.next_task = task.started - restart.began
+
+    def _next_task(self, worker: _Worker) -> _Task | None:
+        """The next pending task ``worker`` may run now (under the lock): a probe worker
+        takes probe tasks not tried yet, while no slot's worker of its device runs; a slot's
+        worker takes the first task, while no probe worker of its device runs (what it
+        measures runs alone)."""
+        device = worker.device
+        if worker.beside:
+            if any(w.task is not None for w in self._workers if w.device == device):
+                return None
+            for index, task in enumerate(self._pending):
+                if task.probe and not task.tried:
+                    del self._pending[index]
+                    return task
+            return None
+        if any(w.task is not None for w in self._beside.get(device, ())):
+            return None
+        return self._pending.popleft()
+
+    def _lend_probe_workers(self) -> None:
+        """While failures are expected and probe tasks wait untried, lend prepared spares
+        to try them (up to ``probe_workers`` per device); once no failure is expected,
+        give the idle ones back to the pool."""
+        if not self.probe_workers:
+            return
+        with self._lock:
+            untried = any(t.probe and not t.tried for t in self._pending)
+        for device, workers in self._beside.items():
+            if self.spares.bursting and untried and not self._closing:
+                while len(workers) < self.probe_workers:
+                    spare = self.spares.lend(device, self._sent)
+                    if spare is None:
+                        break
+                    spare.beside = True
+                    workers.append(spare)
+            elif not self.spares.bursting:
+                for worker in [w for w in workers if w.task is None]:
+                    workers.remove(worker)
+                    worker.beside = False
+                    self.spares.give_back(worker)
 
     def _receive(self, worker: _Worker) -> None:
         try:
             message = worker.conn.recv()
         except (EOFError, OSError):
-            worker.process.join(5)
-            self._fail_and_restart(worker, "crashed", _describe_exit(worker.process))
+            # It died (or is ending itself): the slot goes on without waiting for its exit,
+            # and its task's failure names the exit once the process is reaped.
+            self._fail_and_restart(worker, "crashed", None, kill=False)
             return
         kind = message[0]
         if kind == "hello":
@@ -466,6 +664,8 @@ class ReplayExecutor:
             self.spares.note_hello(worker.device, message[1])
             return
         if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
+            if worker.beside:  # (a lent spare goes back to the pool, prepared)
+                worker.restored.add(message[1])
             return
         if kind == "fatal":
             worker.task = None
@@ -476,6 +676,12 @@ class ReplayExecutor:
             return
         if kind == "ok":
             result = ReplayResult.from_dict(message[2])
+            if worker.beside and task.probe and result.verified is not False:
+                # It runs: replayed again alone on a slot's worker, whose result it gets.
+                task.tried = True
+                with self._lock:
+                    self._pending.appendleft(task)
+                return
             if result.verified is False:
                 self._finish(task, error=TrialFailed(
                     "unverified",
@@ -485,12 +691,12 @@ class ReplayExecutor:
             return
         self._finish(task, error=TrialFailed(kind, message[2]))
         if kind == CONTEXT_POISONED:  # the worker exits after a fault: start its successor now
-            worker.task = None
             self._fail_and_restart(worker, "crashed", message[2])
 
     def _watchdog(self) -> None:
         now = time.monotonic()
-        for worker in self._workers:
+        beside = [w for workers in self._beside.values() for w in workers]
+        for worker in [*self._workers, *beside]:
             if worker.task is not None and now - worker.task.started > self.timeout:
                 self._fail_and_restart(
                     worker, "timeout",
@@ -509,13 +715,19 @@ class ReplayExecutor:
             if self._tasks_done >= SPARE_AFTER_TASKS:
                 self.spares.start()
             self.spares.prepare(self._sent)
-            conns = {w.conn: w for w in self._workers if w.conn is not None}
+            beside = [w for workers in self._beside.values() for w in workers]
+            conns = {w.conn: w for w in [*self._workers, *beside] if w.conn is not None}
             spares = self.spares.connections()
+            dying = {d.process.sentinel: d for d in self._dying if not d.polling}
+            timeout = REAP_POLL_SECONDS if any(d.polling for d in self._dying) else 0.5
             try:
-                ready = wait([*conns, *spares, self._wake_r], timeout=0.5)
+                ready = wait([*conns, *spares, *dying, self._wake_r], timeout=timeout)
             except OSError:
                 continue
             for conn in ready:
+                if conn in dying:
+                    dying[conn].polling = True  # (reaped below, or polled until it can be)
+                    continue
                 if conn is self._wake_r:
                     while self._wake_r.poll():
                         self._wake_r.recv()
@@ -528,6 +740,7 @@ class ReplayExecutor:
                 worker = conns[conn]
                 if worker.conn is conn:
                     self._receive(worker)
+            self._reap()
             self._watchdog()
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -543,9 +756,12 @@ class ReplayExecutor:
         with self._lock:
             pending = list(self._pending)
             self._pending.clear()
-        for task in pending + [w.task for w in self._workers if w.task is not None]:
+        beside = [w for workers in self._beside.values() for w in workers]
+        for workers in self._beside.values():
+            workers.clear()
+        for task in pending + [w.task for w in [*self._workers, *beside] if w.task is not None]:
             self._finish(task, error=TrialFailed("error", "the executor was shut down"))
-        everyone = [*self._workers, *self.spares.close()]
+        everyone = [*self._workers, *beside, *self.spares.close()]
         for worker in everyone:
             if worker.conn is not None:
                 try:
@@ -556,6 +772,7 @@ class ReplayExecutor:
             if worker.process is not None:
                 worker.process.join(10)
             self._kill(worker)
+        self._join_dying()
         if self._compile_pool is not None:
             self._compile_pool.shutdown(wait=True, cancel_futures=True)
         if self._tmp is not None:

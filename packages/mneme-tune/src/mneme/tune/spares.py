@@ -14,6 +14,10 @@ hand-over of the burst, up to what the device can hold (``capacity``): a context
 copies of the instance per spare, within a share of the memory free at start. Spares
 start in parallel and are refilled in the background as they are taken. A starting spare
 is never thrown away for a fresh process: the slot takes the readiest one there is.
+
+During a burst, prepared spares may also be lent (``lend``) to try the probe's launch
+shapes beside the slot's worker (executor.py, "probe workers"): a lent spare counts against
+the pool's size until it is given back (``give_back``) or lost to a fault (``lost``).
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ class SparePool:
         self._burst_handovers = 0  # hand-overs since the burst began
         #: per hand-over: (device, seconds the spare had been ready, or None when it was not)
         self.handovers: list[tuple[int | None, float | None]] = []
+        #: per device, spares lent out (they count against the pool's size)
+        self.lent: dict[int | None, int] = {d: 0 for d in self.devices}
 
     # -- size ---------------------------------------------------------------------------------
 
@@ -96,13 +102,18 @@ class SparePool:
     def target(self, device: int | None) -> int:
         """Spares to keep for ``device`` now: one, or during a burst of failures
         BURST_SPARES growing by two per hand-over, at most the failures expected and what
-        the device holds."""
+        the device holds (less the spares lent out)."""
         if not self.enabled:
             return 0
         if self._expected <= 0:
             return 1
         burst = BURST_SPARES + 2 * self._burst_handovers
-        return max(1, min(self.capacity(device), self._expected, burst))
+        return max(1, min(self.capacity(device), self._expected, burst) - self.lent.get(device, 0))
+
+    @property
+    def bursting(self) -> bool:
+        """Whether failures are expected now (the probe)."""
+        return self.enabled and self._expected > 0
 
     def expect_failures(self, count: int) -> None:
         """The tuner expects up to ``count`` failures that end their worker soon (probe
@@ -242,6 +253,30 @@ class SparePool:
             spare.known.add(key)
         if all(k in spare.restored for k in spare.prepared) and spare.ready_since is None:
             spare.ready_since = time.monotonic()
+
+    # -- lent spares (probe workers) --------------------------------------------------------------
+
+    def lend(self, device: int | None, sent: Iterable[str]) -> Any | None:
+        """A prepared spare of ``device``, out of the pool, to try tasks beside the slot's
+        worker; None unless another prepared spare stays in the pool (for a hand-over)."""
+        sent = set(sent)
+        prepared = [s for s in self.spares.get(device, [])
+                    if self.is_prepared(s, sent) and s.process is not None and s.process.is_alive()]
+        if len(prepared) < 2:
+            return None
+        spare = max(prepared, key=lambda s: s.ready_since or 0.0)  # (the least long ready)
+        self.spares[device] = [s for s in self.spares[device] if s is not spare]
+        self.lent[device] = self.lent.get(device, 0) + 1
+        return spare
+
+    def give_back(self, spare) -> None:
+        """A lent spare back in the pool (its context intact)."""
+        self.lent[spare.device] = max(0, self.lent.get(spare.device, 0) - 1)
+        self.spares.setdefault(spare.device, []).append(spare)
+
+    def lost(self, device: int | None) -> None:
+        """A lent spare's process ended (a fault): the pool may start another."""
+        self.lent[device] = max(0, self.lent.get(device, 0) - 1)
 
     # -- hand-over ----------------------------------------------------------------------------------
 

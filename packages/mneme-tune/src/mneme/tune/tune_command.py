@@ -22,7 +22,7 @@ from .errors import DeviceSelectionError, TuneError
 from .objective import unit
 from .study import SAMPLERS
 from .timing_report import timing_line
-from .tuner import TuneOptions, TuneOutcome, Tuner
+from .tuner import PROBE_WORKERS, TuneOptions, TuneOutcome, Tuner
 
 NOTHING_COMPLETED_EXIT = 1
 
@@ -155,6 +155,10 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--probe/--no-probe", default=True, show_default=True,
               help="Before the search, run the recorded code with each launch shape of the space "
                    "(up to half the trials): shapes that break the kernel are never proposed.")
+@click.option("--probe-workers", type=click.IntRange(min=0), default=PROBE_WORKERS,
+              show_default=True,
+              help="Spare workers per GPU that try the probe's shapes beside each other (their "
+                   "faults overlap; a shape that runs is replayed again alone): 0, one at a time.")
 @click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Watchdog: seconds before a trial's worker is killed.")
 @click.option("--compile-only", is_flag=True,
@@ -169,7 +173,7 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
               help="Rows of the best-configurations table.")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
-         confirm_runs, probe, trial_timeout, compile_only, report_dir, plots, top):
+         confirm_runs, probe, probe_workers, trial_timeout, compile_only, report_dir, plots, top):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     console = Console(stderr=True)
@@ -189,7 +193,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         cpu_workers=cpu_workers,
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache, trial_timeout=trial_timeout,
-        screen=screen, confirm_runs=confirm_runs, probe=probe,
+        screen=screen, confirm_runs=confirm_runs, probe=probe, probe_workers=probe_workers,
     )
     tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
     if report_dir is not None:  # before the search, not after it

@@ -67,6 +67,9 @@ MAX_INFEASIBLE = 2000
 RECOUNT_SECONDS = 0.25
 #: at most this share of the trials left goes to the probe of launch shapes
 PROBE_SHARE = 0.5
+#: spare workers per device lent to try the probe's shapes beside each other (their faults
+#: overlap; a shape that runs is replayed again alone for its times)
+PROBE_WORKERS = 4
 #: a claim on a shared budget takes about this many seconds of the tuner's trials
 CLAIM_SECONDS = 0.5
 #: seconds between looks while other tuners hold the rest of a shared budget
@@ -110,6 +113,9 @@ class TuneOptions:
     #: before the search, run the recorded code with each launch shape not yet known (at
     #: most PROBE_SHARE of the budget): the shapes that break it leave the space at once
     probe: bool = True
+    #: processes per device that try the probe's shapes beside each other (spares lent
+    #: while the probe runs; a shape that runs is replayed again alone): 0, one at a time
+    probe_workers: int = PROBE_WORKERS
     before_run: Callable[[ReplaySettings], None] | None = None
 
     @property
@@ -482,6 +488,7 @@ class Tuner:
             cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
             timeout=o.trial_timeout, before_run=o.before_run,
             expect_failures=self._probe_estimate(),
+            probe_workers=o.probe_workers if o.probe else 0,
         )
         try:
             signature = self.bound[0].signature()
@@ -621,14 +628,16 @@ class Tuner:
                 finished = self._finished(study)
                 last_count = now
             out_of_time = deadline is not None and now >= deadline
-            while not out_of_time and len(trials_of) < depth:
+            # While the probe runs, enough in flight for the probe workers too.
+            limit = depth + (executor.probe_capacity if probe_keys else 0)
+            while not out_of_time and len(trials_of) < limit:
                 if probing and not probe_keys:
                     break  # every probe point is out: the search waits for their answers
                 if claimed == 0:
                     # About CLAIM_SECONDS of trials at once: a claim costs a pull and a write.
                     elapsed = time.monotonic() - start
                     rate = ran / elapsed if elapsed > 1.0 else 0.0
-                    want = max(depth - len(trials_of), int(rate * CLAIM_SECONDS))
+                    want = max(limit - len(trials_of), int(rate * CLAIM_SECONDS))
                     claimed = study.claim(want, budget, lambda: self._finished(study),
                                           len(trials_of))
                     finished = self._finished(study)
@@ -689,7 +698,8 @@ class Tuner:
                 if self._screening:
                     first = [ReplaySettings(x.compile, x.replay.with_(iterations=o.screen))
                              for x in settings]
-                futures = [executor.submit(s, i) for s, i in zip(first, self.instances, strict=True)]
+                futures = [executor.submit(s, i, probe=is_probe)
+                           for s, i in zip(first, self.instances, strict=True)]
                 trials_of[trial.number] = [trial, point, settings, futures, self._screening]
                 if is_probe:
                     probing.add(trial.number)

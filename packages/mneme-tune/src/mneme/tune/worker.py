@@ -20,8 +20,9 @@ with the first task for it; later tasks name it by ``key``. A worker never opens
 database or looks an id up.
 
 ``kind`` is the failure kind the error's raiser set (mneme.replay.engine.errors). A kernel
-fault leaves the CUDA context unusable, so after ``context-poisoned`` the worker exits and
-the parent starts a fresh one (whose first replay restores the memory again). Every other
+fault leaves the CUDA context unusable, so after its ``context-poisoned`` answer the worker
+exits at once (``os._exit``: nothing more is asked of the faulted context) and a spare
+takes its place. Every other
 failure (a launch the driver refuses, a compile error, a result that does not verify) is
 answered and the worker goes on with the next task: failures are cheap. Kept free of
 Optuna so a worker starts fast.
@@ -132,6 +133,19 @@ def device_hello(device) -> dict[str, Any]:
     return hello
 
 
+#: exit status of a worker that left after a context-poisoned answer
+POISONED_EXIT_STATUS = 3
+
+
+def poisoned_exit(conn) -> None:
+    """End the process after its ``context-poisoned`` answer was sent: no clean-up (every
+    CUDA call would go to the faulted context), no exit handlers (os._exit)."""
+    try:
+        conn.close()
+    finally:
+        os._exit(POISONED_EXIT_STATUS)
+
+
 def worker_main(conn, spec: dict[str, Any]) -> None:
     """Entry point of a worker process (``spec``: device, cache_dir, before_run,
     before_prepare)."""
@@ -191,8 +205,12 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             kind = failure_kind(error)
             text = str(error) if kind != ERROR else traceback.format_exception_only(error)[-1].strip()
             conn.send((kind, task_id, text))
-            if kind == CONTEXT_POISONED:  # the process must go; the parent starts another
-                break
+            if kind == CONTEXT_POISONED:
+                # The process must go (the parent hands its slot to a spare on this answer):
+                # out now, touching CUDA no more. Freeing the sessions, unloading modules,
+                # CUPTI's and the interpreter's exit handlers would each call into the
+                # faulted context; the driver tears it down when the process is gone.
+                poisoned_exit(conn)
             continue
         conn.send(("ok", task_id, result.to_dict()))
     try:
