@@ -230,3 +230,80 @@ def test_a_parameter_outside_the_launch_spaces_that_moves_the_grid_is_not_the_sh
     assert any(t.state == "complete" and t.params["block_x"] in shapes_failed and not t.params["half"]
                for t in outcome.trials)
 
+
+
+def _golden_copy(tmp_path):
+    import shutil
+
+    copy = tmp_path / "golden.rdb"
+    shutil.copytree(GOLDEN, copy)
+    return copy
+
+
+def test_a_later_run_starts_knowing_the_shapes_an_earlier_run_proved(tmp_path, monkeypatch):
+    """The probe's answers are kept with the recording (shape_cache.py): a second run of
+    the same instance, in another study, probes nothing and never launches an invalid
+    shape under the recorded code."""
+    from mneme.tune import shape_cache
+
+    db = _golden_copy(tmp_path)
+    # compile-only workers with a hook stand in for a GPU here (both are excluded in real runs)
+    monkeypatch.setattr(Tuner, "_shape_cache_applies", lambda self: True)
+
+    def run(name, trials):
+        options = TuneOptions(trials=trials, devices=None, cpu_workers=2, sampler="tpe", seed=11,
+                              storage=f"sqlite:///{tmp_path / 's.db'}", study=name,
+                              before_run=refuse_wide_blocks)
+        return Tuner(db, [SAXPY], ["launch", LEVELS], options).run()
+
+    first = run("first", 80)  # (the probe takes at most half the budget: 80 covers 31 shapes)
+    assert first.shapes_known == 0
+    instance = __import__("mneme.replay.db", fromlist=["Database"]).Database.open(db).instance(SAXPY)
+    kept = shape_cache.load(instance, Tuner(db, [SAXPY], ["launch", LEVELS], TuneOptions(
+        devices=None, storage=f"sqlite:///{tmp_path / 'x.db'}", study="x")).region.recorded_code)
+    assert sorted(k for k, v in kept.items() if v != shape_cache.VALID) == sorted(
+        shape_cache.launch_key(*_launch(b)) for b in INVALID_BLOCKS)
+    assert sum(v == shape_cache.VALID for v in kept.values()) == 32 - len(INVALID_BLOCKS)
+
+    second = run("second", 20)
+    assert second.shapes_known == 32
+    assert not [t for t in second.trials if t.params["block_x"] in INVALID_BLOCKS]
+    # no probe: after the recorded configuration, the search's own proposals (both levels)
+    assert {t.params["opt_level"] for t in second.trials} == {"O3", "O1"}
+
+
+def _launch(block_x: int):
+    """saxpy's launch with ``block_x`` threads covering the recorded grid (golden: 4096
+    elements, recorded 256 threads x 16 blocks), as the launch space resolves it."""
+    from mneme.replay.db import Database
+
+    instance = Database.open(GOLDEN).instance(SAXPY)
+    bound = BoundSpace([LaunchSpace()], SpaceContext.from_instance(instance))
+    region = LaunchRegion.for_space(bound, lambda: ReplaySettings())
+    return region.launch_of((block_x,))
+
+
+def test_compile_only_runs_and_hooked_runs_keep_nothing(tmp_path):
+    from mneme.tune import shape_cache
+
+    db = _golden_copy(tmp_path)
+    options = TuneOptions(trials=12, devices=None, cpu_workers=2, seed=11,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", study="c")
+    tuner = Tuner(db, [SAXPY], ["launch"], options)
+    tuner.run()
+    assert not tuner._shape_cache_applies()
+    assert not shape_cache.cache_path(tuner.instances[0]).exists()
+
+
+def test_kept_shapes_learned_with_other_code_or_damaged_are_ignored(tmp_path):
+    from mneme.replay.db import Database
+    from mneme.tune import shape_cache
+
+    instance = Database.open(_golden_copy(tmp_path)).instance(SAXPY)
+    assert shape_cache.store(instance, "code A", {"grid 1x1x1 block 64x1x1 shared 0": "context-poisoned"})
+    assert shape_cache.store(instance, "code A", {"grid 1x1x1 block 32x1x1 shared 0": "valid"})
+    assert shape_cache.load(instance, "code A") == {"grid 1x1x1 block 64x1x1 shared 0": "context-poisoned",
+                                                    "grid 1x1x1 block 32x1x1 shared 0": "valid"}
+    assert shape_cache.load(instance, "code B") == {}
+    shape_cache.cache_path(instance).write_text("{not json")
+    assert shape_cache.load(instance, "code A") == {}

@@ -269,6 +269,8 @@ def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
             progress.console.print(
                 f"study {info['study']}: sampler {info['sampler']}, {info['workers']} worker(s) "
                 f"on {devices}, {info['space_size']} points in the space"
+                + (f"; {info['shapes_known']} launch shapes known from earlier runs"
+                   if info.get("shapes_known") else "")
                 + (f"; probing {info['probes']} launch shapes with the recorded code first"
                    if info.get("probes") else ""), soft_wrap=True, markup=False)
             base = info["baseline"]

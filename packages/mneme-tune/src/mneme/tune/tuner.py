@@ -35,7 +35,7 @@ from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
 from . import objective as objectives_mod
-from . import timing_report
+from . import shape_cache, timing_report
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
@@ -179,6 +179,8 @@ class TuneOutcome:
     restarts: int = 0
     #: each worker restart (executor.Restart: by a spare, was it prepared, hand-over seconds)
     restart_log: list = field(default_factory=list)
+    #: launch shapes known valid or invalid from earlier runs when this one began
+    shapes_known: int = 0
     #: what the configurations were tuned on (database, kernel, instances, code)
     identity: dict[str, Any] = field(default_factory=dict)
     #: the best against the recorded configuration, each measured again (see confirm())
@@ -248,6 +250,8 @@ class Tuner:
         #: the launch shapes the study's trials proved invalid (valid_region.py)
         self.region = LaunchRegion.for_space(bound, self.base_settings)
         self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
+        #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
+        self.shapes_known = 0
         sampler = ValidRegionSampler(
             make_sampler(self.sampler_name, len(self.objectives), self.options.seed),
             self.region, self.options.seed)
@@ -497,6 +501,7 @@ class Tuner:
                 self.grid_points = self._walk()
                 self.study = self._open_study()
             self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
+            self.shapes_known = self._seed_region()
             study, sampler_name = self.study, self.sampler_name
             self._recover(study)
             baseline = self._measure_baseline(executor, study)
@@ -507,7 +512,7 @@ class Tuner:
                 on_start({"study": study.study_name, "sampler": sampler_name,
                           "workers": executor.worker_count, "devices": executor.device_info,
                           "baseline": baseline, "space_size": self.bound[0].size,
-                          "probes": len(probes)})
+                          "probes": len(probes), "shapes_known": self.shapes_known})
             if sampler_name == "grid":
                 points = list(self.grid_points)
                 budget = min(budget, len(points))
@@ -537,6 +542,7 @@ class Tuner:
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
             outcome.confirmation = self.confirm(executor, study, outcome)
             baseline = study.user_attrs.get(BASELINE_ATTR, baseline)
+            self._keep_shapes()
             restarts = executor.restarts
             restart_log = list(executor.restart_log)
         finally:
@@ -550,9 +556,30 @@ class Tuner:
         outcome.search_seconds = search
         outcome.restarts = restarts
         outcome.restart_log = restart_log
+        outcome.shapes_known = self.shapes_known
         outcome.confirmation = confirmation
         outcome.identity = self.identity()
         return outcome
+
+    def _shape_cache_applies(self) -> bool:
+        """Launches are kept per instance, learned on a GPU (compile-only runs prove
+        nothing about a launch; with several instances a shape's failure is any one's;
+        a ``before_run`` hook makes failures up)."""
+        o = self.options
+        return (o.devices is not None and o.before_run is None and len(self.instances) == 1
+                and self.region.active)
+
+    def _seed_region(self) -> int:
+        """Launch shapes earlier runs proved valid or invalid under the recorded code."""
+        if not self._shape_cache_applies():
+            return 0
+        known = shape_cache.load(self.instances[0], self.region.recorded_code)
+        return self.region.seed(known, random.Random(self.options.seed))
+
+    def _keep_shapes(self) -> None:
+        if self._shape_cache_applies():
+            self.region.update(self.study)
+            shape_cache.store(self.instances[0], self.region.recorded_code, self.region.known_launches())
 
     def _probe_estimate(self) -> int:
         """Probe trials this run may have, before the device's limits are known (the

@@ -12,7 +12,9 @@ times first, so they are tried after the others (never excluded: they may well r
 
 What the region knows comes from the study's trials (``LaunchRegion.update``): those a
 resumed study loaded and those other tuners of a shared study wrote are read like this
-tuner's own, so the knowledge survives a restart and is shared between machines.
+tuner's own, so the knowledge survives a restart and is shared between machines. What
+runs before learned of the instance's launches is kept with the recording
+(shape_cache.py) and seeds the region (``seed``), so a later run probes nothing known.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 
 from .errors import TuneError
+from .shape_cache import VALID, launch_key
 from .space import BoundSpace
 from .space.builtin import LaunchSpace
 from .space.parameters import IntParam, Parameter, Point
@@ -45,6 +48,8 @@ SUSPECT_REDRAWS = 4
 ENUMERATE_SHAPES = 4096
 #: trial user attribute holding mneme's record of the trial (tuner.TRIAL_ATTR)
 _TRIAL_ATTR = "mneme"
+#: the "trial" of a shape an earlier run proved invalid (shape_cache.py)
+EARLIER_RUN = -1
 
 Shape = tuple
 
@@ -81,7 +86,7 @@ class LaunchRegion:
         self._bad_shared: set[int] = set()
         self._read = 0  # trials numbered below this are finished and read
         self._unfinished: set[int] = set()
-        self._traits: dict[Shape, tuple[int, int | None]] = {}
+        self._launches: dict[Shape, tuple[tuple, tuple, int]] = {}
 
     @classmethod
     def for_space(cls, bound: BoundSpace, base: Callable[[], ReplaySettings]) -> LaunchRegion:
@@ -112,20 +117,58 @@ class LaunchRegion:
     def describe(self, shape: Shape) -> str:
         return ",".join(f"{n}={v}" for n, v in zip(self.names, shape, strict=True))
 
-    def _traits_of(self, shape: Shape) -> tuple[int, int | None]:
-        """(threads per block, dynamic shared memory when it differs from the recorded)."""
-        if shape not in self._traits:
+    def launch_of(self, shape: Shape) -> tuple[tuple, tuple, int]:
+        """(grid, block, dynamic shared memory) that a shape launches with."""
+        if shape not in self._launches:
             settings = ReplaySettings(CompileConfig(), ReplayConfig())
             point = dict(zip(self.names, shape, strict=True))
+            ctx = self.bound.ctx
             for space in self.launch_spaces:
-                own = {p.name: point[p.name] for p in space.parameters(self.bound.ctx)}
-                settings = space.apply(own, settings, self.bound.ctx)
-            block = settings.replay.block or self.bound.ctx.block
-            shared = settings.replay.shared_mem
-            recorded = self.bound.ctx.shared_mem
-            self._traits[shape] = (math.prod(block),
-                                   shared if shared is not None and shared != recorded else None)
-        return self._traits[shape]
+                own = {p.name: point[p.name] for p in space.parameters(ctx)}
+                settings = space.apply(own, settings, ctx)
+            replay = settings.replay
+            self._launches[shape] = (tuple(replay.grid or ctx.grid), tuple(replay.block or ctx.block),
+                                     ctx.shared_mem if replay.shared_mem is None else replay.shared_mem)
+        return self._launches[shape]
+
+    def _traits_of(self, shape: Shape) -> tuple[int, int | None]:
+        """(threads per block, dynamic shared memory when it differs from the recorded)."""
+        _, block, shared = self.launch_of(shape)
+        return math.prod(block), shared if shared != self.bound.ctx.shared_mem else None
+
+    def _shapes(self, rng: random.Random) -> list[Shape]:
+        """Every shape of the space, or a sample of a space too large to enumerate."""
+        if math.prod(p.size for p in self.params) <= ENUMERATE_SHAPES:
+            return list(itertools.product(*(p.values() for p in self.params)))
+        return list({tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)})
+
+    # -- what earlier runs learned (shape_cache.py) -------------------------------------------
+
+    def seed(self, known: dict[str, str], rng: random.Random) -> int:
+        """Take what earlier runs learned of launches under the recorded code (launch key
+        -> "valid" or a failure kind); the shapes of the space launching that way are known
+        from the start. Returns how many shapes became known."""
+        if not self.active or not known:
+            return 0
+        count = 0
+        for shape in self._shapes(rng):
+            if shape in self.valid or shape in self.invalid:
+                continue
+            found = known.get(launch_key(*self.launch_of(shape)))
+            if found == VALID:
+                self.valid.add(shape)
+            elif found in INVALIDATING:
+                self._invalidate(shape, EARLIER_RUN, found)
+            else:
+                continue
+            count += 1
+        return count
+
+    def known_launches(self) -> dict[str, str]:
+        """What this run knows of launches under the recorded code, for shape_cache.store."""
+        out = {launch_key(*self.launch_of(s)): VALID for s in self.valid}
+        out.update({launch_key(*self.launch_of(s)): kind for s, (_, kind) in self.invalid.items()})
+        return out
 
     # -- learning --------------------------------------------------------------------------
 
@@ -155,13 +198,16 @@ class LaunchRegion:
             return
         if self.runs_recorded_code(trial.params):
             if shape not in self.invalid:
-                self.invalid[shape] = (trial.number, failure)
-                threads, shared = self._traits_of(shape)
-                self._bad_threads.add(threads)
-                if shared is not None:
-                    self._bad_shared.add(shared)
+                self._invalidate(shape, trial.number, failure)
         else:
             self.failing_pairs.setdefault((shape, self._code(trial.params)), trial.number)
+
+    def _invalidate(self, shape: Shape, trial: int, failure: str) -> None:
+        self.invalid[shape] = (trial, failure)
+        threads, shared = self._traits_of(shape)
+        self._bad_threads.add(threads)
+        if shared is not None:
+            self._bad_shared.add(shared)
 
     def _code(self, point: Point) -> Any:
         try:
@@ -192,8 +238,8 @@ class LaunchRegion:
 
     def why_invalid(self, shape: Shape) -> str:
         number, failure = self.invalid[shape]
-        return (f"launch shape {self.describe(shape)} failed under the recorded code "
-                f"({failure}, trial {number})")
+        when = "an earlier run" if number == EARLIER_RUN else f"trial {number}"
+        return f"launch shape {self.describe(shape)} failed under the recorded code ({failure}, {when})"
 
     def _feasible(self, shape: Shape) -> bool:
         point = dict(zip(self.names, shape, strict=True))
@@ -215,11 +261,7 @@ class LaunchRegion:
         an invalid one."""
         if not self.active or limit <= 0:
             return []
-        sizes = [p.size for p in self.params]
-        if math.prod(sizes) <= ENUMERATE_SHAPES:
-            shapes = list(itertools.product(*(p.values() for p in self.params)))
-        else:
-            shapes = list({tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)})
+        shapes = self._shapes(rng)
         known = (self.valid | set(self.invalid) | {self.shape_of(recorded)}
                  | {self.shape_of(p) for p in queued if self.runs_recorded_code(p)})
         points = []
@@ -252,8 +294,9 @@ class LaunchRegion:
         if clear or shapes:
             return rng.choice(clear or shapes)
         if whole:
-            tried = "; ".join(f"{self.describe(s)}: {kind} (trial {n})"
-                              for s, (n, kind) in sorted(self.invalid.items(), key=lambda i: i[1]))
+            tried = "; ".join(
+                f"{self.describe(s)}: {kind} ({'an earlier run' if n == EARLIER_RUN else f'trial {n}'})"
+                for s, (n, kind) in sorted(self.invalid.items(), key=lambda i: i[1]))
             raise TuneError(f"no launch shape of space {self.bound.names} runs the recorded code: "
                             f"{tried}")
         return tuple(p.sample(rng) for p in self.params)  # sampled: keep looking
