@@ -318,7 +318,8 @@ class Tuner:
         return ReplaySettings(
             CompileConfig(),
             ReplayConfig(iterations=o.iterations, warmup=o.warmup, compile_only=o.compile_only,
-                         cache=cache),
+                         cache=cache, energy_window_ms=objectives_mod.ENERGY_WINDOW_MS
+                         if "energy" in self.objectives and not o.compile_only else 0.0),
         )
 
     @property

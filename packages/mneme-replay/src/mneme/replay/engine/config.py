@@ -49,7 +49,10 @@ class ReplayConfig:
     instance, which regions it reproduces and how each is verified (engine/determinism.py);
     0 verifies every region bit for bit. ``cache`` is the cache state each timed
     iteration starts in: warm, cold, app or auto (engine/timing.py); the older
-    ``flush_l2`` is ``cache="cold"``.
+    ``flush_l2`` is ``cache="cold"``. ``energy_window_ms`` > 0: before the timed
+    iterations the kernel also runs back to back for about that long while NVML's energy
+    counter is read, for an energy per launch (``ReplayResult.energy_mj``; the counter is
+    too coarse for a few short iterations).
     """
 
     grid: Dim3 | None = None
@@ -68,6 +71,7 @@ class ReplayConfig:
     compile_only: bool = False
     device: int = 0
     determinism_runs: int = 3
+    energy_window_ms: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _dim3(self.grid, "grid"))
@@ -82,6 +86,9 @@ class ReplayConfig:
             raise ReplayConfigError(
                 f"determinism_runs must be 0 to 100, not {self.determinism_runs!r}"
             )
+        if (isinstance(self.energy_window_ms, bool) or not isinstance(self.energy_window_ms, int | float)
+                or not 0 <= self.energy_window_ms <= 60_000):
+            raise ReplayConfigError(f"energy_window_ms must be 0 to 60000, not {self.energy_window_ms!r}")
         if not _is_int(self.device) or self.device < 0:
             raise ReplayConfigError(f"device must be a device ordinal, not {self.device!r}")
         for name in (
@@ -128,6 +135,8 @@ class ReplayConfig:
         for name in ("grid", "block"):
             if out[name] is not None:
                 out[name] = list(out[name])
+        if not out["energy_window_ms"]:  # (configurations without it read as before)
+            del out["energy_window_ms"]
         return out
 
     @classmethod

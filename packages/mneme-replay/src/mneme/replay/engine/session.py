@@ -613,6 +613,14 @@ class ReplaySession:
         result.timing_note = taken.note
         result.sm_clock_mhz = taken.sm_clock_mhz
         result.energy_mj = taken.energy_mj
+        if replay.energy_window_ms and taken.times:
+            # Back to back launches change the data: the timed iterations' memory is
+            # restored after (verification reads it), and their times are kept as measured.
+            result.energy_mj = self._clock.energy(launch, lambda: image.reset(stream), timing.median(taken.times),
+                                                  replay.energy_window_ms, synchronize)
+            image.reset(stream)
+            launch()
+            synchronize()
 
     def verify(self, replay: ReplayConfig | None = None) -> list:
         """Compare the device memory now with the recorded epilogue (on the device)."""

@@ -115,6 +115,31 @@ class KernelClock:
         return result
 
 
+    def energy(self, launch: Callable[[], None], setup: Callable[[], None], median_ms: float,
+               window_ms: float, synchronize: Callable[[], None]) -> float | None:
+        """Energy per launch (mJ): after ``setup``, the kernel back to back for about
+        ``window_ms`` (from its measured median) while NVML's energy counter runs; None
+        where the GPU has no energy counter. The counter advances in steps of
+        milliseconds, so the window must hold many launches of a short kernel."""
+        if not self.monitor.available:
+            return None
+        launches = max(1, min(ENERGY_MAX_LAUNCHES, round(window_ms / max(median_ms, 1e-4))))
+        setup()
+        synchronize()
+        self.monitor.begin()
+        for _ in range(launches):
+            launch()
+        synchronize()
+        gpu = self.monitor.end()
+        if gpu is None or gpu.energy_mj is None:
+            return None
+        return gpu.energy_mj / launches
+
+
+#: launches of one energy window at most (a kernel of a few microseconds)
+ENERGY_MAX_LAUNCHES = 200_000
+
+
 def closest_mode(mode_times: dict[str, float], app_ms: float) -> str:
     """The mode whose median is nearest the in-application time (by ratio: 0.5x and 2x
     are equally far)."""
