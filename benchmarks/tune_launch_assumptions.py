@@ -1,7 +1,7 @@
 """Tuning kernels that assume their launch shape (GPU, issue 23).
 
     python benchmarks/tune_launch_assumptions.py --exe PATH/launch_assumptions [--trials 60]
-    python benchmarks/tune_launch_assumptions.py --db launch_assumptions.rdb [--probe-workers 0]
+    python benchmarks/tune_launch_assumptions.py --db launch_assumptions.rdb [--probe-workers 4]
 
 The corpus program tests/corpus/cuda/launch_assumptions (built with mneme-clang++; the GPU
 host has no clang, so build it here and carry it) holds four kernels that break outside
@@ -68,8 +68,8 @@ def main() -> None:
     from mneme.tune.tuner import PROBE_WORKERS
 
     parser.add_argument("--probe-workers", type=int, default=PROBE_WORKERS,
-                        help="spares per GPU that try the probe's shapes beside each other (0: "
-                             "one at a time, as before)")
+                        help="spares per GPU that try the probe's shapes beside each other "
+                             "(default 0: one at a time)")
     args = parser.parse_args()
     from rich.console import Console
     from rich.table import Table

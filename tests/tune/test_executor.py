@@ -286,7 +286,7 @@ def test_retired_workers_are_all_reaped_by_shutdown(monkeypatch):
         pool.expect_failures(0)  # (the extra spares are stopped)
         assert pool.submit(settings("O1")).result(timeout=120).registers > 0
     assert pool.restarts == 3 and len(started) > 4
-    assert pool._dying == []
+    assert pool.reaper.pending == 0
     alive = [pid for pid in started if os.path.exists(f"/proc/{pid}")]
     assert alive == [], alive
 

@@ -148,9 +148,9 @@ def _never_beside_a_slot(monkeypatch) -> tuple[list[str], dict]:
 
     def checked(pool):
         assign(pool)
-        for device, beside in pool._beside.items():
+        for device in {w.device for w in pool._workers}:
             slot = [w for w in pool._workers if w.device == device and w.task]
-            tried = [w for w in beside if w.task]
+            tried = [w for w in pool.probes.lent_to(device) if w.task]
             if slot and tried:
                 overlaps.append(f"device {device}: slot tasks {[w.task.id for w in slot]}, "
                                 f"probe tasks {[w.task.id for w in tried]}")
@@ -196,8 +196,8 @@ def test_probe_tasks_are_tried_beside_each_other_and_replayed_alone_when_they_ru
                                                        for i in range(4)), runs
         pool.expect_failures(0)
         deadline = time.monotonic() + 30
-        while pool._beside[None] or len(pool.spares.spares[None]) != 1:
-            assert time.monotonic() < deadline, (pool._beside, pool.spares.spares)
+        while pool.probes.workers() or len(pool.spares.spares[None]) != 1:
+            assert time.monotonic() < deadline, (pool.probes.workers(), pool.spares.spares)
             time.sleep(0.02)
         assert pool.submit(settings("O1")).result(timeout=120).registers > 0
     assert overlaps == [], overlaps

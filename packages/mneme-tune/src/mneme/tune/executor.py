@@ -18,9 +18,10 @@ reason, and a spare worker takes its place at once (spares.py: started ahead, co
 made, the instances restored and their code loaded, so a restart is a hand-over of the
 next task; a pool that grows while the tuner expects failures, refilled in the
 background). The dispatcher never waits for a failed process to end: it is killed and
-reaped when it has exited (a faulted GPU context takes hundreds of ms to tear down).
-While failures are expected, prepared spares may be lent as probe workers that try probe
-tasks beside each other (``probe_workers``); one that runs is replayed again alone.
+reaped when it has exited (process_reaper.py: a faulted GPU context takes hundreds of ms
+to tear down). While failures are expected, prepared spares may be lent as probe workers
+that try probe tasks beside each other (``probe_workers``, probe_workers.py); one that
+runs is replayed again alone.
 Without devices (``devices=None``) the workers compile only, on the CPUs.
 """
 
@@ -28,11 +29,9 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import itertools
 import multiprocessing
 import os
-import signal
 import tempfile
 import threading
 import time
@@ -48,6 +47,8 @@ from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import CONTEXT_POISONED
 
 from .errors import DeviceSelectionError, TrialFailed, TuneError
+from .probe_workers import ProbeWorkers
+from .process_reaper import ProcessReaper, describe_exit
 from .spares import SPARE_RESTORE_BYTES, SparePool
 from .worker import failure_kind, instance_key, precompile, resolved, worker_main
 
@@ -60,12 +61,6 @@ START_TIMEOUT = 120.0
 #: restored beside the first replays (a tuner's baseline and determinism profile) would
 #: disturb the times they measure
 SPARE_AFTER_TASKS = 8
-#: seconds a worker that closed its pipe (it died, or is ending itself) is left to exit
-#: before it is killed; its task's failure names the exit status once it is known
-GRACE_SECONDS = 5.0
-#: seconds between polls of a retired process whose sentinel woke the loop before it
-#: could be reaped
-REAP_POLL_SECONDS = 0.02
 
 
 @dataclass
@@ -130,24 +125,6 @@ class Restart:
     began: float = field(default=0.0, repr=False)  # (monotonic: when the failure was seen)
 
 
-@dataclass
-class _Dying:
-    """A worker process retired from its slot or the spare pool, not yet exited: the
-    dispatcher reaps it without waiting (it polls it when its sentinel wakes the loop), and
-    ``shutdown`` joins what is left."""
-
-    process: Any
-    since: float
-    #: called once with the process when it has exited, or when GRACE_SECONDS ran out and
-    #: it was killed (a crashed task described by its exit)
-    on_exit: Callable[[Any], None] | None = None
-    killed: bool = False
-    #: its sentinel woke the loop before the process could be reaped (spawn: the pipe closes
-    #: before the exit ends): polled on a short timeout instead
-    polling: bool = False
-    restart: Restart | None = None
-
-
 def _worker_context():
     """How worker processes start: forked from a server process (``forkserver``, the
     default) that imported the worker's modules once and never initialises CUDA (cuInit
@@ -170,18 +147,6 @@ def _usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _describe_exit(process) -> str:
-    code = process.exitcode
-    if code is None:
-        return "the worker stopped answering"
-    if code < 0:
-        try:
-            return f"the worker died from {signal.Signals(-code).name}"
-        except ValueError:
-            return f"the worker died from signal {-code}"
-    return f"the worker exited with status {code}"
 
 
 def _instance_bytes(instance: Instance) -> int:
@@ -264,16 +229,13 @@ class ReplayExecutor:
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
         self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
-        #: per device, the spares lent to try probe tasks beside the slot's worker
-        self.probe_workers = max(0, int(probe_workers)) if spares else 0
-        self._beside: dict[int | None, list[_Worker]] = {d: [] for d in dict.fromkeys(slots)}
         #: the instances the workers were sent and a task's settings for each, which
         #: spares prepare ahead
         self._sent: dict[str, tuple[Instance, str]] = {}
         #: every restart (benchmarks/worker_restart.py)
         self.restart_log: list[Restart] = []
         #: retired processes not yet exited (reaped by the dispatcher, without waiting)
-        self._dying: list[_Dying] = []
+        self.reaper = ProcessReaper()
         #: per slot, the restart whose next task has not been sent yet
         self._awaiting_task: dict[int, Restart] = {}
         self._pending: collections.deque[_Task] = collections.deque()
@@ -289,6 +251,8 @@ class ReplayExecutor:
         self.archs: set[str | None] = set()
         self.spares = SparePool(slots, self._spawn_spare, self._kill, _instance_bytes, spares,
                                 _usable_cores())
+        #: per device, the spares lent to try probe tasks beside each other
+        self.probes = ProbeWorkers(slots, probe_workers if spares else 0, self.spares)
         self._start_all()
         self.spares.spawn_ahead(expect_failures)
         self._tasks_done = 0
@@ -329,7 +293,7 @@ class ReplayExecutor:
                 except EOFError:
                     message = None
             if message is None or message[0] != "hello":
-                reason = message[1] if message else _describe_exit(worker.process)
+                reason = message[1] if message else describe_exit(worker.process)
                 self._kill_all()
                 if worker.device is not None:
                     raise DeviceSelectionError(
@@ -355,79 +319,29 @@ class ReplayExecutor:
     @property
     def probe_capacity(self) -> int:
         """Probe tasks that may run at once beside the slots' workers, at most."""
-        return self.probe_workers * len(self._beside)
+        return self.probes.capacity
 
     @property
     def worker_count(self) -> int:
         return len(self._workers)
 
     def _kill(self, worker: _Worker, *, kill: bool = True,
-              on_exit: Callable[[Any], None] | None = None,
-              restart: Restart | None = None) -> None:
-        """Retire ``worker``'s process without waiting for it to exit: its pipe closed, the
-        process killed (``kill=False``: one that closed its pipe is left GRACE_SECONDS to
-        end itself) and reaped later by the dispatcher (``on_exit(process)`` then). A
-        process whose CUDA context faulted takes hundreds of milliseconds to exit (the
-        driver tears the context and its memory down): joining it here held the dispatcher,
-        and every worker's next task, for that long."""
+              on_exit: Callable[[Any, float], None] | None = None) -> None:
+        """Retire ``worker``'s process without waiting for it to exit (process_reaper.py):
+        its pipe closed, the process killed (``kill=False``: one that closed its pipe is
+        left to end itself) and reaped later by the dispatcher, ``on_exit(process,
+        seconds)`` then."""
         process = worker.process
         if worker.conn is not None:
             worker.conn.close()
         worker.conn = None
-        if process is None:
-            return
-        if kill and process.exitcode is None:
-            process.kill()
-        self._dying.append(_Dying(process, time.monotonic(), on_exit, killed=kill,
-                                  restart=restart))
-        self._reap()
-
-    def _reap(self) -> None:
-        """Collect the retired processes that have exited (never waits); kill those left
-        GRACE_SECONDS to end themselves that did not."""
-        now = time.monotonic()
-        left = []
-        for dying in self._dying:
-            process = dying.process
-            if process.exitcode is None:  # (polls: never blocks)
-                if not dying.killed and now - dying.since > GRACE_SECONDS:
-                    self._exited(dying, now)  # (its task: "the worker stopped answering")
-                    process.kill()
-                    dying.killed = True
-                left.append(dying)
-                continue
-            self._exited(dying, now)
-            process.join(0)  # (out of multiprocessing's children)
-            with contextlib.suppress(ValueError):
-                process.close()  # (its sentinel's file descriptor)
-        self._dying = left
-
-    @staticmethod
-    def _exited(dying: _Dying, now: float) -> None:
-        if dying.restart is not None and dying.restart.exited is None:
-            dying.restart.exited = now - dying.since
-        on_exit, dying.on_exit = dying.on_exit, None
-        if on_exit is not None:
-            on_exit(dying.process)
-
-    def _join_dying(self, timeout: float = 10.0) -> None:
-        """Wait for every retired process to exit (shutdown, a failed start), killing any
-        left to end itself."""
-        deadline = time.monotonic() + timeout
-        for dying in self._dying:
-            if dying.process.exitcode is None and not dying.killed:
-                dying.process.join(max(0.0, min(GRACE_SECONDS, deadline - time.monotonic())))
-                if dying.process.exitcode is None:
-                    self._exited(dying, time.monotonic())
-                    dying.process.kill()
-                    dying.killed = True
-            dying.process.join(max(0.0, deadline - time.monotonic()))
-        self._reap()
+        if process is not None:
+            self.reaper.retire(process, kill=kill, on_exit=on_exit)
 
     def _kill_all(self) -> None:
         for worker in self._workers:
             self._kill(worker)
-        self._join_dying()
+        self.reaper.join_all()
 
     def _fail_and_restart(self, worker: _Worker, kind: str, message: str | None,
                           *, kill: bool = True) -> None:
@@ -435,7 +349,7 @@ class ReplayExecutor:
         now) first, then the old process is retired without waiting for its exit. Its task
         fails with ``kind`` and ``message``; ``message`` None: the worker died or closed its
         pipe, and the failure names its exit once it is reaped (``kill=False``: it is left
-        GRACE_SECONDS to exit by itself)."""
+        process_reaper.GRACE_SECONDS to exit by itself)."""
         task = worker.task
         began = time.monotonic()
         old = _Worker(worker.slot, worker.device, process=worker.process, conn=worker.conn)
@@ -447,9 +361,7 @@ class ReplayExecutor:
         if worker.beside:
             # A probe worker: not replaced (the next prepared spare is lent when one is).
             restart.beside = True
-            self._beside[worker.device] = [w for w in self._beside[worker.device]
-                                           if w is not worker]
-            self.spares.lost(worker.device)
+            self.probes.lost(worker)
             worker.process, worker.conn = None, None
         elif not self._closing:
             self.spares.start()  # failures have begun: the next one finds a spare
@@ -467,14 +379,15 @@ class ReplayExecutor:
             self._awaiting_task[worker.slot] = restart
         else:
             worker.process, worker.conn = None, None
-        on_exit = None
-        if task is not None:
-            if message is None:
-                def on_exit(process, task=task, kind=kind):
-                    self._finish(task, error=TrialFailed(kind, _describe_exit(process)))
-            else:
-                self._finish(task, error=TrialFailed(kind, message))
-        self._kill(old, kill=kill, on_exit=on_exit, restart=restart)
+        if task is not None and message is not None:
+            self._finish(task, error=TrialFailed(kind, message))
+
+        def on_exit(process, seconds: float) -> None:
+            restart.exited = seconds
+            if task is not None and message is None:
+                self._finish(task, error=TrialFailed(kind, describe_exit(process)))
+
+        self._kill(old, kill=kill, on_exit=on_exit)
 
     # -- spares --------------------------------------------------------------------------------
 
@@ -582,15 +495,17 @@ class ReplayExecutor:
             task.future.set_result(result)
 
     def _assign(self) -> None:
-        self._lend_probe_workers()
-        beside = [w for workers in self._beside.values() for w in workers]
-        for worker in [*beside, *self._workers]:  # (probe workers first: the probe's faults)
+        if self.probes.per_device:
+            with self._lock:
+                untried = any(t.probe and not t.tried for t in self._pending)
+            self.probes.lend(untried, self._sent, self._closing)
+        for worker in [*self.probes.workers(), *self._workers]:  # (probes first: their faults)
             if not worker.ready or worker.task is not None or worker.conn is None:
                 continue
             with self._lock:
                 if not self._pending:
                     return
-                task = self._next_task(worker)
+                task = self.probes.next_task(worker, self._pending, self._workers)
             if task is None:
                 continue
             # The instance itself only with the first task for it in this process.
@@ -609,46 +524,6 @@ class ReplayExecutor:
             restart = None if worker.beside else self._awaiting_task.pop(worker.slot, None)
             if restart is not None:
                 restart.next_task = task.started - restart.began
-
-    def _next_task(self, worker: _Worker) -> _Task | None:
-        """The next pending task ``worker`` may run now (under the lock): a probe worker
-        takes probe tasks not tried yet, while no slot's worker of its device runs; a slot's
-        worker takes the first task, while no probe worker of its device runs (what it
-        measures runs alone)."""
-        device = worker.device
-        if worker.beside:
-            if any(w.task is not None for w in self._workers if w.device == device):
-                return None
-            for index, task in enumerate(self._pending):
-                if task.probe and not task.tried:
-                    del self._pending[index]
-                    return task
-            return None
-        if any(w.task is not None for w in self._beside.get(device, ())):
-            return None
-        return self._pending.popleft()
-
-    def _lend_probe_workers(self) -> None:
-        """While failures are expected and probe tasks wait untried, lend prepared spares
-        to try them (up to ``probe_workers`` per device); once no failure is expected,
-        give the idle ones back to the pool."""
-        if not self.probe_workers:
-            return
-        with self._lock:
-            untried = any(t.probe and not t.tried for t in self._pending)
-        for device, workers in self._beside.items():
-            if self.spares.bursting and untried and not self._closing:
-                while len(workers) < self.probe_workers:
-                    spare = self.spares.lend(device, self._sent)
-                    if spare is None:
-                        break
-                    spare.beside = True
-                    workers.append(spare)
-            elif not self.spares.bursting:
-                for worker in [w for w in workers if w.task is None]:
-                    workers.remove(worker)
-                    worker.beside = False
-                    self.spares.give_back(worker)
 
     def _receive(self, worker: _Worker) -> None:
         try:
@@ -695,8 +570,7 @@ class ReplayExecutor:
 
     def _watchdog(self) -> None:
         now = time.monotonic()
-        beside = [w for workers in self._beside.values() for w in workers]
-        for worker in [*self._workers, *beside]:
+        for worker in [*self._workers, *self.probes.workers()]:
             if worker.task is not None and now - worker.task.started > self.timeout:
                 self._fail_and_restart(
                     worker, "timeout",
@@ -715,19 +589,15 @@ class ReplayExecutor:
             if self._tasks_done >= SPARE_AFTER_TASKS:
                 self.spares.start()
             self.spares.prepare(self._sent)
-            beside = [w for workers in self._beside.values() for w in workers]
-            conns = {w.conn: w for w in [*self._workers, *beside] if w.conn is not None}
+            conns = {w.conn: w for w in [*self._workers, *self.probes.workers()]
+                     if w.conn is not None}
             spares = self.spares.connections()
-            dying = {d.process.sentinel: d for d in self._dying if not d.polling}
-            timeout = REAP_POLL_SECONDS if any(d.polling for d in self._dying) else 0.5
             try:
-                ready = wait([*conns, *spares, *dying, self._wake_r], timeout=timeout)
+                ready = wait([*conns, *spares, *self.reaper.sentinels(), self._wake_r],
+                             timeout=self.reaper.wait_timeout(0.5))
             except OSError:
                 continue
-            for conn in ready:
-                if conn in dying:
-                    dying[conn].polling = True  # (reaped below, or polled until it can be)
-                    continue
+            for conn in self.reaper.woken(ready):  # (exited processes: reaped below)
                 if conn is self._wake_r:
                     while self._wake_r.poll():
                         self._wake_r.recv()
@@ -740,7 +610,7 @@ class ReplayExecutor:
                 worker = conns[conn]
                 if worker.conn is conn:
                     self._receive(worker)
-            self._reap()
+            self.reaper.reap()
             self._watchdog()
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -756,9 +626,7 @@ class ReplayExecutor:
         with self._lock:
             pending = list(self._pending)
             self._pending.clear()
-        beside = [w for workers in self._beside.values() for w in workers]
-        for workers in self._beside.values():
-            workers.clear()
+        beside = self.probes.close()
         for task in pending + [w.task for w in [*self._workers, *beside] if w.task is not None]:
             self._finish(task, error=TrialFailed("error", "the executor was shut down"))
         everyone = [*self._workers, *beside, *self.spares.close()]
@@ -772,7 +640,7 @@ class ReplayExecutor:
             if worker.process is not None:
                 worker.process.join(10)
             self._kill(worker)
-        self._join_dying()
+        self.reaper.join_all()
         if self._compile_pool is not None:
             self._compile_pool.shutdown(wait=True, cancel_futures=True)
         if self._tmp is not None:

@@ -16,8 +16,8 @@ start in parallel and are refilled in the background as they are taken. A starti
 is never thrown away for a fresh process: the slot takes the readiest one there is.
 
 During a burst, prepared spares may also be lent (``lend``) to try the probe's launch
-shapes beside the slot's worker (executor.py, "probe workers"): a lent spare counts against
-the pool's size until it is given back (``give_back``) or lost to a fault (``lost``).
+shapes beside the slot's worker (probe_workers.py): a lent spare counts against the
+pool's size until it is given back (``give_back``) or lost to a fault (``lost``).
 """
 
 from __future__ import annotations

@@ -157,8 +157,9 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
                    "(up to half the trials): shapes that break the kernel are never proposed.")
 @click.option("--probe-workers", type=click.IntRange(min=0), default=PROBE_WORKERS,
               show_default=True,
-              help="Spare workers per GPU that try the probe's shapes beside each other (their "
-                   "faults overlap; a shape that runs is replayed again alone): 0, one at a time.")
+              help="Spare workers per GPU that try the probe's shapes beside each other (a shape "
+                   "that runs is replayed again alone): 0, one at a time (measured no faster "
+                   "on an H200).")
 @click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Watchdog: seconds before a trial's worker is killed.")
 @click.option("--compile-only", is_flag=True,

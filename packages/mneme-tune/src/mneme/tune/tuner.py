@@ -67,9 +67,12 @@ MAX_INFEASIBLE = 2000
 RECOUNT_SECONDS = 0.25
 #: at most this share of the trials left goes to the probe of launch shapes
 PROBE_SHARE = 0.5
-#: spare workers per device lent to try the probe's shapes beside each other (their faults
-#: overlap; a shape that runs is replayed again alone for its times)
-PROBE_WORKERS = 4
+#: spare workers per device lent to try the probe's shapes beside each other (a shape that
+#: runs is replayed again alone for its times). 0: on an H200, 4 of them did not raise
+#: trials/s on the faulting kernels (the driver's handling of each fault is the floor, and
+#: faults in parallel processes on one GPU did not overlap usefully) and delayed the slot's
+#: next task after a failure from 2.4 ms to 1.7 s (docs/tune.md)
+PROBE_WORKERS = 0
 #: a claim on a shared budget takes about this many seconds of the tuner's trials
 CLAIM_SECONDS = 0.5
 #: seconds between looks while other tuners hold the rest of a shared budget
@@ -114,7 +117,8 @@ class TuneOptions:
     #: most PROBE_SHARE of the budget): the shapes that break it leave the space at once
     probe: bool = True
     #: processes per device that try the probe's shapes beside each other (spares lent
-    #: while the probe runs; a shape that runs is replayed again alone): 0, one at a time
+    #: while the probe runs; a shape that runs is replayed again alone): 0 (the default,
+    #: PROBE_WORKERS), one at a time
     probe_workers: int = PROBE_WORKERS
     before_run: Callable[[ReplaySettings], None] | None = None
 
