@@ -121,16 +121,23 @@ def test_the_pool_grows_for_a_burst_of_failures_refills_and_shrinks_after():
         assert pool.restarts == burst + 1
 
 
+def _probe_run(tmp_path, study: str, probe_workers: int):
+    """A tuner run whose probe ends the worker on each of the 16 wide shapes: its outcome
+    and the crashed trials (one per wide shape, one restart each)."""
+    options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
+                          storage=f"sqlite:///{tmp_path / 's.db'}", study=study,
+                          before_run=abort_on_wide_blocks, probe_workers=probe_workers)
+    outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
+    crashed = [t for t in outcome.trials if t.failure == "crashed"]
+    assert len(crashed) == 16 and outcome.restarts == 16
+    return outcome, crashed
+
+
 def test_the_probes_faults_are_handed_to_spares_kept_for_them(tmp_path):
     """The tuner's probe tries every launch shape with the recorded code; 16 of them end
     their worker. Spares are kept for the probe (started beside the baseline), so every
     one of those restarts is a hand-over to a spare, never a process started then."""
-    options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
-                          storage=f"sqlite:///{tmp_path / 's.db'}", study="probe-spares",
-                          before_run=abort_on_wide_blocks, probe_workers=0)
-    outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
-    crashed = [t for t in outcome.trials if t.failure == "crashed"]
-    assert len(crashed) == 16 and outcome.restarts == 16
+    outcome, crashed = _probe_run(tmp_path, "probe-spares", probe_workers=0)
     assert len(outcome.restart_log) == 16
     assert all(r.by_spare for r in outcome.restart_log), outcome.restart_log
     assert any(r.spare_prepared for r in outcome.restart_log), outcome.restart_log
@@ -207,12 +214,7 @@ def test_the_probe_with_probe_workers_finds_the_same_shapes(monkeypatch, tmp_pat
     """The tuner's probe with probe workers: each of the 16 wide shapes fails once (some
     beside the slot's worker), the others complete, timed by the slot's worker alone."""
     overlaps, _ = _never_beside_a_slot(monkeypatch)
-    options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
-                          storage=f"sqlite:///{tmp_path / 's.db'}", study="probe-beside",
-                          before_run=abort_on_wide_blocks, probe_workers=2)
-    outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
-    crashed = [t for t in outcome.trials if t.failure == "crashed"]
-    assert len(crashed) == 16 and outcome.restarts == 16
+    outcome, crashed = _probe_run(tmp_path, "probe-beside", probe_workers=2)
     assert len({tuple(sorted(t.params.items())) for t in crashed}) == 16
     assert any(r.beside for r in outcome.restart_log), outcome.restart_log
     assert all(t.state == "complete" for t in outcome.trials if t.failure is None)

@@ -21,6 +21,7 @@ Cache modes (docs/replay.md, "Timing and fidelity"), what happens before each it
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -115,27 +116,50 @@ class KernelClock:
         return result
 
 
-    def energy(self, launch: Callable[[], None], setup: Callable[[], None], median_ms: float,
-               window_ms: float, synchronize: Callable[[], None]) -> float | None:
-        """Energy per launch (mJ): after ``setup``, the kernel back to back for about
-        ``window_ms`` (from its measured median) while NVML's energy counter runs; None
-        where the GPU has no energy counter. The counter advances in steps of
-        milliseconds, so the window must hold many launches of a short kernel."""
+    def energy(self, launch: Callable[[], None], setup: Callable[[], None], window_ms: float,
+               synchronize: Callable[[], None]) -> float | None:
+        """Energy per launch (mJ): after ``setup``, the kernel back to back for
+        ``window_ms`` of wall time while NVML's energy counter runs; None where the GPU
+        has no energy counter. The counter advances in steps (tens of milliseconds), so the
+        window starts just after one step and ends at the first step after the last launch
+        finished: the reading covers the launches and at most one step of idling."""
+        clocks, index = self.monitor.clocks, self.monitor.index
         if not self.monitor.available:
             return None
-        launches = max(1, min(ENERGY_MAX_LAUNCHES, round(window_ms / max(median_ms, 1e-4))))
         setup()
         synchronize()
-        self.monitor.begin()
-        for _ in range(launches):
-            launch()
-        synchronize()
-        gpu = self.monitor.end()
-        if gpu is None or gpu.energy_mj is None:
+        start = _next_step(clocks, index)
+        if start is None:
             return None
-        return gpu.energy_mj / launches
+        launches, deadline = 0, time.perf_counter() + window_ms / 1000
+        while time.perf_counter() < deadline and launches < ENERGY_MAX_LAUNCHES:
+            for _ in range(ENERGY_BATCH):
+                launch()
+            launches += ENERGY_BATCH
+        synchronize()
+        end = _next_step(clocks, index)
+        if end is None:
+            return None
+        return (end - start) / launches
 
 
+def _next_step(clocks, index: int) -> float | None:
+    """The energy counter (mJ) right after its next step (None: no counter, or it did not
+    move within a second)."""
+    first = clocks.sample(index)
+    if first is None or not first.has_energy:
+        return None
+    deadline = time.perf_counter() + 1.0
+    while time.perf_counter() < deadline:
+        now = clocks.sample(index)
+        if now is not None and now.energy_mj != first.energy_mj:
+            return float(now.energy_mj)
+        time.sleep(0.0005)
+    return None
+
+
+#: launches between looks at the clock while an energy window runs
+ENERGY_BATCH = 64
 #: launches of one energy window at most (a kernel of a few microseconds)
 ENERGY_MAX_LAUNCHES = 200_000
 
