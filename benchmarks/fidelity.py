@@ -11,8 +11,10 @@ For every kernel of the ``fidelity_*`` corpus programs (tests/corpus/cuda, READM
    the replayed time of the recorded configuration over the in-app time: the fidelity;
 4. five candidate launch configurations (other block sizes, grid covering the same
    threads) that replay verified: their replayed times per mode, and their in-app times
-   (each swapped into the application by the ``mneme run --apply`` machinery), ranked;
-   Kendall's tau between the replay ranking and the application's.
+   (each swapped into the application by the ``mneme run --apply`` machinery, measured
+   as ``mneme tune --confirm-in-app`` measures: ``mneme.tune.app_confirm.run_in_app``,
+   the median over the launches with the recorded launch shape), ranked; Kendall's tau
+   between the replay ranking and the application's.
 
 Goals (issue 20, on the H100): fidelity within 0.9-1.1 for at least 90 % of kernels with
 10 or more launches in ``auto``; tau >= 0.8.
@@ -42,6 +44,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mneme.tune.app_confirm import kendall_tau, run_in_app
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
 GOAL_LOW, GOAL_HIGH, GOAL_SHARE, GOAL_TAU, MIN_LAUNCHES = 0.9, 1.1, 0.9, 0.8, 10
@@ -55,27 +59,6 @@ def _corpus_build():
     sys.modules["corpus_build"] = module
     spec.loader.exec_module(module)
     return module
-
-
-def kendall_tau(a: list[float], b: list[float]) -> float | None:
-    """Kendall's tau-b of two paired lists (None for fewer than 2 pairs or no order)."""
-    concordant = discordant = ties_a = ties_b = 0
-    for i in range(len(a)):
-        for j in range(i + 1, len(a)):
-            da, db = a[i] - a[j], b[i] - b[j]
-            if da == 0 and db == 0:
-                continue
-            if da == 0:
-                ties_a += 1
-            elif db == 0:
-                ties_b += 1
-            elif (da > 0) == (db > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    n0 = concordant + discordant
-    denominator = math.sqrt((n0 + ties_a) * (n0 + ties_b))
-    return (concordant - discordant) / denominator if denominator else None
 
 
 def distinct_pairs(in_app: list[float], noise: float) -> list[tuple[int, int]]:
@@ -133,37 +116,14 @@ def record(exe: Path, args: list[str], db: Path) -> None:
 
 def in_app_times(exe: Path, args: list[str], db: Path, instance, settings_list, work: Path):
     """The kernel's in-app median (ms) under each configuration (None: the recorded code,
-    measured without swapping), its launches and the timing method."""
-    from mneme.replay.engine.config import ReplaySettings
-    from mneme.replay.identity import make_identity
-    from mneme.runtime.kernel_timing import cupti_wheel_libraries
-    from mneme.tune.apply_command import swapper_library
-    from mneme.tune.apply_plan import load_tuned, read_report, write_plan
-
-    times, launches, methods = [], 0, set()
-    for index, settings in enumerate(settings_list):
-        folder = work / f"candidate{index}"
-        folder.mkdir(parents=True, exist_ok=True)
-        best = folder / "best.json"
-        base = settings or ReplaySettings()
-        best.write_text(json.dumps({**base.to_dict(), "identity": make_identity(db, [instance])}))
-        plan = write_plan([load_tuned(best)], folder)
-        report = folder / "report.txt"
-        env = {**os.environ, "LD_PRELOAD": str(swapper_library()), "MNEME_APPLY_PLAN": str(plan),
-               "MNEME_APPLY_TIMING": "1", "MNEME_APPLY_REPORT": str(report)}
-        if settings is None:
-            env["MNEME_APPLY_MODE"] = "measure"
-        if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
-            env["MNEME_CUPTI_LIBRARY"] = wheels[0]
-        done = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=600)
-        kernel = read_report(report).get(instance.kernel.name)
-        if done.returncode != 0:
-            times.append(None)
-            continue
-        times.append(kernel.same_config_median_ms if settings is None else kernel.median_ms)
-        launches = max(launches, kernel.launches)
-        methods.add(kernel.method)
-    return times, launches, "/".join(sorted(m for m in methods if m)) or "-"
+    measured without swapping), its launches and the timing method: mneme tune
+    --confirm-in-app's measurement (mneme.tune.app_confirm.run_in_app), a run of the
+    application each."""
+    runs = run_in_app(db, instance, settings_list, [str(exe), *args], work, timeout=600)
+    ran = [r for r in runs if r.exit_status == 0]
+    methods = {r.method for r in ran if r.method != "-"}
+    return ([r.median_ms for r in runs], max((r.launches for r in ran), default=0),
+            " / ".join(sorted(methods)) or "-")
 
 
 def replay_pool(devices=(0,), **options):

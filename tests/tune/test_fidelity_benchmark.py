@@ -68,3 +68,15 @@ def test_ranking_counts_only_pairs_the_application_itself_orders(fidelity):
     assert fidelity.tau_over(fidelity.distinct_pairs(in_app[:4], 0.03), replayed_right[:4], in_app[:4]) is None
     # without the noise floor every pair counts, and the plain tau sees the noise
     assert len(fidelity.distinct_pairs(in_app, noise=0.0)) == 10
+
+
+def test_the_benchmark_measures_in_the_application_with_mneme_tunes_function(fidelity):
+    """One implementation: the benchmark's in-app times and rank correlation are
+    mneme tune --confirm-in-app's (mneme.tune.app_confirm), not a copy."""
+    from mneme.tune import app_confirm
+
+    assert fidelity.run_in_app is app_confirm.run_in_app
+    assert fidelity.kendall_tau is app_confirm.kendall_tau
+    source = BENCHMARK.read_text()
+    for own in ("LD_PRELOAD", "MNEME_APPLY_PLAN", "MNEME_APPLY_MODE", "read_report", "write_plan"):
+        assert own not in source, own

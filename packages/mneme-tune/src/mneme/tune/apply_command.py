@@ -21,10 +21,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,16 +66,49 @@ class Run:
     report: SwapReport = field(default_factory=SwapReport)
 
 
-def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None) -> Run:
+def resolve_command(command: Sequence[str]) -> list[str]:
+    """The application's argv with its executable found on PATH, or one line saying it is
+    not there."""
+    executable = shutil.which(command[0]) or command[0]
+    if not Path(executable).is_file():
+        raise ApplyError(f"{command[0]}: no such executable")
+    if not os.access(executable, os.X_OK):
+        raise ApplyError(f"{command[0]}: not executable")
+    return [executable, *command[1:]]
+
+
+def swap_env(plan: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with the swapper preloaded to follow ``plan``, plus
+    ``extra`` (MNEME_APPLY_TIMING, MNEME_APPLY_MODE, MNEME_APPLY_REPORT)."""
+    from mneme.runtime.kernel_timing import cupti_wheel_libraries
+
+    env = dict(os.environ)
+    if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
+        env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded swapper cannot ask Python
+    env["LD_PRELOAD"] = ":".join(filter(None, [str(swapper_library()), env.get("LD_PRELOAD", "")]))
+    env["MNEME_APPLY_PLAN"] = str(plan)
+    env.update(extra)
+    return env
+
+
+def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None,
+             timeout: float | None = None) -> Run:
+    """One run of the application; ApplicationFailed (one line: how it ended, the last
+    lines of its stderr) when it fails or outlives ``timeout`` seconds."""
+    swapped = " under the swap" if env and "MNEME_APPLY_PLAN" in env else ""
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ApplicationFailed(f"{command[0]} did not finish in {timeout:.0f} s{swapped} (killed)",
+                                -signal.SIGKILL) from None
     took = time.perf_counter() - start
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
         how = (f"died of signal {-done.returncode}" if done.returncode < 0
                else f"exited with status {done.returncode}")
         raise ApplicationFailed(
-            f"{command[0]} {how}{' under the swap' if env and 'MNEME_APPLY_PLAN' in env else ''}"
+            f"{command[0]} {how}{swapped}"
             + (f": {' | '.join(tail)}" if tail else ""), done.returncode)
     return Run(took, done.stdout.decode(errors="replace"), read_report(report) if report else SwapReport())
 
@@ -214,14 +249,10 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             pattern = re.compile(output_filter)
         except re.error as exc:
             raise ApplyError(f"--output-filter {output_filter!r} is not a regular expression: {exc}") from None
-    executable = shutil.which(command[0]) or command[0]
-    if not Path(executable).is_file():
-        raise ApplyError(f"{command[0]}: no such executable")
-    argv = [executable, *command[1:]]
-    library = swapper_library()
+    argv = resolve_command(command)
+    swapper_library()  # (missing: one line, before anything is compiled)
     configs = configs_in(apply_path)
     from mneme.runtime import driver_available
-    from mneme.runtime.kernel_timing import cupti_wheel_libraries
 
     if not dry_run and not driver_available():
         raise ApplyError("mneme run needs a GPU (use --dry-run to compile the plan without one)")
@@ -238,15 +269,6 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             click.echo(plan.read_text(), nl=False)
             return
 
-        def swapped_env(**extra: str) -> dict[str, str]:
-            env = dict(os.environ)
-            if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
-                env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded swapper cannot ask Python
-            env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
-            env["MNEME_APPLY_PLAN"] = str(plan)
-            env.update(extra)
-            return env
-
         plain_runs: list[Run] = []
         tuned_runs: list[Run] = []
         try:
@@ -254,12 +276,12 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                 for index in range(repeat):
                     status.update(f"running the application: plain and tuned, {index + 1}/{repeat}")
                     plain_runs.append(run_once(argv, None))
-                    tuned_runs.append(run_once(argv, swapped_env()))
+                    tuned_runs.append(run_once(argv, swap_env(plan)))
                 status.update("timing the tuned kernels inside the application")
                 report = directory / "report.txt"
-                measured = run_once(argv, swapped_env(MNEME_APPLY_TIMING="1", MNEME_APPLY_MODE="measure",
-                                                      MNEME_APPLY_REPORT=str(report)), report)
-                timed = run_once(argv, swapped_env(MNEME_APPLY_TIMING="1", MNEME_APPLY_REPORT=str(report)),
+                measured = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_MODE="measure",
+                                                   MNEME_APPLY_REPORT=str(report)), report)
+                timed = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_REPORT=str(report)),
                                  report)
                 replayed = {}
                 for k in kernels:

@@ -90,7 +90,7 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
     for r in outcome.trials:
         if r.state == "failed":
             failures[r.failure or "error"] = failures.get(r.failure or "error", 0) + 1
-    return {
+    data = {
         "study": outcome.study.study_name,
         "objectives": [{"name": n, "unit": unit(n)} for n in outcome.objectives],
         "baseline": outcome.baseline,
@@ -108,6 +108,9 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
         "confirmation": outcome.confirmation,
         "verdict": verdict(outcome),
     }
+    if outcome.in_app:  # --confirm-in-app: replayed and in-app speedups (app_confirm.py)
+        data["in_app"] = outcome.in_app
+    return data
 
 
 def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:

@@ -7,6 +7,7 @@ Exit status: 0 when a configuration completed, 1 when every trial failed, 2 user
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -14,10 +15,12 @@ from mneme.replay.db import Database, Instance
 from mneme.replay.engine import open_database, select_instance
 from mneme.replay.engine.timing import CACHE_MODES
 from mneme.replay.files import writable_directory
+from mneme.replay.tables import console as table_console
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .app_confirm import DEFAULT_CANDIDATES, print_in_app
 from .errors import DeviceSelectionError, TuneError
 from .objective import unit
 from .study import SAMPLERS
@@ -172,11 +175,22 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
                    "returns (background), before it returns (wait), or not at all (off).")
 @click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
               help="Rows of the best-configurations table.")
+@click.option("--confirm-in-app", "confirm_in_app", type=click.IntRange(min=1), is_flag=False,
+              flag_value=DEFAULT_CANDIDATES, default=None, metavar="[N]",
+              help="After the search (GPU), run the recorded configuration and the best N "
+                   f"(default {DEFAULT_CANDIDATES}) distinct configurations in the application "
+                   "given after --, a run each, swapped in as mneme run --apply does: replayed "
+                   "and in-app speedups side by side.")
+@click.argument("app_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- APP ARGS...]")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
-         confirm_runs, probe, probe_workers, trial_timeout, compile_only, report_dir, plots, top):
+         confirm_runs, probe, probe_workers, trial_timeout, compile_only, report_dir, plots, top,
+         confirm_in_app, app_command):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
+    if app_command and not confirm_in_app:
+        raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
+                        "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
     console = Console(stderr=True)
     out = Console()
     device_list = parse_devices(devices, compile_only)
@@ -195,10 +209,13 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         objectives=objectives, sampler=sampler, seed=seed, storage=storage, study=study_name,
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache, trial_timeout=trial_timeout,
         screen=screen, confirm_runs=confirm_runs, probe=probe, probe_workers=probe_workers,
+        confirm_in_app=confirm_in_app or 0, app_command=list(app_command) or None,
     )
     tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
     if report_dir is not None:  # before the search, not after it
         writable_directory(report_dir, "write the report to", TuneError)
+    for tuner in tuners:  # --confirm-in-app: an application that fails plain, before any search
+        tuner.check_application()
     completed_any = False
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
@@ -218,6 +235,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             out.print(verdict(outcome))
         if "failure" not in outcome.baseline:
             out.print(timing_line(outcome.baseline.get("timing")), soft_wrap=True, markup=False)
+        print_in_app(table_console(), outcome.in_app)  # (--confirm-in-app; ids whole)
         completed_any |= bool(outcome.best)
         if not outcome.best:
             _explain_failures(outcome, out)
@@ -286,4 +304,8 @@ def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
             progress.update(task, completed=p.done, total=p.total, failed=p.failed, best=best,
                             rate=p.rate)
 
-        return tuner.run(on_progress=update, on_start=started)
+        def in_app(index: int, runs: int, label: str) -> None:
+            progress.console.print(f"in the application, run {index + 1}/{runs}: {label}",
+                                   soft_wrap=True, markup=False)
+
+        return tuner.run(on_progress=update, on_start=started, on_in_app=in_app)

@@ -121,6 +121,11 @@ class TuneOptions:
     #: PROBE_WORKERS), one at a time
     probe_workers: int = PROBE_WORKERS
     before_run: Callable[[ReplaySettings], None] | None = None
+    #: after the search (GPU): the recorded configuration and the best ``confirm_in_app``
+    #: distinct configurations run in the application ``app_command`` (argv), one run each
+    #: (app_confirm.py; 0: off)
+    confirm_in_app: int = 0
+    app_command: Sequence[str] | None = None
 
     @property
     def compile_only(self) -> bool:
@@ -189,6 +194,9 @@ class TuneOutcome:
     identity: dict[str, Any] = field(default_factory=dict)
     #: the best against the recorded configuration, each measured again (see confirm())
     confirmation: dict[str, Any] = field(default_factory=dict)
+    #: the best configurations run in the application (app_confirm.in_app_summary), or
+    #: ``{"skipped": why}``; empty when not asked for
+    in_app: dict[str, Any] = field(default_factory=dict)
 
     @property
     def trials_per_second(self) -> float:
@@ -221,6 +229,12 @@ class Tuner:
         self.options = options or TuneOptions()
         if self.options.trials < 1:
             raise TuneError("--trials must be at least 1")
+        #: the application to confirm the best configurations in (its executable found)
+        self.app_command: list[str] | None = None
+        if self.options.confirm_in_app:
+            from .app_confirm import application_command
+
+            self.app_command = application_command(self.options.app_command)
         self.db = (database if isinstance(database, Database)
                    else Database.open(Path(database).absolute()))  # workers start anywhere
         self.database = Path(self.db.root)
@@ -488,10 +502,21 @@ class Tuner:
 
     # -- the run -------------------------------------------------------------------------------
 
+    def check_application(self) -> float | None:
+        """(--confirm-in-app, GPU) Runs the application once plain, once per command in
+        this process, and returns its wall time; one line (TuneError) when it fails."""
+        if not self.options.confirm_in_app or self.options.compile_only:
+            return None
+        from .app_confirm import check_application
+
+        return check_application(self.app_command)
+
     def run(self, on_progress: Callable[[Progress], None] | None = None,
-            on_start: Callable[[dict], None] | None = None) -> TuneOutcome:
+            on_start: Callable[[dict], None] | None = None,
+            on_in_app: Callable[[int, int, str], None] | None = None) -> TuneOutcome:
         o = self.options
         start = time.monotonic()
+        plain_seconds = self.check_application()  # (--confirm-in-app) before any trial
         executor = ReplayExecutor(
             self.db, devices=o.devices, workers_per_device=o.workers_per_device,
             cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
@@ -564,6 +589,13 @@ class Tuner:
         outcome.shapes_known = self.shapes_known
         outcome.confirmation = confirmation
         outcome.identity = self.identity()
+        if o.confirm_in_app:  # the workers are gone: the application has the GPU to itself
+            from .app_confirm import confirm_in_app, run_timeout
+
+            outcome.in_app = (
+                {"skipped": "compile-only tuning runs nothing on a GPU"} if o.compile_only else
+                confirm_in_app(outcome, self.database, self.instances[0], self.app_command,
+                               o.confirm_in_app, run_timeout(plain_seconds), on_in_app))
         return outcome
 
     def _shape_cache_applies(self) -> bool:
