@@ -616,8 +616,8 @@ class ReplaySession:
         if replay.energy_window_ms and taken.times:
             # Back to back launches change the data: the timed iterations' memory is
             # restored after (verification reads it), and their times are kept as measured.
-            result.energy_mj = self._clock.energy(launch, lambda: image.reset(stream),
-                                                  replay.energy_window_ms, synchronize)
+            result.energy_mj = self._clock.energy(launch, lambda: image.reset(stream), replay.energy_window_ms,
+                                                  timing.median(taken.times), synchronize)
             image.reset(stream)
             launch()
             synchronize()

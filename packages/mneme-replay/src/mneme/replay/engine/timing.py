@@ -117,47 +117,48 @@ class KernelClock:
 
 
     def energy(self, launch: Callable[[], None], setup: Callable[[], None], window_ms: float,
-               synchronize: Callable[[], None]) -> float | None:
-        """Energy per launch (mJ): after ``setup``, the kernel back to back for
-        ``window_ms`` of wall time while NVML's energy counter runs; None where the GPU
-        has no energy counter. The counter advances in steps (tens of milliseconds), so the
-        window starts just after one step and ends at the first step after the last launch
-        finished: the reading covers the launches and at most one step of idling."""
+               kernel_ms: float, synchronize: Callable[[], None]) -> float | None:
+        """Energy per launch (mJ): the GPU's power while the kernel runs back to back,
+        times the kernel's own time ``kernel_ms``; None where the GPU has no energy
+        counter. NVML's counter advances in steps (every 100 ms on the H200), so the power
+        is the energy between two steps seen while launching over the time between them:
+        from the first step after launching began (the queue is full by then) to the last
+        one once ``window_ms`` and at least ENERGY_STEPS more steps have passed."""
         clocks, index = self.monitor.clocks, self.monitor.index
         if not self.monitor.available:
             return None
         setup()
         synchronize()
-        start = _next_step(clocks, index)
-        if start is None:
+        first = clocks.sample(index)
+        if first is None or not first.has_energy:
             return None
-        launches, deadline = 0, time.perf_counter() + window_ms / 1000
-        while time.perf_counter() < deadline and launches < ENERGY_MAX_LAUNCHES:
+        last = float(first.energy_mj)
+        steps: list[tuple[float, float]] = []  # (seconds, mJ) where a step was first seen
+        begin = time.perf_counter()
+        deadline = begin + window_ms / 1000
+        launches = 0
+        while launches < ENERGY_MAX_LAUNCHES and time.perf_counter() - begin < ENERGY_GIVE_UP_S:
             for _ in range(ENERGY_BATCH):
                 launch()
             launches += ENERGY_BATCH
+            now = clocks.sample(index)
+            if now is not None and float(now.energy_mj) != last:
+                last = float(now.energy_mj)
+                steps.append((time.perf_counter(), last))
+            if len(steps) > ENERGY_STEPS and time.perf_counter() >= deadline:
+                break
         synchronize()
-        end = _next_step(clocks, index)
-        if end is None:
+        if len(steps) < 2:
             return None
-        return (end - start) / launches
+        (t0, e0), (t1, e1) = steps[0], steps[-1]
+        watts = (e1 - e0) / ((t1 - t0) * 1000)  # mJ per ms
+        return watts * kernel_ms
 
 
-def _next_step(clocks, index: int) -> float | None:
-    """The energy counter (mJ) right after its next step (None: no counter, or it did not
-    move within a second)."""
-    first = clocks.sample(index)
-    if first is None or not first.has_energy:
-        return None
-    deadline = time.perf_counter() + 1.0
-    while time.perf_counter() < deadline:
-        now = clocks.sample(index)
-        if now is not None and now.energy_mj != first.energy_mj:
-            return float(now.energy_mj)
-        time.sleep(0.0005)
-    return None
-
-
+#: counter steps an energy window spans at least (after the first, which starts it)
+ENERGY_STEPS = 2
+#: an energy window that saw too few counter steps by then gives up (None)
+ENERGY_GIVE_UP_S = 3.0
 #: launches between looks at the clock while an energy window runs
 ENERGY_BATCH = 64
 #: launches of one energy window at most (a kernel of a few microseconds)
