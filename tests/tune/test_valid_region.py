@@ -8,7 +8,7 @@ import datetime
 import optuna
 import pytest
 from mneme.replay.engine import ReplaySettings
-from mneme.tune import TuneOptions, Tuner
+from mneme.tune import TuneOptions, Tuner, launch_probe
 from mneme.tune.space import Categorical, SpaceContext, space
 from mneme.tune.space.base import settings_with
 from mneme.tune.space.bound import BoundSpace
@@ -177,12 +177,12 @@ def test_the_probe_tries_each_shape_once_before_the_search(tmp_path):
 def test_the_probe_takes_at_most_half_the_budget_and_can_be_turned_off(tmp_path):
     tuner = _tuner(tmp_path, "random", trials=60)
     point = tuner.bound[0].baseline()
-    probes = tuner._probe_points(tuner.study, point, 60)
+    probes = launch_probe.probe_points(tuner, tuner.study, point, 60)
     # 31 shapes besides the recorded one, 30 trials for the probe: a sample of them
     assert len(probes) == 30 and len({p["block_x"] for p in probes}) == 30
     assert all(p["opt_level"] == "O3" and p["block_x"] != point["block_x"] for p in probes)
     tuner.options.probe = False
-    assert tuner._probe_points(tuner.study, point, 60) == []
+    assert launch_probe.probe_points(tuner, tuner.study, point, 60) == []
 
 
 def test_the_probe_runs_shapes_no_wider_than_the_recorded_one_first(tmp_path):
@@ -190,7 +190,7 @@ def test_the_probe_runs_shapes_no_wider_than_the_recorded_one_first(tmp_path):
     faults come last, when the spare workers kept for them are ready."""
     tuner = _tuner(tmp_path, "random", trials=80)
     point = tuner.bound[0].baseline()
-    blocks = [p["block_x"] for p in tuner._probe_points(tuner.study, point, 80)]
+    blocks = [p["block_x"] for p in launch_probe.probe_points(tuner, tuner.study, point, 80)]
     recorded = point["block_x"]
     assert len(blocks) == 31 and any(b < recorded for b in blocks)
     assert blocks == sorted(b for b in blocks if b <= recorded) + sorted(b for b in blocks if b > recorded)
@@ -248,7 +248,7 @@ def test_a_later_run_starts_knowing_the_shapes_an_earlier_run_proved(tmp_path, m
 
     db = _golden_copy(tmp_path)
     # compile-only workers with a hook stand in for a GPU here (both are excluded in real runs)
-    monkeypatch.setattr(Tuner, "_shape_cache_applies", lambda self: True)
+    monkeypatch.setattr(launch_probe, "shape_cache_applies", lambda tuner: True)
 
     def run(name, trials):
         options = TuneOptions(trials=trials, devices=None, cpu_workers=2, sampler="tpe", seed=11,
@@ -291,7 +291,7 @@ def test_compile_only_runs_and_hooked_runs_keep_nothing(tmp_path):
                           storage=f"sqlite:///{tmp_path / 's.db'}", study="c")
     tuner = Tuner(db, [SAXPY], ["launch"], options)
     tuner.run()
-    assert not tuner._shape_cache_applies()
+    assert not launch_probe.shape_cache_applies(tuner)
     assert not shape_cache.cache_path(tuner.instances[0]).exists()
 
 

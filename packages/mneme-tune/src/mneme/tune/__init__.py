@@ -33,7 +33,8 @@ from .space import (
     settings_with,
     space,
 )
-from .tuner import TrialRecord, TuneOptions, TuneOutcome, Tuner
+from .tune_types import TrialRecord, TuneOptions, TuneOutcome
+from .tuner import Tuner
 
 
 def write_report(outcome, directory, plots: bool = True):

@@ -26,7 +26,7 @@ from mneme.replay.files import write_atomic
 
 from .errors import TuneError
 from .objective import unit
-from .tuner import TrialRecord, TuneOutcome
+from .tune_types import TrialRecord, TuneOutcome
 
 TOP = 10
 

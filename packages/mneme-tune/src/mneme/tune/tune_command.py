@@ -25,7 +25,8 @@ from .errors import DeviceSelectionError, TuneError
 from .objective import unit
 from .study import SAMPLERS
 from .timing_report import timing_line
-from .tuner import PROBE_WORKERS, TuneOptions, TuneOutcome, Tuner
+from .tune_types import PROBE_WORKERS, TuneOptions, TuneOutcome
+from .tuner import Tuner
 
 NOTHING_COMPLETED_EXIT = 1
 

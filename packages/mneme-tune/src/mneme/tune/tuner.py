@@ -18,13 +18,9 @@ import concurrent.futures
 import contextlib
 import datetime
 import json
-import math
 import os
-import random
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +30,12 @@ from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
+from . import confirmation, launch_probe, timing_report
 from . import objective as objectives_mod
-from . import shape_cache, timing_report
+from .confirmation import CONFIRMATION_ATTR
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
+from .launch_probe import PROBE_SHARE
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
 from .study import (
     MirroredStudy,
@@ -48,171 +46,39 @@ from .study import (
     owner_alive,
     tuner_owner,
 )
+from .tune_types import (
+    BASELINE_ATTR,
+    CONFIRM_RUNS,
+    PROBE_WORKERS,
+    TRIAL_ATTR,
+    Progress,
+    TrialRecord,
+    TuneOptions,
+    TuneOutcome,
+)
 from .valid_region import LaunchRegion, ValidRegionSampler
 from .worker import failure_kind
 
-#: user attribute of each trial: what mneme knows about it (one write per trial)
-TRIAL_ATTR = "mneme"
-#: user attribute of the study: the baseline's measurements
-BASELINE_ATTR = "mneme.baseline"
-#: extra timings of the recorded configuration and of the best after the search (GPU)
-CONFIRM_RUNS = 5
-#: study attribute: the baseline and the best timed again, and whether they differ
-CONFIRMATION_ATTR = "mneme.confirmation"
+# The run's options and records are in tune_types.py, the confirmation after the search in
+# confirmation.py, the launch-shape probe in launch_probe.py: their names stay importable here.
+__all__ = [
+    "ABANDONED_AFTER", "BASELINE_ATTR", "CLAIM_SECONDS", "CLAIM_WAIT_SECONDS", "CONFIRMATION_ATTR",
+    "CONFIRM_RUNS", "MAX_INFEASIBLE", "PROBE_SHARE", "PROBE_WORKERS", "RECOUNT_SECONDS",
+    "TRIAL_ATTR", "TUNER_ATTR", "Progress", "TrialRecord", "TuneOptions", "TuneOutcome", "Tuner",
+]
+
 #: study attribute prefix naming each tuner process that worked on the study
 TUNER_ATTR = "mneme.tuner."
 #: consecutive infeasible samples after which the search gives up
 MAX_INFEASIBLE = 2000
 #: longest time between reading the study's counts (other tuners may share it)
 RECOUNT_SECONDS = 0.25
-#: at most this share of the trials left goes to the probe of launch shapes
-PROBE_SHARE = 0.5
-#: spare workers per device lent to try the probe's shapes beside each other (a shape that
-#: runs is replayed again alone for its times). 0: on an H200, 4 of them did not raise
-#: trials/s on the faulting kernels (the driver's handling of each fault is the floor, and
-#: faults in parallel processes on one GPU did not overlap usefully) and delayed the slot's
-#: next task after a failure from 2.4 ms to 1.7 s (docs/tune.md)
-PROBE_WORKERS = 0
 #: a claim on a shared budget takes about this many seconds of the tuner's trials
 CLAIM_SECONDS = 0.5
 #: seconds between looks while other tuners hold the rest of a shared budget
 CLAIM_WAIT_SECONDS = 0.2
 #: seconds after which a running trial counts as abandoned even with other tuners alive
 ABANDONED_AFTER = 600.0
-
-
-@dataclass
-class TuneOptions:
-    trials: int = 100
-    timeout: float | None = None
-    devices: Sequence[int] | None = None  # None: compile-only on the CPUs
-    workers_per_device: int = 1
-    cpu_workers: int | None = None
-    compile_workers: int | None = None
-    objectives: str | Sequence[str] | None = None
-    sampler: str | None = None
-    seed: int | None = None
-    storage: str | None = None
-    storage_dir: Path | None = None
-    study: str | None = None
-    grid_mode: str = "cover"
-    iterations: int = 5
-    warmup: int = 1
-    #: cache state of the timed iterations (warm, cold, app, auto): auto resolves per
-    #: instance at the baseline, and every trial is measured in that mode
-    #: (timing_report.py)
-    cache: str = "auto"
-    trial_timeout: float = 60.0
-    #: times the recorded configuration and the best are replayed again after the search
-    #: (interleaved) to tell a speedup from noise
-    confirm_runs: int = CONFIRM_RUNS
-    #: multi-fidelity (GPU, time): timed iterations of a first, screening replay of each
-    #: point (0: off); only points within ``screen_margin`` of the best time so far are
-    #: replayed again with ``iterations``, the others keep their screening time
-    screen: int = 0
-    screen_margin: float = 1.25
-    #: a point sampled again reuses its measurement instead of replaying it
-    reuse_repeats: bool = True
-    #: before the search, run the recorded code with each launch shape not yet known (at
-    #: most PROBE_SHARE of the budget): the shapes that break it leave the space at once
-    probe: bool = True
-    #: processes per device that try the probe's shapes beside each other (spares lent
-    #: while the probe runs; a shape that runs is replayed again alone): 0 (the default,
-    #: PROBE_WORKERS), one at a time
-    probe_workers: int = PROBE_WORKERS
-    before_run: Callable[[ReplaySettings], None] | None = None
-    #: after the search (GPU): the recorded configuration and the best ``confirm_in_app``
-    #: distinct configurations run in the application ``app_command`` (argv), one run each
-    #: (app_confirm.py; 0: off)
-    confirm_in_app: int = 0
-    app_command: Sequence[str] | None = None
-
-    @property
-    def compile_only(self) -> bool:
-        return self.devices is None
-
-
-@dataclass
-class TrialRecord:
-    """One finished trial as mneme sees it."""
-
-    number: int
-    state: str  # complete | failed
-    params: dict[str, Any]
-    values: list[float] | None
-    settings: dict | None
-    verified: bool | None = None
-    failure: str | None = None
-    reason: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    #: the baseline's first objective over this trial's (for time: the speedup)
-    speedup: float | None = None
-    #: how this trial was timed, when not as the baseline was (None: the same)
-    timing_method: str | None = None
-
-    @classmethod
-    def from_frozen(cls, trial: optuna.trial.FrozenTrial, baseline_value: float | None):
-        attrs = trial.user_attrs.get(TRIAL_ATTR, {})
-        values = list(trial.values) if trial.values is not None else None
-        speedup = baseline_value / values[0] if baseline_value and values and values[0] else None
-        return cls(
-            number=trial.number,
-            state="complete" if trial.state == TrialState.COMPLETE else "failed",
-            params=dict(trial.params),
-            values=values,
-            settings=attrs.get("settings"),
-            verified=attrs.get("verified"),
-            failure=attrs.get("failure"),
-            reason=attrs.get("reason"),
-            metrics=attrs.get("metrics", {}),
-            speedup=speedup,
-            timing_method=attrs.get("timing_method"),
-        )
-
-
-@dataclass
-class TuneOutcome:
-    study: optuna.Study
-    objectives: list[str]
-    baseline: dict[str, Any]
-    trials: list[TrialRecord]
-    best: list[TrialRecord]
-    ran: int
-    failed: int
-    #: seconds of the whole run: workers starting, the baseline, the search
-    elapsed: float
-    #: seconds of the search alone (what trials per second are measured over)
-    search_seconds: float = 0.0
-    #: workers replaced during this run (only failures that poison a CUDA context, or a
-    #: dead or hung worker, cost one)
-    restarts: int = 0
-    #: each worker restart (executor.Restart: by a spare, was it prepared, hand-over seconds)
-    restart_log: list = field(default_factory=list)
-    #: launch shapes known valid or invalid from earlier runs when this one began
-    shapes_known: int = 0
-    #: what the configurations were tuned on (database, kernel, instances, code)
-    identity: dict[str, Any] = field(default_factory=dict)
-    #: the best against the recorded configuration, each measured again (see confirm())
-    confirmation: dict[str, Any] = field(default_factory=dict)
-    #: the best configurations run in the application (app_confirm.in_app_summary), or
-    #: ``{"skipped": why}``; empty when not asked for
-    in_app: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def trials_per_second(self) -> float:
-        return self.ran / self.search_seconds if self.search_seconds > 0 else 0.0
-
-
-@dataclass
-class Progress:
-    """What the command shows while tuning."""
-
-    done: int
-    total: int
-    failed: int
-    best: float | None
-    rate: float
-    last_failure: str | None = None
 
 
 class Tuner:
@@ -348,7 +214,8 @@ class Tuner:
 
     # -- pieces of a run ---------------------------------------------------------------
 
-    def _settings(self, point: dict[str, Any]) -> list[ReplaySettings]:
+    def settings_of(self, point: dict[str, Any]) -> list[ReplaySettings]:
+        """A point's replay settings, one per instance."""
         return [bound.apply(point, self.base_settings(i)) for i, bound in enumerate(self.bound)]
 
     def _rebind(self, executor: ReplayExecutor) -> None:
@@ -396,68 +263,6 @@ class Tuner:
 
         return make_identity(self.database, self.instances, study=self.study.study_name,
                              objectives=list(self.objectives))
-
-    def _time_of(self, executor, settings: list[ReplaySettings]) -> float | str:
-        """One more measurement of a configuration: its time (ms), or why it failed."""
-        futures = [executor.submit(s, i) for s, i in zip(settings, self.instances, strict=True)]
-        try:
-            results = [f.result() for f in futures]
-        except TrialFailed as failure:
-            return f"{failure.kind}: {failure.message}"
-        return objectives_mod.METRICS["time"].value(results)
-
-    def confirm(self, executor, study, outcome: TuneOutcome) -> dict[str, Any]:
-        """The best configuration against the recorded one, with its noise.
-
-        On a GPU (``time``): both are replayed ``confirm_runs`` more times, interleaved;
-        the speedup is the ratio of the medians of all their measurements, the noise the
-        relative half-range of the baseline's, and the speedup counts (``significant``)
-        only when every measurement of the best is faster than every measurement of the
-        baseline. Static objectives are exact: a different value is significant."""
-        baseline = outcome.baseline
-        if not outcome.best or "values" not in baseline:
-            return {}
-        best = outcome.best[0]
-        base_value, best_value = baseline["values"][0], best.values[0]
-        if self.options.compile_only or self.objectives[0] != "time":
-            speedup = base_value / best_value if best_value else None
-            result = {"objective": self.objectives[0], "trial": best.number,
-                      "baseline": [base_value], "best": [best_value], "speedup": speedup,
-                      "noise": 0.0, "significant": best_value < base_value}
-            study.set_user_attr(CONFIRMATION_ATTR, result)
-            return result
-        base_times = list(baseline.get("times", [baseline["metrics"]["time"]]))
-        # The search's own measurement of the best was picked for being the lowest: only
-        # the new ones count (it stays when no repeat is asked for).
-        best_times = [] if self.options.confirm_runs > 0 else [best_value]
-        settings = self._settings(best.params)
-        base = [self.base_settings(i) for i in range(len(self.instances))]
-        failure = None
-        for _ in range(max(0, self.options.confirm_runs)):
-            for times, config in ((base_times, base), (best_times, settings)):
-                value = self._time_of(executor, config)
-                if isinstance(value, str):
-                    failure = failure or value
-                else:
-                    times.append(value)
-        median = statistics.median(base_times)
-        baseline = {**baseline, "times": base_times,
-                    "metrics": {**baseline["metrics"], "time": median}}
-        baseline["values"] = [median if n == "time" else v
-                              for n, v in zip(self.objectives, baseline["values"], strict=True)]
-        study.set_user_attr(BASELINE_ATTR, baseline)
-        if not best_times:
-            best_times = [best_value]
-        best_median = statistics.median(best_times)
-        noise = (max(base_times) - min(base_times)) / 2 / median if median else 0.0
-        result = {"objective": "time", "trial": best.number, "baseline": base_times,
-                  "best": best_times, "speedup": median / best_median if best_median else None,
-                  "noise": noise,
-                  "significant": failure is None and max(best_times) < min(base_times)}
-        if failure is not None:
-            result["failure"] = f"the best failed when replayed again: {failure}"
-        study.set_user_attr(CONFIRMATION_ATTR, result)
-        return result
 
     def _recover(self, study: optuna.Study) -> int:
         """Trials a dead tuner left running: failed as interrupted, and their points queued
@@ -521,7 +326,7 @@ class Tuner:
             self.db, devices=o.devices, workers_per_device=o.workers_per_device,
             cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
             timeout=o.trial_timeout, before_run=o.before_run,
-            expect_failures=self._probe_estimate(),
+            expect_failures=launch_probe.probe_estimate(self),
             probe_workers=o.probe_workers if o.probe else 0,
         )
         try:
@@ -531,13 +336,13 @@ class Tuner:
                 self.grid_points = self._walk()
                 self.study = self._open_study()
             self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
-            self.shapes_known = self._seed_region()
+            self.shapes_known = launch_probe.seed_region(self)
             study, sampler_name = self.study, self.sampler_name
             self._recover(study)
             baseline = self._measure_baseline(executor, study)
             point = self.bound[0].baseline()
             budget = o.trials
-            probes = self._probe_points(study, point, budget)
+            probes = launch_probe.probe_points(self, study, point, budget - self._finished(study))
             if on_start:
                 on_start({"study": study.study_name, "sampler": sampler_name,
                           "workers": executor.worker_count, "devices": executor.device_info,
@@ -570,9 +375,9 @@ class Tuner:
             study.pull()
             search = time.monotonic() - search_start
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
-            outcome.confirmation = self.confirm(executor, study, outcome)
+            outcome.confirmation = confirmation.confirm(self, executor, study, outcome)
             baseline = study.user_attrs.get(BASELINE_ATTR, baseline)
-            self._keep_shapes()
+            launch_probe.keep_shapes(self)
             restarts = executor.restarts
             restart_log = list(executor.restart_log)
         finally:
@@ -581,63 +386,17 @@ class Tuner:
                 self.study.flush()  # an interrupted search keeps what finished
             self.study.close()  # no idle writer thread per finished run
         elapsed = time.monotonic() - start
-        confirmation = outcome.confirmation
+        confirmed = outcome.confirmation
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
         outcome.search_seconds = search
         outcome.restarts = restarts
         outcome.restart_log = restart_log
         outcome.shapes_known = self.shapes_known
-        outcome.confirmation = confirmation
+        outcome.confirmation = confirmed
         outcome.identity = self.identity()
         if o.confirm_in_app:  # the workers are gone: the application has the GPU to itself
-            from .app_confirm import confirm_in_app, run_timeout
-
-            outcome.in_app = (
-                {"skipped": "compile-only tuning runs nothing on a GPU"} if o.compile_only else
-                confirm_in_app(outcome, self.database, self.instances[0], self.app_command,
-                               o.confirm_in_app, run_timeout(plain_seconds), on_in_app))
+            outcome.in_app = confirmation.in_app(self, outcome, plain_seconds, on_in_app)
         return outcome
-
-    def _shape_cache_applies(self) -> bool:
-        """Launches are kept per instance, learned on a GPU (compile-only runs prove
-        nothing about a launch; with several instances a shape's failure is any one's;
-        a ``before_run`` hook makes failures up)."""
-        o = self.options
-        return (o.devices is not None and o.before_run is None and len(self.instances) == 1
-                and self.region.active)
-
-    def _seed_region(self) -> int:
-        """Launch shapes earlier runs proved valid or invalid under the recorded code."""
-        if not self._shape_cache_applies():
-            return 0
-        known = shape_cache.load(self.instances[0], self.region.recorded_code)
-        return self.region.seed(known, random.Random(self.options.seed))
-
-    def _keep_shapes(self) -> None:
-        if self._shape_cache_applies():
-            self.region.update(self.study)
-            shape_cache.store(self.instances[0], self.region.recorded_code, self.region.known_launches())
-
-    def _probe_estimate(self) -> int:
-        """Probe trials this run may have, before the device's limits are known (the
-        executor starts spare processes for them beside the baseline)."""
-        o = self.options
-        if not o.probe or not self.region.active or self.sampler_name == "grid" \
-                or self.bound[0].baseline() is None:
-            return 0
-        shapes = math.prod(p.size for p in self.region.params)
-        return max(0, min(shapes - 1, int(o.trials * PROBE_SHARE)))
-
-    def _probe_points(self, study, point, budget: int) -> list[dict[str, Any]]:
-        """The launch shapes to try with the recorded code before the search (none for the
-        grid walk, which tries every shape that way first anyway)."""
-        if not self.options.probe or self.sampler_name == "grid" or point is None:
-            return []
-        self.region.update(study)
-        limit = int((budget - self._finished(study)) * PROBE_SHARE)
-        queued = [t.system_attrs.get("fixed_params", {})  # enqueued trials' points
-                  for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
-        return self.region.probe_points(point, limit, random.Random(self.options.seed), queued)
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options
@@ -751,7 +510,7 @@ class Tuner:
                          | {"same_as": failed_before}, TrialState.FAIL)
                     continue
                 try:
-                    settings = self._settings(point)
+                    settings = self.settings_of(point)
                 except Exception as error:  # noqa: BLE001 - a user space's apply()
                     claimed -= 1
                     tell(trial, None, {"failure": "error", "reason":

@@ -46,7 +46,7 @@ REDRAWS = 16
 SUSPECT_REDRAWS = 4
 #: launch shapes enumerated to draw from (larger launch spaces are sampled)
 ENUMERATE_SHAPES = 4096
-#: trial user attribute holding mneme's record of the trial (tuner.TRIAL_ATTR)
+#: trial user attribute holding mneme's record of the trial (tune_types.TRIAL_ATTR)
 _TRIAL_ATTR = "mneme"
 #: the "trial" of a shape an earlier run proved invalid (shape_cache.py)
 EARLIER_RUN = -1

@@ -1,0 +1,75 @@
+"""A tuning run's launch shapes before and after the search.
+
+Shapes earlier runs proved valid or invalid under the recorded code seed the run's valid
+region (shape_cache.py), and what this run learned is kept for the next. Before the
+search, the probe runs the recorded code with each shape still unknown (at most
+PROBE_SHARE of the trials left), so the shapes that break it leave the space at once
+(valid_region.py). Each function takes the Tuner whose run it serves.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING, Any
+
+from optuna.trial import TrialState
+
+from . import shape_cache
+
+if TYPE_CHECKING:  # (tuner.py imports this module)
+    from .tuner import Tuner
+
+__all__ = ["PROBE_SHARE", "keep_shapes", "probe_estimate", "probe_points", "seed_region",
+           "shape_cache_applies"]
+
+#: at most this share of the trials left goes to the probe of launch shapes
+PROBE_SHARE = 0.5
+
+
+def shape_cache_applies(tuner: Tuner) -> bool:
+    """Launches are kept per instance, learned on a GPU (compile-only runs prove
+    nothing about a launch; with several instances a shape's failure is any one's;
+    a ``before_run`` hook makes failures up)."""
+    o = tuner.options
+    return (o.devices is not None and o.before_run is None and len(tuner.instances) == 1
+            and tuner.region.active)
+
+
+def seed_region(tuner: Tuner) -> int:
+    """Launch shapes earlier runs proved valid or invalid under the recorded code."""
+    if not shape_cache_applies(tuner):
+        return 0
+    known = shape_cache.load(tuner.instances[0], tuner.region.recorded_code)
+    return tuner.region.seed(known, random.Random(tuner.options.seed))
+
+
+def keep_shapes(tuner: Tuner) -> None:
+    if shape_cache_applies(tuner):
+        tuner.region.update(tuner.study)
+        shape_cache.store(tuner.instances[0], tuner.region.recorded_code,
+                          tuner.region.known_launches())
+
+
+def probe_estimate(tuner: Tuner) -> int:
+    """Probe trials this run may have, before the device's limits are known (the
+    executor starts spare processes for them beside the baseline)."""
+    o = tuner.options
+    if not o.probe or not tuner.region.active or tuner.sampler_name == "grid" \
+            or tuner.bound[0].baseline() is None:
+        return 0
+    shapes = math.prod(p.size for p in tuner.region.params)
+    return max(0, min(shapes - 1, int(o.trials * PROBE_SHARE)))
+
+
+def probe_points(tuner: Tuner, study, point, left: int) -> list[dict[str, Any]]:
+    """The launch shapes to try with the recorded code before the search, for ``left``
+    trials left in the budget (none for the grid walk, which tries every shape that way
+    first anyway)."""
+    if not tuner.options.probe or tuner.sampler_name == "grid" or point is None:
+        return []
+    tuner.region.update(study)
+    queued = [t.system_attrs.get("fixed_params", {})  # enqueued trials' points
+              for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
+    return tuner.region.probe_points(point, int(left * PROBE_SHARE),
+                                     random.Random(tuner.options.seed), queued)
