@@ -46,7 +46,6 @@ def seed_region(tuner: Tuner) -> int:
 
 def keep_shapes(tuner: Tuner) -> None:
     if shape_cache_applies(tuner):
-        tuner.region.update(tuner.study)
         shape_cache.store(tuner.instances[0], tuner.region.recorded_code,
                           tuner.region.known_launches())
 

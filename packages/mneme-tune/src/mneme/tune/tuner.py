@@ -373,6 +373,7 @@ class Tuner:
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             study.flush()  # every trial in the storage before the results are read
             study.pull()
+            self.region.update(study)  # (the region knows every trial of the run)
             search = time.monotonic() - search_start
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
             outcome.confirmation = confirmation.confirm(self, executor, study, outcome)
