@@ -115,7 +115,6 @@ class KernelClock:
         result.method = CUPTI
         return result
 
-
     def energy(self, launch: Callable[[], None], setup: Callable[[], None], window_ms: float,
                kernel_ms: float, synchronize: Callable[[], None]) -> float | None:
         """Energy per launch (mJ): the GPU's power while the kernel runs back to back,
@@ -137,10 +136,16 @@ class KernelClock:
         begin = time.perf_counter()
         deadline = begin + window_ms / 1000
         launches = 0
+        # Short kernels in batches queued ahead (the GPU never waits for the host); a long
+        # one waited for launch by launch, so the queue never holds seconds of work.
+        long_kernel = kernel_ms >= LONG_KERNEL_MS
+        batch = 1 if long_kernel else ENERGY_BATCH
         while launches < ENERGY_MAX_LAUNCHES and time.perf_counter() - begin < ENERGY_GIVE_UP_S:
-            for _ in range(ENERGY_BATCH):
+            for _ in range(batch):
                 launch()
-            launches += ENERGY_BATCH
+            launches += batch
+            if long_kernel:
+                synchronize()
             now = clocks.sample(index)
             if now is not None and float(now.energy_mj) != last:
                 last = float(now.energy_mj)
@@ -161,6 +166,8 @@ ENERGY_STEPS = 2
 ENERGY_GIVE_UP_S = 3.0
 #: launches between looks at the clock while an energy window runs
 ENERGY_BATCH = 64
+#: kernels at least this long (ms) are waited for launch by launch in an energy window
+LONG_KERNEL_MS = 0.5
 #: launches of one energy window at most (a kernel of a few microseconds)
 ENERGY_MAX_LAUNCHES = 200_000
 
