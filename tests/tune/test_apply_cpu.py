@@ -100,7 +100,7 @@ def test_without_a_gpu_it_says_so(best):
 
 
 def test_the_swappers_report_gives_medians_with_the_first_launch_apart(tmp_path):
-    from mneme.tune.apply_command import _in_app_method
+    from mneme.tune.apply_command import timing_method_of
     from mneme.tune.apply_plan import read_report
 
     path = tmp_path / "report.txt"
@@ -115,8 +115,8 @@ def test_the_swappers_report_gives_medians_with_the_first_launch_apart(tmp_path)
     assert (k.launches, k.method, k.first_ms, k.median_ms, k.same_config_median_ms) == (12, "cupti", 0.5, 0.1, 0.1)
     assert report.get("_Z1qv").median_ms is None  # never launched: no time, not 0
     assert report.get("_Z9missingv").launches == 0
-    assert _in_app_method(report) == "cupti"
+    assert timing_method_of(report) == "cupti"
     path.write_text(path.read_text().replace("method cupti", "method events")
                     + "fallback libcupti.so: cannot open shared object file\n")
-    assert _in_app_method(read_report(path)) == "events (CUPTI unusable: libcupti.so: cannot open shared object file)"
+    assert timing_method_of(read_report(path)) == "events (CUPTI unusable: libcupti.so: cannot open shared object file)"
     assert read_report(tmp_path / "none.txt").kernels == {}

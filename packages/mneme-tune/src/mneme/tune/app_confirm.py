@@ -44,11 +44,11 @@ from rich.markup import escape
 
 from .apply_command import (
     ApplicationFailed,
-    _in_app_method,
     resolve_command,
     run_once,
     swap_env,
     swapper_library,
+    timing_method_of,
 )
 from .apply_plan import ApplyError, load_tuned, write_plan
 from .errors import TuneError
@@ -199,7 +199,7 @@ def _run(identity: dict, instance, settings: ReplaySettings | None, command: Seq
     out.first_ms, out.all_launches_ms = kernel.first_ms, kernel.median_ms
     out.median_ms = (kernel.same_config_median_ms if kernel.same_config_median_ms is not None
                      else kernel.median_ms)
-    out.method = _in_app_method(run.report) if kernel.timed else "-"
+    out.method = timing_method_of(run.report) if kernel.timed else "-"
     if out.median_ms is None:
         out.failure = (f"the application ran, but launched {instance.kernel.demangled_name} "
                        f"{kernel.launches} times, none of them timed")

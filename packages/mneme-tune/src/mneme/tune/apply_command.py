@@ -151,7 +151,7 @@ def _method_label(method: str, why: str, cache: str = "") -> str:
     return f"{label}, cache {cache}" if cache else label
 
 
-def _in_app_method(*reports: SwapReport) -> str:
+def timing_method_of(*reports: SwapReport) -> str:
     """How the in-app times were measured: "cupti", or events with the reason CUPTI did not
     time (the swapper's report says it)."""
     methods = {k.method for r in reports for k in r.kernels.values() if k.timed}
@@ -298,7 +298,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                                              [r.output for r in [*tuned_runs, timed]], pattern)
     differences = next((c.differences for c in comparisons if not c.equal), [])
 
-    in_app_method = _in_app_method(measured.report, timed.report)
+    in_app_method = timing_method_of(measured.report, timed.report)
     replay_method = next((m for *_, m in replayed.values() if m), "-")
     rows = []
     for k in kernels:
