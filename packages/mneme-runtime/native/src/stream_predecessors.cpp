@@ -5,11 +5,15 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <unordered_map>
 
 namespace mneme::recorder {
 namespace rt = mneme::runtime;
 
 namespace {
+
+// Bytes of a by-value argument structure looked at for pointers.
+constexpr uint32_t kStructBytesScanned = 512;
 
 std::string trim(std::string s) {
   auto space = [](char c) { return c == ' ' || c == '\t'; };
@@ -98,7 +102,11 @@ std::vector<bool> const_pointer_params(const std::string& demangled) {
 
 Ranges written_by_arguments(const std::string& demangled, const std::vector<rt::KernelParam>& params, void** args,
                             const std::vector<const std::map<uint64_t, uint64_t>*>& allocations) {
-  std::vector<bool> read_only = const_pointer_params(demangled);
+  // Every launch of the application comes through here: a kernel's signature is split once.
+  static std::unordered_map<std::string, std::vector<bool>> signatures;
+  auto known = signatures.find(demangled);
+  if (known == signatures.end()) known = signatures.emplace(demangled, const_pointer_params(demangled)).first;
+  std::vector<bool> read_only = known->second;
   if (read_only.size() != params.size()) read_only.assign(params.size(), false);
   Ranges out;
   auto add = [&](uint64_t value) {
@@ -113,7 +121,8 @@ Ranges written_by_arguments(const std::string& demangled, const std::vector<rt::
       std::memcpy(&value, bytes, 8);
       add(value);
     } else if (p.by_value) {  // pointers inside an argument structure, at 8-byte steps
-      for (uint32_t at = 0; at + 8 <= p.size; at += 8) {
+      // (its head only: frameworks put their data pointers first, then kilobytes of strides)
+      for (uint32_t at = 0; at + 8 <= std::min(p.size, kStructBytesScanned); at += 8) {
         uint64_t value;
         std::memcpy(&value, bytes + at, 8);
         add(value);
