@@ -6,7 +6,8 @@
 // "May have written": the allocations the previous launch's pointer arguments point into,
 // from the pointer to the allocation's end, leaving out parameters the kernel's demangled
 // signature declares as pointers to const. Pointers stored inside by-value structures
-// (PyTorch's and Thrust's argument packs) count too, without const information.
+// (PyTorch's and Thrust's argument packs; their first 512 bytes) count too, without const
+// information.
 #pragma once
 
 #include <cstdint>
