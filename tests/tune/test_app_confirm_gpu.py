@@ -7,8 +7,8 @@ import json
 
 import pytest
 from mneme.replay.db import Database
-from record.record_support import PROGRAMS, executable, mneme_record
-from tune_support import one_line_error, run_mneme
+from record.record_support import PROGRAMS
+from tune_support import one_line_error, recorded_on_gpu, run_mneme
 
 pytestmark = pytest.mark.gpu
 
@@ -16,15 +16,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def jacobi(tmp_path_factory):
     """fidelity_jacobi recorded, and the command that runs it as it was recorded."""
-    from mneme.runtime import driver_available
-
-    if not driver_available():
-        pytest.skip("no GPU driver")
-    folder = tmp_path_factory.mktemp("app-confirm")
-    exe = executable("fidelity_jacobi", folder)
-    db = folder / "jacobi.rdb"
-    run = mneme_record(db, exe, "-mr", "2")
-    assert run.returncode == 0, run.stderr
+    db, exe, folder = recorded_on_gpu(tmp_path_factory, "fidelity_jacobi", "app-confirm")
     instance = Database.open(db).kernels()[0].instances()[0]
     return db, instance, [str(exe), *PROGRAMS["fidelity_jacobi"].args], folder
 

@@ -12,8 +12,7 @@ import pytest
 from mneme.tune import TuneOptions, Tuner
 from mneme.tune.tuner import TRIAL_ATTR
 from optuna.trial import TrialState
-from record.record_support import executable, mneme_record
-from tune_support import instance_of
+from tune_support import instance_of, recorded_on_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -23,16 +22,7 @@ TRIALS = 60
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
-    from mneme.runtime import driver_available
-
-    if not driver_available():
-        pytest.skip("no GPU driver")
-    folder = tmp_path_factory.mktemp("launch-assumptions")
-    exe = executable("launch_assumptions", folder)
-    db = folder / "launch_assumptions.rdb"
-    run = mneme_record(db, exe, "-mr", "2")
-    assert run.returncode == 0, run.stderr
-    return db
+    return recorded_on_gpu(tmp_path_factory, "launch_assumptions", "launch-assumptions")[0]
 
 
 def _after_failure(trials, region) -> list:

@@ -8,8 +8,7 @@ import optuna
 import pytest
 from mneme.replay.db import Database
 from mneme.replay.engine.timing import MEASURED_MODES
-from record.record_support import executable, mneme_record
-from tune_support import run_mneme
+from tune_support import recorded_on_gpu, run_mneme
 
 pytestmark = pytest.mark.gpu
 
@@ -17,14 +16,7 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def jacobi(tmp_path_factory):
     """fidelity_jacobi recorded (its instances carry their in-app time)."""
-    from mneme.runtime import driver_available
-
-    if not driver_available():
-        pytest.skip("no GPU driver")
-    folder = tmp_path_factory.mktemp("tune-timing")
-    db = folder / "jacobi.rdb"
-    run = mneme_record(db, executable("fidelity_jacobi", folder), "-mr", "2")
-    assert run.returncode == 0, run.stderr
+    db, _, folder = recorded_on_gpu(tmp_path_factory, "fidelity_jacobi", "tune-timing")
     instance = Database.open(db).kernels()[0].instances()[0]
     assert instance.app_time is not None and instance.app_time.median_ms
     return db, instance, folder

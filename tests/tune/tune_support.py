@@ -162,3 +162,20 @@ def fault_with_slow_cleanup(settings) -> None:
 
         worker.SessionPool.close = lambda self: time.sleep(SLOW_CLEANUP_SECONDS)
         _faulted_kernel()
+
+
+def recorded_on_gpu(tmp_path_factory, program: str, folder_name: str) -> tuple[Path, Path, Path]:
+    """(database, executable, folder) of corpus ``program`` recorded on this machine's GPU
+    (``-mr 2``) for a module of GPU tests; the module is skipped without a driver."""
+    import pytest
+    from mneme.runtime import driver_available
+    from record.record_support import executable, mneme_record
+
+    if not driver_available():
+        pytest.skip("no GPU driver")
+    folder = tmp_path_factory.mktemp(folder_name)
+    exe = executable(program, folder)
+    db = folder / f"{program}.rdb"
+    run = mneme_record(db, exe, "-mr", "2")
+    assert run.returncode == 0, run.stderr
+    return db, exe, folder

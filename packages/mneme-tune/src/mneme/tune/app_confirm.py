@@ -51,6 +51,7 @@ from .apply_command import (
     timing_method_of,
 )
 from .apply_plan import ApplyError, load_tuned, write_plan
+from .apply_tables import milliseconds
 from .errors import TuneError
 
 #: configurations run in the application when --confirm-in-app is given without a number
@@ -329,10 +330,6 @@ IN_APP_COLUMNS = (
 )
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
 def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
@@ -348,7 +345,7 @@ def in_app_row(row: dict[str, Any]) -> list[str]:
             swapped += f" ({row['refused']} refused)"
         params = " ".join(f"{k}={v}" for k, v in sorted(row["params"].items()))
     return [row["configuration"], _x(row["replayed_speedup"]), _x(row["in_app_speedup"]),
-            _ms(row["replayed_ms"]), _ms(row["in_app_ms"]), swapped, params]
+            milliseconds(row["replayed_ms"]), milliseconds(row["in_app_ms"]), swapped, params]
 
 
 def in_app_lines(in_app: dict[str, Any]) -> list[str]:
@@ -357,7 +354,7 @@ def in_app_lines(in_app: dict[str, Any]) -> list[str]:
     which ran the tuned code."""
     rows = in_app["rows"]
     recorded = rows[0]
-    runs = " and ".join(_ms(v) for v in recorded["in_app_runs_ms"])
+    runs = " and ".join(milliseconds(v) for v in recorded["in_app_runs_ms"])
     noise = in_app.get("noise")
     lines = [f"in app: the kernel's median per launch of the recorded launch shape, first launch "
              f"apart, timed by {in_app['method']}; the recorded configuration {runs} ms in its "
