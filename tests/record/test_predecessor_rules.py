@@ -1,5 +1,5 @@
-"""What the recorder takes the launch before an instance to have written (its pointer
-arguments' allocations from the pointer on, pointers to const left out;
+"""What the recorder takes the launch before an instance to have written and read (its
+pointer arguments' allocations from the pointer on; pointers to const are read;
 stream_predecessors.cpp), checked without a GPU: a small program calls the recorder's own
 functions. That recorded instances carry a "predecessor" is exercised by the GPU tests."""
 
@@ -34,7 +34,7 @@ def decided(tmp_path_factory) -> dict[str, str]:
     done = subprocess.run([str(out / "rules")], capture_output=True, text=True, timeout=60,
                           env={"LD_LIBRARY_PATH": str(out)})
     assert done.returncode == 0, done.stdout + done.stderr
-    return dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    return {label: rest for label, _, rest in (line.partition(" ") for line in done.stdout.splitlines())}
 
 
 def test_pointers_to_const_are_read_only(decided):
@@ -55,3 +55,10 @@ def test_written_ranges_run_from_the_pointer_to_the_allocation_end(decided):
     # structure (into managed memory) count; the integer 3 points nowhere
     assert decided["written"] == "0x1800+0x800 0x9010+0xf0"
     assert decided["unknown_signature"] == "0x1100+0xf00 0x9010+0xf0"
+
+
+def test_pointers_to_const_are_what_the_launch_read(decided):
+    # the const input, from its pointer to its allocation's end; nothing is read-only
+    # without a signature
+    assert decided["read"] == "0x1100+0xf00"
+    assert decided["unknown_signature_read"] == ""

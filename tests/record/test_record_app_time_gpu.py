@@ -44,10 +44,11 @@ def test_recorded_instance_carries_app_time_and_replay_prints_fidelity(tmp_path)
     assert "fidelity" in result.summary()
 
 
-def test_each_instance_knows_the_launch_before_it_and_what_that_launch_wrote(tmp_path):
+def test_each_instance_knows_the_launch_before_it_and_what_that_launch_touched(tmp_path):
     """fidelity_app_timings launches advect(c, v, next) then damp(next) on one stream: damp's
     predecessor is advect, which may have written `next` (its one non-const pointer) and
-    not c or v; replay's app mode rewrites exactly that before each iteration."""
+    read c and v; replay's app mode replays exactly that traffic before each iteration:
+    `next` in place (damp's own memory), c and v on scratch (damp does not hold them)."""
     exe = executable("fidelity_app_timings", tmp_path)
     db_path = tmp_path / "rec.rdb"
     run = mneme_record(db_path, exe)
@@ -61,9 +62,12 @@ def test_each_instance_knows_the_launch_before_it_and_what_that_launch_wrote(tmp
     written, size = before.writes[0]
     next_buffer = next(r for r in damp.regions if r.address == written)
     assert size == next_buffer.size
+    assert before.reads is not None and len(before.reads) == 2
+    assert all(n == size for _, n in before.reads)  # c and v: buffers of next's size
     with ReplaySession(damp) as session:
         image = session.image()
-        assert image.predecessor == [(written, image.predecessor[0][1], size)]
+        assert image.predecessor.in_place == [(written, size, True)]
+        assert image.predecessor.elsewhere == [(0, size, False), (size, size, False)]
         result = session.run(CompileConfig(), ReplayConfig(iterations=20, cache="app"))
     assert result.verified and result.cache == "app"
     print(result.timing_line())

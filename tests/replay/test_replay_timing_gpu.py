@@ -120,3 +120,43 @@ def test_an_energy_window_gives_energy_per_launch_and_keeps_verification(big_sax
         pytest.skip("this GPU gives no NVML energy reading")
     assert all(e > 0 for e in energies.values())
     assert 0.7 < energies[100.0] / energies[300.0] < 1.4
+
+
+def test_the_l2_touch_leaves_memory_as_it_was_and_cached(device):
+    """app mode's touch kernel (engine/l2_touch.py): written segments keep their bytes,
+    and what it touched is in L2 afterwards (a second touch runs faster than one after
+    a flush)."""
+    from mneme.replay.engine.l2_touch import KERNEL, L2Touch, table_bytes
+    from mneme.runtime import DEFAULT_BASE
+    from mneme.runtime.kernel_timing import kernel_timer, start_cupti
+
+    started, reason = start_cupti()
+    assert started, reason
+    n = 8 << 20
+    rng = np.random.default_rng(3)
+    written, read = rng.integers(0, 256, n, dtype=np.uint8), rng.integers(0, 256, n, dtype=np.uint8)
+    flush_bytes = 2 * int(device.properties.l2_cache_size)
+    timer = kernel_timer()
+    with device.address_space(DEFAULT_BASE, 1 << 30) as space:
+        a, b, flush = space.allocate(n), space.allocate(n), space.allocate(flush_bytes)
+        table, sink = space.allocate(table_bytes(2)), space.allocate(16)
+        device.copy_to_device(a, written)
+        device.copy_to_device(b, read)
+        stream = device.stream()
+        touch = L2Touch(device, [(int(a), n, True), (int(b), n, False)], int(table), int(sink))
+        timer.drain()
+        cold, warm = [], []
+        for _ in range(5):
+            device.fill(flush, 0, flush_bytes, stream)
+            touch.launch(stream)  # after a flush: from memory
+            touch.launch(stream)  # right after itself: from L2
+            stream.synchronize()
+            records = [r.duration_ms for r in timer.drain() if r.name == KERNEL]
+            cold.append(records[0])
+            warm.append(records[1])
+        back_a, back_b = np.empty(n, np.uint8), np.empty(n, np.uint8)
+        device.copy_from_device(back_a, a)
+        device.copy_from_device(back_b, b)
+    assert np.array_equal(back_a, written) and np.array_equal(back_b, read)
+    print(f"touch of 16 MiB: after a flush {np.median(cold):.4f} ms, cached {np.median(warm):.4f} ms")
+    assert np.median(warm) < 0.9 * np.median(cold)

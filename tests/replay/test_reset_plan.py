@@ -105,6 +105,7 @@ def test_close_ranges_merge_and_too_many_copies_fall_back_to_whole_spans(tmp_pat
 def _with_predecessor(tmp_path, value: str):
     native = pytest.importorskip("mneme.runtime._native")
     prologue, epilogue = _regions()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "pred.rdb"
     writer = native.RecordingWriter(str(path), BASE, 1 << 30, "NVIDIA H100", "9.0", ["./app"], "diff", CHUNK, 1)
     writer.add_kernel(STATIC, "_Z1kPfi", "k(float*, int)", b"BC\xc0\xde" + bytes(60), [(8, 8, 0, True, False)], [])
@@ -115,32 +116,71 @@ def _with_predecessor(tmp_path, value: str):
     return Database.open(path).kernel(STATIC).instance(dyn)
 
 
-def test_app_mode_rewrites_what_the_launch_before_wrote_within_the_recorded_spans(tmp_path):
-    from mneme.replay.engine.reset_plan import predecessor_copies
+def test_app_mode_replays_what_the_launch_before_wrote_and_read(tmp_path):
+    from mneme.replay.engine.predecessor_traffic import plan
 
-    # the producer wrote the input region from 64 KiB in to its end, and memory the
-    # instance did not record (it is not rewritten)
+    # the producer wrote the input region from 64 KiB in to its end, and 4 KiB the
+    # instance did not record (scratch stands in for it); it read 1 MiB elsewhere
     start = BASE + (64 << 10)
     writes = [[start, SIZE - (64 << 10)], [BASE + (100 << 20), 4096]]
-    instance = _with_predecessor(tmp_path, json.dumps({"kernel": "produce(float*)", "writes": writes}))
+    reads = [[BASE + (200 << 20) + 3, 1 << 20]]
+    instance = _with_predecessor(tmp_path, json.dumps({"kernel": "produce(float*)", "writes": writes,
+                                                       "reads": reads}))
     assert instance.predecessor.kernel == "produce(float*)"
-    regions = sorted(instance.regions, key=lambda r: r.address)
-    pristine = [(int(r.address), 0x9000_0000_0000 + i * 0x100_0000, int(r.size)) for i, r in enumerate(regions)]
-    assert predecessor_copies(instance, pristine, l2_bytes=50 << 20) == [
-        (start, pristine[0][1] + (64 << 10), SIZE - (64 << 10))]
-    # more than L2 holds: only the first l2_bytes from the pointer
-    assert predecessor_copies(instance, pristine, l2_bytes=4096) == [(start, pristine[0][1] + (64 << 10), 4096)]
+    assert instance.predecessor.reads == ((BASE + (200 << 20) + 3, 1 << 20),)
+    assert "read 1 range(s)" in instance.predecessor.describe()
+    spans = sorted((int(r.address), int(r.size)) for r in instance.regions)
+    traffic = plan(instance, spans, l2_bytes=50 << 20)
+    assert traffic.in_place == [(start, SIZE - (64 << 10), True)]
+    # outside the recorded memory: on scratch, at its own offsets, whole 16-byte units
+    assert traffic.elsewhere == [(0, 4096, True), (4096, (1 << 20) // 16 * 16, False)]
+    assert traffic.scratch_bytes == 4096 + (1 << 20)
+    assert traffic.segments(0x5000) == [(start, SIZE - (64 << 10), True), (0x5000, 4096, True),
+                                        (0x5000 + 4096, 1 << 20, False)]
+
+
+def test_app_mode_replays_only_the_end_of_traffic_larger_than_l2(tmp_path):
+    from mneme.replay.engine.predecessor_traffic import TAIL_FACTOR, plan
+
+    # 2 MiB written in place and two 2 MiB inputs read elsewhere, through a 1 MiB L2:
+    # each range is cut to L2's size from its pointer, and of those 3 MiB only the last
+    # TAIL_FACTOR MiB are replayed, the same fraction of each range's end
+    writes = [[BASE, SIZE]]
+    reads = [[BASE + (100 << 20), SIZE], [BASE + (200 << 20), SIZE]]
+    instance = _with_predecessor(tmp_path, json.dumps({"kernel": "k", "writes": writes, "reads": reads}))
+    spans = sorted((int(r.address), int(r.size)) for r in instance.regions)
+    l2 = 1 << 20
+    traffic = plan(instance, spans, l2_bytes=l2)
+    kept = int(l2 * TAIL_FACTOR / 3)
+    start = -(-(BASE + l2 - kept) // 16) * 16
+    assert traffic.in_place == [(start, BASE + l2 - start, True)]
+    assert traffic.elsewhere == [(0, kept // 16 * 16, False), (kept, kept // 16 * 16, False)]
+    assert abs(traffic.bytes - TAIL_FACTOR * l2) < 64
 
 
 def test_without_a_known_predecessor_app_mode_keeps_its_old_state(tmp_path):
-    from mneme.replay.engine.reset_plan import predecessor_copies
+    from mneme.replay.engine.predecessor_traffic import plan
 
     unknown = _with_predecessor(tmp_path, '{"kernel": "cublas_gemm", "writes": null}')
     assert unknown.predecessor.writes is None
-    assert predecessor_copies(unknown, [], 50 << 20) is None
+    assert plan(unknown, [], 50 << 20) is None
     assert "unknown" in unknown.predecessor.describe()
     plain = _python_db(tmp_path / "plain.rdb", "diff")
-    assert plain.predecessor is None and predecessor_copies(plain, [], 50 << 20) is None
+    assert plain.predecessor is None and plan(plain, [], 50 << 20) is None
+    # recorded before reads were kept: the writes alone
+    older = _with_predecessor(tmp_path / "older", json.dumps({"kernel": "k", "writes": [[BASE, 4096]]}))
+    assert older.predecessor.reads is None
+    assert plan(older, [(BASE, SIZE)], 50 << 20).in_place == [(BASE, 4096, True)]
+
+
+def test_the_touch_kernels_table_holds_address_units_and_whether_written():
+    import struct
+
+    from mneme.replay.engine.l2_touch import PTX, table_image
+
+    image = table_image([(0x7000_0000_0000, 4096, True), (0x7100_0000_0000, 160, False)])
+    assert struct.unpack("<6Q", image) == (0x7000_0000_0000, 256, 1, 0x7100_0000_0000, 10, 0)
+    assert ".entry mneme_l2_touch" in PTX
 
 
 def test_a_damaged_predecessor_is_one_line_in_check(tmp_path):

@@ -1,5 +1,5 @@
 // Calls the recorder's own rules for "what the launch before an instance may have
-// written" (stream_predecessors.cpp) and prints what they decide, one line per case, for
+// written and read" (stream_predecessors.cpp) and prints what they decide, one line per case, for
 // tests/record/test_predecessor_rules.py.
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +11,12 @@
 
 namespace rec = mneme::recorder;
 namespace rt = mneme::runtime;
+
+static void print(const char* label, const rec::Ranges& ranges) {
+  std::printf("%s", label);
+  for (auto& [a, s] : ranges) std::printf(" %#llx+%#llx", (unsigned long long)a, (unsigned long long)s);
+  std::printf("\n");
+}
 
 static void flags(const char* label, const std::string& demangled) {
   std::printf("%s", label);
@@ -37,14 +43,12 @@ int main() {
   uint64_t in = 0x1100, out = 0x1800, n = 3;
   struct { uint64_t p; uint64_t n; } pack{0x9010, 7};
   void* args[] = {&in, &out, &pack, &n};
-  auto ranges = rec::written_by_arguments("k(float const*, float*, Pack, int)", params, args, {&device, &managed});
-  std::printf("written");
-  for (auto& [a, s] : ranges) std::printf(" %#llx+%#llx", (unsigned long long)a, (unsigned long long)s);
-  std::printf("\n");
+  auto traffic = rec::argument_traffic("k(float const*, float*, Pack, int)", params, args, {&device, &managed});
+  print("written", traffic.writes);
+  print("read", traffic.reads);
   // Without a signature every pointer may be written.
-  ranges = rec::written_by_arguments("k", params, args, {&device, &managed});
-  std::printf("unknown_signature");
-  for (auto& [a, s] : ranges) std::printf(" %#llx+%#llx", (unsigned long long)a, (unsigned long long)s);
-  std::printf("\n");
+  traffic = rec::argument_traffic("k", params, args, {&device, &managed});
+  print("unknown_signature", traffic.writes);
+  print("unknown_signature_read", traffic.reads);
   return 0;
 }

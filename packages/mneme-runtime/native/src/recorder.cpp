@@ -412,8 +412,8 @@ void Recorder::note_predecessor(uint64_t stream, const std::string* device_name,
     return;
   }
   predecessors_.launched(stream, name,
-                         written_by_arguments(kernel->info.demangled_name, kernel->info.params, args,
-                                              {&live_, &managed_, &mapped_}),
+                         argument_traffic(kernel->info.demangled_name, kernel->info.params, args,
+                                          {&live_, &managed_, &mapped_}),
                          true);
 }
 

@@ -66,6 +66,20 @@ std::string escaped(const std::string& text) {
   return out;
 }
 
+Ranges joined(Ranges ranges) {  // overlapping ranges (several pointers into one allocation) joined
+  std::sort(ranges.begin(), ranges.end());
+  Ranges merged;
+  for (const auto& [address, size] : ranges) {
+    if (!merged.empty() && address <= merged.back().first + merged.back().second) {
+      uint64_t end = std::max(merged.back().first + merged.back().second, address + size);
+      merged.back().second = end - merged.back().first;
+    } else {
+      merged.push_back({address, size});
+    }
+  }
+  return merged;
+}
+
 }  // namespace
 
 std::vector<bool> const_pointer_params(const std::string& demangled) {
@@ -100,50 +114,42 @@ std::vector<bool> const_pointer_params(const std::string& demangled) {
   return out;
 }
 
-Ranges written_by_arguments(const std::string& demangled, const std::vector<rt::KernelParam>& params, void** args,
-                            const std::vector<const std::map<uint64_t, uint64_t>*>& allocations) {
+Traffic argument_traffic(const std::string& demangled, const std::vector<rt::KernelParam>& params, void** args,
+                         const std::vector<const std::map<uint64_t, uint64_t>*>& allocations) {
   // Every launch of the application comes through here: a kernel's signature is split once.
   static std::unordered_map<std::string, std::vector<bool>> signatures;
   auto known = signatures.find(demangled);
   if (known == signatures.end()) known = signatures.emplace(demangled, const_pointer_params(demangled)).first;
   std::vector<bool> read_only = known->second;
   if (read_only.size() != params.size()) read_only.assign(params.size(), false);
-  Ranges out;
-  auto add = [&](uint64_t value) {
-    if (auto found = owner(value, allocations)) out.push_back({value, found->first + found->second - value});
+  Traffic out;
+  auto add = [&](Ranges& to, uint64_t value) {
+    if (auto found = owner(value, allocations)) to.push_back({value, found->first + found->second - value});
   };
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& p = params[i];
-    if (!args || !args[i] || read_only[i]) continue;
+    if (!args || !args[i]) continue;
     const auto* bytes = static_cast<const unsigned char*>(args[i]);
     if (p.is_pointer && p.size == 8) {
       uint64_t value;
       std::memcpy(&value, bytes, 8);
-      add(value);
+      add(read_only[i] ? out.reads : out.writes, value);
     } else if (p.by_value) {  // pointers inside an argument structure, at 8-byte steps
       // (its head only: frameworks put their data pointers first, then kilobytes of strides)
       for (uint32_t at = 0; at + 8 <= std::min(p.size, kStructBytesScanned); at += 8) {
         uint64_t value;
         std::memcpy(&value, bytes + at, 8);
-        add(value);
+        add(out.writes, value);
       }
     }
   }
-  std::sort(out.begin(), out.end());
-  Ranges merged;  // overlapping ranges (several pointers into one allocation) joined
-  for (const auto& [address, size] : out) {
-    if (!merged.empty() && address <= merged.back().first + merged.back().second) {
-      uint64_t end = std::max(merged.back().first + merged.back().second, address + size);
-      merged.back().second = end - merged.back().first;
-    } else {
-      merged.push_back({address, size});
-    }
-  }
-  return merged;
+  out.writes = joined(std::move(out.writes));
+  out.reads = joined(std::move(out.reads));
+  return out;
 }
 
-void StreamPredecessors::launched(uint64_t stream, const std::string& kernel, Ranges writes, bool known) {
-  last_[stream] = Launch{kernel, std::move(writes), known};
+void StreamPredecessors::launched(uint64_t stream, const std::string& kernel, Traffic traffic, bool known) {
+  last_[stream] = Launch{kernel, std::move(traffic), known};
 }
 
 void StreamPredecessors::instance(uint64_t stream, const std::string& static_hash, const std::string& dynamic_hash) {
@@ -153,12 +159,14 @@ void StreamPredecessors::instance(uint64_t stream, const std::string& static_has
 
 std::string StreamPredecessors::json(const Launch& launch) {
   std::string out = "{\"kernel\": \"" + escaped(launch.kernel) + "\", \"writes\": ";
-  if (!launch.known) return out + "null}";
-  out += "[";
-  for (size_t i = 0; i < launch.writes.size(); ++i)
-    out += (i ? ", [" : "[") + std::to_string(launch.writes[i].first) + ", " +
-           std::to_string(launch.writes[i].second) + "]";
-  return out + "]}";
+  if (!launch.known) return out + "null, \"reads\": null}";
+  auto list = [](const Ranges& ranges) {
+    std::string text = "[";
+    for (size_t i = 0; i < ranges.size(); ++i)
+      text += (i ? ", [" : "[") + std::to_string(ranges[i].first) + ", " + std::to_string(ranges[i].second) + "]";
+    return text + "]";
+  };
+  return out + list(launch.traffic.writes) + ", \"reads\": " + list(launch.traffic.reads) + "}";
 }
 
 void StreamPredecessors::write(rt::RecordingWriter& writer) const {

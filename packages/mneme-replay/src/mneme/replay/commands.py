@@ -216,8 +216,8 @@ def show(db: Path, target: str, as_json: bool):
         app = inst.app_time  # the kernel's time inside the recorded application
         doc["app_time"] = (app.to_json() if as_json else app.describe()) if app else None
         before = inst.predecessor  # the launch before it on its stream (replay's app mode)
-        doc["ran_after"] = (({"kernel": before.kernel, "writes": before.writes} if as_json else before.describe())
-                            if before else None)
+        doc["ran_after"] = (({"kernel": before.kernel, "writes": before.writes, "reads": before.reads}
+                             if as_json else before.describe()) if before else None)
         # What the unchanged kernel reproduces (measured on its first GPU replay).
         profile = load_profile(inst)
         doc["reproduces"] = (

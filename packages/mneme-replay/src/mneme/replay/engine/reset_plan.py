@@ -12,10 +12,8 @@ prologue has a chunk file only where the launch changed something (both writers 
 zero chunks). Only those ranges are copied back per iteration; everything else still
 holds the prologue, because the unchanged kernel wrote nothing there.
 
-The ``app`` cache mode also puts back what the launch before this one on its stream may
-have written (the recorder's "predecessor", docs/format.md), after flushing L2: those
-bytes are then in L2 and dirty, as the application's previous kernel left them
-(``predecessor_copies``). Copying a range rewrites the prologue's bytes with themselves.
+The ``app`` cache mode then also replays what the launch before this one on its stream
+moved through L2 (predecessor_traffic.py).
 
 A candidate that writes outside these ranges changes inputs of its later iterations,
 which only a wrong candidate does: verification (against the whole epilogue) fails it
@@ -86,23 +84,4 @@ def written_copies(instance, heap_regions, pristine: list[tuple[int, int, int]])
         copies.extend((dst + lo, src + lo, hi - lo) for lo, hi in merge(ranges) if hi > lo)
     if len(copies) > MAX_COPIES:
         return [pristine[span] for span in sorted(by_span) if by_span[span]]
-    return copies
-
-
-def predecessor_copies(instance, pristine: list[tuple[int, int, int]], l2_bytes: int) -> list[tuple[int, int, int]] | None:
-    """(dst, src, size) copies that rewrite what the launch before the instance on its
-    stream may have written, within the recorded spans; each range cut to ``l2_bytes``
-    from its start (a kernel's output begins at its pointer, and more than L2 holds
-    cannot stay cached). None when the recording does not say (no "predecessor", or its
-    arguments were unknown)."""
-    before = getattr(instance, "predecessor", None)
-    if before is None or before.writes is None:
-        return None
-    copies = []
-    for address, size in before.writes:
-        end = address + min(size, l2_bytes)
-        for dst, src, span in pristine:
-            lo, hi = max(address, dst), min(end, dst + span)
-            if lo < hi:
-                copies.append((lo, src + (lo - dst), hi - lo))
     return copies

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
-from . import device_decompress
+from . import device_decompress, predecessor_traffic
 from .device_restore import DeviceRestore, DeviceRestoreFailed, Transfer, batch_bytes, limits_for
 from .errors import RestoreError
-from .reset_plan import changed_ranges, predecessor_copies, written_copies
+from .l2_touch import L2Touch, table_bytes
+from .reset_plan import changed_ranges, written_copies
 from .verify_kernels import RESULT_BYTES
 
 ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
@@ -257,8 +258,10 @@ class DeviceImage:
         if self._nvcomp is not None:
             scratch += DeviceRestore.device_bytes(self._nvcomp[1], self._nvcomp[2]) + granularity
         scratch += self._flush_size()  # address space only until flush_l2 is used
+        # (and until app mode replays the launch before it: scratch, its table, a sink)
+        scratch += predecessor_traffic.scratch_bound(self._l2_bytes(device)) + 2 * granularity
         # every scratch allocation starts a fresh granule; keep room for that
-        scratch += granularity * (len(self.spans) + len(managed) + len(every_peer_span) + 2 * len(regions) + 6)
+        scratch += granularity * (len(self.spans) + len(managed) + len(every_peer_span) + 2 * len(regions) + 9)
         # Whole steps below the host's mapping area; in it (bases like 0x7f0000000000,
         # where the process's own libraries land) as little as needed: a 64 GiB range there
         # collides with them (seen on the H100 host: "the driver offered 0x7f0204000000").
@@ -382,9 +385,10 @@ class DeviceImage:
                         for r, at in sources if r.kind == "global"]
         # what one timed iteration puts back: the bytes the recorded launch changed
         self.written = written_copies(self.instance, self.heap, self.pristine)
-        # what the application's previous launch on the stream may have written (app mode)
-        self.predecessor = predecessor_copies(self.instance, self.pristine,
-                                              int(device.properties.l2_cache_size) or (50 << 20))
+        # what the application's previous launch on the stream moved through L2 (app mode)
+        self.predecessor = predecessor_traffic.plan(self.instance, [(d, n) for d, _, n in self.pristine],
+                                                    self._l2_bytes(device))
+        self._touch: L2Touch | None = None
         stream.synchronize()
         self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1))
         self.canary = None
@@ -529,10 +533,15 @@ class DeviceImage:
                 copy(g.address + lo, g.pristine + lo, hi - lo, stream)
 
     def touch_predecessor(self, stream=None) -> None:
-        """Rewrite (with the prologue's own bytes) what the launch before this one may
-        have written: those bytes end up in L2, dirty (``app`` mode)."""
-        for dst, src, size in self.predecessor or ():
-            self.device.copy_device_to_device(dst, src, size, stream)
+        """Move what the launch before this one wrote and read through L2 as it did
+        (``app`` mode, predecessor_traffic.py): its writes end up dirty, unchanged."""
+        if self.predecessor is None or self.device.properties.backend != "cuda":
+            return  # (the touch kernel is PTX)
+        if self._touch is None:
+            segments = self.predecessor.segments(self._allocate(self.predecessor.scratch_bytes))
+            self._touch = L2Touch(self.device, segments, self._allocate(table_bytes(len(segments))),
+                                  self._allocate(4))
+        self._touch.launch(stream)
 
     def flush_l2(self, stream=None) -> None:
         """Evict the L2 cache by writing a buffer twice its size."""
@@ -544,6 +553,10 @@ class DeviceImage:
 
     def _flush_size(self) -> int:
         return max(int(self.device.properties.l2_cache_size) * 2, 1 << 20)
+
+    @staticmethod
+    def _l2_bytes(device) -> int:
+        return int(device.properties.l2_cache_size) or (50 << 20)
 
     # -- verification ----------------------------------------------------------------------
 
