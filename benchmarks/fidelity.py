@@ -61,11 +61,18 @@ def _corpus_build():
     return module
 
 
-def distinct_pairs(in_app: list[float], noise: float) -> list[tuple[int, int]]:
-    """Pairs of candidates whose in-app medians differ by more than ``noise`` (relative):
-    the pairs the application itself orders; closer ones swap between runs of it."""
+def distinct_pairs(in_app: list[float], noise: float, tick_ms: float = 0.0) -> list[tuple[int, int]]:
+    """Pairs of candidates whose in-app medians differ by more than ``noise`` (relative)
+    and by more than one tick of the GPU's timer: the pairs the application itself orders;
+    closer ones swap between runs of it (a median of timestamps a tick apart moves by a
+    tick)."""
     return [(i, j) for i in range(len(in_app)) for j in range(i + 1, len(in_app))
-            if abs(in_app[i] - in_app[j]) > noise * min(in_app[i], in_app[j])]
+            if abs(in_app[i] - in_app[j]) > max(noise * min(in_app[i], in_app[j]), 1.5 * tick_ms)]
+
+
+#: one step of CUPTI's kernel timestamps on the H100 and H200 (every duration recorded
+#: there is a multiple of 32 ns, its medians of two launches a multiple of 16 ns)
+TIMER_TICK_MS = 32e-6
 
 
 def tau_over(pairs: list[tuple[int, int]], replayed: list[float], in_app: list[float]) -> float | None:
@@ -210,11 +217,12 @@ def bench_kernel(program, exe: Path, db: Path, kernel, modes: list[str], iterati
                replay_ms=replayed_ms, in_app_candidates_ms=in_app[2:], in_app_noise=noise)
     row["fidelity"] = {m: (t / recorded_in_app if t and recorded_in_app else None) for m, t in replayed_ms.items()}
     row["tau"], row["tau_distinct"] = {}, {}
+    tick = TIMER_TICK_MS
     for mode in modes:
         kept = [(r, a) for r, a in zip(candidate_replay[mode], in_app[2:], strict=True) if r and a]
         row["tau"][mode] = kendall_tau(*map(list, zip(*kept, strict=True))) if len(kept) >= 3 else None
         replayed, app = [r for r, _ in kept], [a for _, a in kept]
-        pairs = distinct_pairs(app, noise)
+        pairs = distinct_pairs(app, noise, tick)
         row["distinct_pairs"], row["pairs"] = len(pairs), len(kept) * (len(kept) - 1) // 2
         row["tau_distinct"][mode] = tau_over(pairs, replayed, app)
     row["candidate_replay_ms"] = candidate_replay
@@ -293,7 +301,7 @@ def print_row(row: dict, modes: list[str]) -> None:
     print(f"    replayed/in-app: {ratios}\n    Kendall tau over {len(row['candidates'])} candidates: {taus}",
           flush=True)
     print(f"    tau over the {row['distinct_pairs']} of {row['pairs']} pairs the application orders "
-          f"(apart by more than its run-to-run change): {distinct}", flush=True)
+          f"(apart by more than its run-to-run change and a timer tick): {distinct}", flush=True)
     for failed in row.get("failed_candidates", []):
         block = "x".join(map(str, failed["block"]))
         reason = failed["reason"].splitlines()[0][:100] if failed["reason"] else ""
