@@ -10,6 +10,18 @@ shape. A shape that failed only with other code options stays in the space; only
 shared memory, of an invalid shape are *suspect*: a proposal of one is drawn again a few
 times first, so they are tried after the others (never excluded: they may well run).
 
+A shape whose validity is not known yet (no verified trial of it under the recorded code,
+not proven invalid) and that has a trial in flight is *pending*: its answer is on the way.
+A proposal of it is drawn again like a suspect one, so the other shapes go first, and under
+the recorded code it is refused until its trial has answered: a second trial of an
+invalid shape under the recorded code, started before the first failed, would fail too
+and cost the shape two trials. Only when no other shape is left (every other one invalid
+or pending too) is it proposed at once, whatever the code: a small space never starves.
+In flight means RUNNING in the study the sampler is given: in the tuner that is the
+in-memory study its loop asks and tells (study.MirroredStudy), so exactly the trials it
+has in flight; other tuners of a shared study write their trials only once finished, so
+across tuners the same unknown shape can still be tried once by each.
+
 What the region knows comes from the study's trials (``LaunchRegion.update``): those a
 resumed study loaded and those other tuners of a shared study wrote are read like this
 tuner's own, so the knowledge survives a restart and is shared between machines. What
@@ -87,6 +99,9 @@ class LaunchRegion:
         self._read = 0  # trials numbered below this are finished and read
         self._unfinished: set[int] = set()
         self._launches: dict[Shape, tuple[tuple, tuple, int]] = {}
+        #: shapes of the trials running in the study (trial numbers), as last updated
+        self.in_flight: dict[Shape, set[int]] = {}
+        self._every: list[Shape] | None = None  # every shape of an enumerable space
 
     @classmethod
     def for_space(cls, bound: BoundSpace, base: Callable[[], ReplaySettings]) -> LaunchRegion:
@@ -138,9 +153,16 @@ class LaunchRegion:
 
     def _shapes(self, rng: random.Random) -> list[Shape]:
         """Every shape of the space, or a sample of a space too large to enumerate."""
-        if math.prod(p.size for p in self.params) <= ENUMERATE_SHAPES:
-            return list(itertools.product(*(p.values() for p in self.params)))
+        every = self._enumerated()
+        if every is not None:
+            return list(every)
         return list({tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)})
+
+    def _enumerated(self) -> list[Shape] | None:
+        """Every shape of the space (None: too many to enumerate)."""
+        if self._every is None and math.prod(p.size for p in self.params) <= ENUMERATE_SHAPES:
+            self._every = list(itertools.product(*(p.values() for p in self.params)))
+        return self._every
 
     # -- what earlier runs learned (shape_cache.py) -------------------------------------------
 
@@ -184,6 +206,13 @@ class LaunchRegion:
                 continue
             self._unfinished.discard(trial.number)
             self.learn(trial)
+        # (read again each time: a running trial's parameters are set after it is asked)
+        self.in_flight = {}
+        for number in self._unfinished:
+            trial = trials[number] if number < len(trials) else None
+            if (trial is not None and trial.state == TrialState.RUNNING
+                    and all(n in trial.params for n in self.names)):
+                self.in_flight.setdefault(self.shape_of(trial.params), set()).add(number)
 
     def learn(self, trial: FrozenTrial) -> None:
         if not self.active or any(n not in trial.params for n in self.names):
@@ -229,6 +258,26 @@ class LaunchRegion:
             return False
         threads, shared = self._traits_of(shape)
         return threads in self._bad_threads or (shared is not None and shared in self._bad_shared)
+
+    def is_pending(self, shape: Shape, besides: int | None = None) -> bool:
+        """Whether the shape's validity is unknown and a trial of it (other than trial
+        ``besides``, the one being proposed) is in flight."""
+        numbers = self.in_flight.get(shape)
+        return (bool(numbers) and shape not in self.valid and shape not in self.invalid
+                and any(n != besides for n in numbers))
+
+    def other_shape_left(self, shape: Shape, besides: int | None = None) -> bool:
+        """Whether a shape other than ``shape`` may be proposed now: not invalid, not
+        pending, within the launch constraints (a space too large to enumerate: yes)."""
+        every = self._enumerated()
+        return every is None or any(
+            s != shape and s not in self.invalid and not self.is_pending(s, besides)
+            and self._feasible(s) for s in every)
+
+    def other_distributions(self) -> dict[str, BaseDistribution]:
+        """The distributions of the parameters outside the launch shape."""
+        return {p.name: _distribution(p) for p in self.bound.params
+                if p.name not in self.distributions}
 
     def known_failure(self, point: Point) -> int | None:
         """The trial in which this point's shape, with this point's code, failed already."""
@@ -281,18 +330,20 @@ class LaunchRegion:
                                        self._traits_of(self.shape_of(point))[0]))
         return points
 
-    def draw(self, rng: random.Random) -> Shape:
-        """A shape not known invalid (suspect ones only when no other is left)."""
-        sizes = [p.size for p in self.params]
-        whole = math.prod(sizes) <= ENUMERATE_SHAPES
+    def draw(self, rng: random.Random, besides: int | None = None) -> Shape:
+        """A shape not known invalid (pending ones only when no other is left, suspect
+        ones only when no clear one is). ``besides``: the trial it is drawn for."""
+        every = self._enumerated()
+        whole = every is not None
         if whole:
-            shapes = list(itertools.product(*(p.values() for p in self.params)))
+            shapes = list(every)
         else:
             shapes = [tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)]
         shapes = [s for s in shapes if s not in self.invalid and self._feasible(s)]
-        clear = [s for s in shapes if not self.is_suspect(s)]
-        if clear or shapes:
-            return rng.choice(clear or shapes)
+        settled = [s for s in shapes if not self.is_pending(s, besides)]
+        clear = [s for s in settled if not self.is_suspect(s)]
+        if shapes:
+            return rng.choice(clear or settled or shapes)
         if whole:
             tried = "; ".join(
                 f"{self.describe(s)}: {kind} ({'an earlier run' if n == EARLIER_RUN else f'trial {n}'})"
@@ -303,29 +354,72 @@ class LaunchRegion:
 
 
 class ValidRegionSampler(optuna.samplers.BaseSampler):
-    """Wraps a sampler so that it proposes no launch shape the region knows invalid.
+    """Wraps a sampler so that it proposes no launch shape the region knows invalid, and no
+    pending one under the recorded code while another shape is left.
 
     Relative samplers (TPE multivariate, CMA-ES) propose the launch parameters together:
-    an invalid proposal is asked for again. Independent ones propose one parameter at a
+    a refused proposal is asked for again. Independent ones propose one parameter at a
     time: at the first launch parameter of a trial, the whole shape is proposed (each
     parameter from the wrapped sampler) and checked, then kept for the trial. After
-    ``REDRAWS`` refused proposals the shape is drawn from the region itself."""
+    ``REDRAWS`` refused proposals the shape is drawn from the region itself. Whether a
+    pending shape would run the recorded code depends on the trial's other parameters:
+    those neither suggested nor proposed yet are proposed with the shape (each from the
+    wrapped sampler, as it would have been asked for them) and kept for the trial too."""
 
     def __init__(self, base: optuna.samplers.BaseSampler, region: LaunchRegion,
                  seed: int | None = None):
         self.base = base
         self.region = region
         self._rng = random.Random(seed)
-        self._shapes: dict[int, dict[str, Any]] = {}  # trial id -> its launch parameters
+        #: trial id -> values chosen ahead for it (its launch shape, when proposed one
+        #: parameter at a time; the parameters proposed with a pending shape)
+        self._chosen: dict[int, dict[str, Any]] = {}
+        self._relative: dict[int, dict[str, Any]] = {}  # trial id -> its relative proposal
         self.redrawn = 0  # proposals refused (for reports and tests)
 
     def __getattr__(self, name: str):  # what Optuna or reports ask of the wrapped sampler
         return getattr(self.base, name)
 
-    def _acceptable(self, shape: Shape, attempt: int) -> bool:
-        if self.region.is_invalid(shape):
-            return False
-        return attempt >= SUSPECT_REDRAWS or not self.region.is_suspect(shape)
+    def _constrained(self) -> bool:
+        """Whether the region refuses anything now (a shape known invalid, one in flight)."""
+        region = self.region
+        return region.active and bool(region.invalid or region.in_flight)
+
+    def _accept(self, study, trial, values: dict[str, Any], attempt: int) -> dict[str, Any] | None:
+        """The ``attempt``-th proposal of launch ``values`` for ``trial``: None when it is
+        refused, else the trial's parameters proposed here with it (to keep for the trial)."""
+        region = self.region
+        shape = region.shape_of(values)
+        if region.is_invalid(shape):
+            return None
+        if not region.is_pending(shape, trial.number):
+            return {} if attempt >= SUSPECT_REDRAWS or not region.is_suspect(shape) else None
+        if not region.other_shape_left(shape, trial.number):
+            return {}  # no other shape to propose: this one, whatever the code
+        if attempt < SUSPECT_REDRAWS:
+            return None  # like a suspect shape: the others first
+        point, proposed = self._whole_point(study, trial, values)
+        return None if region.runs_recorded_code(point) else proposed
+
+    def _whole_point(self, study, trial, values: dict[str, Any]) -> tuple[dict, dict]:
+        """The trial's point with the proposal ``values``: its parameters suggested already,
+        queued or proposed relatively, and the others proposed now (also returned apart)."""
+        point = {**self._relative.get(trial._trial_id, {}),
+                 **trial.system_attrs.get("fixed_params", {}), **trial.params, **values}
+        proposed = {}
+        for name, distribution in self.region.other_distributions().items():
+            if name in point:
+                continue
+            if distribution.single():  # (Optuna asks no sampler for it)
+                point[name] = (distribution.choices[0] if isinstance(distribution, CategoricalDistribution)
+                               else distribution.low)
+                continue
+            proposed[name] = self.base.sample_independent(study, trial, name, distribution)
+        return {**point, **proposed}, proposed
+
+    def _keep(self, trial, values: dict[str, Any]) -> None:
+        if values:
+            self._chosen.setdefault(trial._trial_id, {}).update(values)
 
     def infer_relative_search_space(self, study, trial):
         return self.base.infer_relative_search_space(study, trial)
@@ -334,31 +428,33 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
         region = self.region
         region.update(study)
         params = self.base.sample_relative(study, trial, search_space)
-        if not region.active or not region.invalid:
+        if not self._constrained():
             return params
         held = [n for n in region.names if n in params]
-        if not held:
-            return params
         if len(held) < len(region.names):
-            # Partly relative (CMA-ES with categorical block axes): the launch parameters
-            # are then proposed together in sample_independent.
-            return {k: v for k, v in params.items() if k not in region.names}
+            # None or part of the shape (CMA-ES with categorical block axes): the launch
+            # parameters are then proposed together in sample_independent.
+            params = {k: v for k, v in params.items() if k not in region.names}
+            self._relative[trial._trial_id] = params
+            return params
         for attempt in range(REDRAWS):
-            if self._acceptable(region.shape_of(params), attempt):
+            proposed = self._accept(study, trial, params, attempt)
+            if proposed is not None:
+                self._keep(trial, proposed)
                 return params
             self.redrawn += 1
             params = self.base.sample_relative(study, trial, search_space)
-        shape = region.draw(self._rng)
+        shape = region.draw(self._rng, trial.number)
         return {**params, **dict(zip(region.names, shape, strict=True))}
 
     def sample_independent(self, study, trial, param_name, param_distribution):
-        region = self.region
-        if param_name not in region.distributions or not region.invalid:
+        chosen = self._chosen.get(trial._trial_id, {})
+        if param_name in chosen:
+            return chosen[param_name]
+        if param_name not in self.region.distributions or not self._constrained():
             return self.base.sample_independent(study, trial, param_name, param_distribution)
-        chosen = self._shapes.get(trial._trial_id)
-        if chosen is None:
-            chosen = self._propose_shape(study, trial)
-            self._shapes[trial._trial_id] = chosen
+        chosen = self._propose_shape(study, trial)
+        self._keep(trial, chosen)
         return chosen[param_name]
 
     def _propose_shape(self, study, trial) -> dict[str, Any]:
@@ -367,16 +463,18 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
             values = {n: trial.params[n] if n in trial.params else
                       self.base.sample_independent(study, trial, n, region.distributions[n])
                       for n in region.names}
-            if self._acceptable(region.shape_of(values), attempt):
-                return values
+            proposed = self._accept(study, trial, values, attempt)
+            if proposed is not None:
+                return {**values, **proposed}
             self.redrawn += 1
-        return dict(zip(region.names, region.draw(self._rng), strict=True))
+        return dict(zip(region.names, region.draw(self._rng, trial.number), strict=True))
 
     def before_trial(self, study, trial):
         self.base.before_trial(study, trial)
 
     def after_trial(self, study, trial, state, values):
-        self._shapes.pop(trial._trial_id, None)
+        self._chosen.pop(trial._trial_id, None)
+        self._relative.pop(trial._trial_id, None)
         self.base.after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:
