@@ -8,6 +8,7 @@ Exit status: 0 when a configuration completed, 1 when every trial failed, 2 user
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from rich.table import Table
 from .app_confirm import DEFAULT_CANDIDATES, print_in_app
 from .errors import DeviceSelectionError, TuneError
 from .objective import OBJECTIVES, unit
+from .run_phases import phase_line
 from .study import SAMPLERS
 from .timing_report import timing_line
 from .tune_types import PROBE_WORKERS, TuneOptions, TuneOutcome
@@ -189,6 +191,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
          confirm_in_app, app_command):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
+    # When the mneme process started (mneme.cli.main): the phase line counts the imports.
+    started = (click.get_current_context().obj or {}).get("started") or time.monotonic()
     if app_command and not confirm_in_app:
         raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
@@ -212,6 +216,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         screen=screen, confirm_runs=confirm_runs, probe=probe, probe_workers=probe_workers,
         confirm_in_app=confirm_in_app or 0, app_command=list(app_command) or None,
     )
+    building = time.monotonic()
     tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
     if report_dir is not None:  # before the search, not after it
         writable_directory(report_dir, "write the report to", TuneError)
@@ -221,6 +226,9 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
         outcome = _run_one(tuner, console, suffix)
+        ran = time.monotonic()
+        if index == 0:  # (the interpreter, imports, the database: before the first tuner)
+            outcome.phases = {"start": building - started, **outcome.phases}
         out.print(f"best configurations: {outcome.study.study_name}", soft_wrap=True, markup=False)
         out.print(best_table(outcome, top))
         out.print(
@@ -254,6 +262,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
                           "if one is missing", soft_wrap=True, markup=False)
             for kind, why in data.get("plots_skipped", {}).items():
                 out.print(f"  plot {kind} skipped: {why}")
+        out.print(phase_line({**outcome.phases, "report": time.monotonic() - ran}), soft_wrap=True,
+                  markup=False)
     if not completed_any:
         console.print("no configuration completed: every trial failed (reasons above)")
         raise SystemExit(NOTHING_COMPLETED_EXIT)

@@ -158,6 +158,10 @@ class TuneOutcome:
     #: the best configurations run in the application (app_confirm.in_app_summary), or
     #: ``{"skipped": why}``; empty when not asked for
     in_app: dict[str, Any] = field(default_factory=dict)
+    #: seconds per phase, in the order they ran (run_phases.py): building the tuner
+    #: (setup, study), then the run (workers, baseline, search, confirmation, teardown...);
+    #: ``mneme tune`` adds the time before the tuner (start) and the report's
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def trials_per_second(self) -> float:

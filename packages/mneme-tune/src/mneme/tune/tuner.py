@@ -32,10 +32,12 @@ from optuna.trial import TrialState
 
 from . import confirmation, launch_probe, timing_report
 from . import objective as objectives_mod
+from .baseline import measure_baseline
 from .confirmation import CONFIRMATION_ATTR
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .launch_probe import PROBE_SHARE
+from .run_phases import PhaseClock
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
 from .study import (
     MirroredStudy,
@@ -92,6 +94,9 @@ class Tuner:
     def __init__(self, database: str | os.PathLike | Database,
                  instances: Sequence[str | Instance],
                  spaces: str | Sequence[str | Space], options: TuneOptions | None = None):
+        #: seconds per phase of the tuner's life (run_phases.py): building it, then run()
+        self.clock = PhaseClock()
+        self._phases_reported = False  # (building it counts with the first run)
         self.options = options or TuneOptions()
         if self.options.trials < 1:
             raise TuneError("--trials must be at least 1")
@@ -119,10 +124,12 @@ class Tuner:
         # Spaces are checked before any worker starts: bad input fails fast.
         self.bound = [BoundSpace(self.spaces, SpaceContext.from_instance(i)) for i in self.instances]
         self._check_spaces()
+        self.clock.mark("setup")
         self.storage = open_storage(self.options.storage, self.options.storage_dir)
         self.sampler_name = self.options.sampler or default_sampler(len(self.objectives))
         self.grid_points = self._walk()
         self.study = self._open_study()
+        self.clock.mark("study")
 
     def _walk(self) -> list[dict[str, Any]] | None:
         """Exhaustive search: every feasible point, enumerated once (refuses spaces too
@@ -228,35 +235,6 @@ class Tuner:
                       for i in self.instances]
         self._check_spaces()
 
-    def _measure_baseline(self, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
-        """The recorded configuration, replayed in the cache mode asked for (auto resolves
-        here, per instance); a resumed study's stored one. Either fixes the cache mode of
-        every trial (``cache_modes``)."""
-        if BASELINE_ATTR in study.user_attrs:
-            baseline = study.user_attrs[BASELINE_ATTR]
-        else:
-            base = self.base_settings()
-            futures = [executor.submit(base, i) for i in self.instances]
-            baseline = {"settings": base.to_dict()}
-            try:
-                results = [f.result() for f in futures]
-            except TrialFailed as failure:
-                baseline.update(failure=failure.kind, reason=failure.message)
-            else:
-                baseline.update(metrics=objectives_mod.metrics(results),
-                                values=objectives_mod.evaluate(self.objectives, results),
-                                verified=None if self.options.compile_only else True,
-                                device=results[0].device or "cpu")
-                timing = timing_report.baseline_timing(results, self.options.cache)
-                if timing is not None:
-                    baseline["timing"] = timing
-            study.set_user_attr(BASELINE_ATTR, baseline)
-        self.cache_modes = timing_report.resolved_modes(
-            baseline, self.options.cache, len(self.instances), self.options.compile_only,
-            study.study_name)
-        self._baseline_method = (baseline.get("timing") or {}).get("method")
-        return baseline
-
     def identity(self) -> dict[str, Any]:
         """What this study tunes: database, kernel, instances, code (for best.json)."""
         from mneme.replay.identity import make_identity
@@ -321,7 +299,10 @@ class Tuner:
             on_in_app: Callable[[int, int, str], None] | None = None) -> TuneOutcome:
         o = self.options
         start = time.monotonic()
+        self._begin_phases(start)
         plain_seconds = self.check_application()  # (--confirm-in-app) before any trial
+        if plain_seconds is not None:
+            self.clock.mark("app check")
         executor = ReplayExecutor(
             self.db, devices=o.devices, workers_per_device=o.workers_per_device,
             cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
@@ -329,6 +310,7 @@ class Tuner:
             expect_failures=launch_probe.probe_estimate(self),
             probe_workers=o.probe_workers if o.probe else 0,
         )
+        self.clock.mark("workers")
         try:
             signature = self.bound[0].signature()
             self._rebind(executor)
@@ -339,7 +321,9 @@ class Tuner:
             self.shapes_known = launch_probe.seed_region(self)
             study, sampler_name = self.study, self.sampler_name
             self._recover(study)
-            baseline = self._measure_baseline(executor, study)
+            self.clock.mark("prepare")
+            baseline = measure_baseline(self, executor, study)
+            self.clock.mark("baseline")
             point = self.bound[0].baseline()
             budget = o.trials
             probes = launch_probe.probe_points(self, study, point, budget - self._finished(study))
@@ -365,6 +349,7 @@ class Tuner:
                     study.enqueue_trial(point)
                 for p in probes:
                     study.enqueue_trial(p)
+            self.clock.mark("prepare")
             search_start = time.monotonic()
             self._probe_keys = {json.dumps(p, sort_keys=True) for p in probes}
             # Most probe trials may fault (a kernel that assumes its block size): spares
@@ -374,9 +359,10 @@ class Tuner:
             study.flush()  # every trial in the storage before the results are read
             study.pull()
             self.region.update(study)  # (the region knows every trial of the run)
-            search = time.monotonic() - search_start
+            search = self.clock.mark("search")
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
             outcome.confirmation = confirmation.confirm(self, executor, study, outcome)
+            self.clock.mark("confirmation")
             baseline = study.user_attrs.get(BASELINE_ATTR, baseline)
             launch_probe.keep_shapes(self)
             restarts = executor.restarts
@@ -386,6 +372,7 @@ class Tuner:
             with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
                 self.study.flush()  # an interrupted search keeps what finished
             self.study.close()  # no idle writer thread per finished run
+        self.clock.mark("teardown")
         elapsed = time.monotonic() - start
         confirmed = outcome.confirmation
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
@@ -395,9 +382,21 @@ class Tuner:
         outcome.shapes_known = self.shapes_known
         outcome.confirmation = confirmed
         outcome.identity = self.identity()
+        self.clock.mark("results")
         if o.confirm_in_app:  # the workers are gone: the application has the GPU to itself
             outcome.in_app = confirmation.in_app(self, outcome, plain_seconds, on_in_app)
+            self.clock.mark("in-app")
+        outcome.phases = dict(self.clock.phases)
         return outcome
+
+    def _begin_phases(self, start: float) -> None:
+        """This run's phases from ``start``, after those of building the tuner (counted
+        with its first run only)."""
+        built = {} if self._phases_reported else self.clock.phases
+        self._phases_reported = True
+        self.clock = PhaseClock()
+        self.clock.phases.update(built)
+        self.clock.begin(start)
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options
