@@ -67,8 +67,9 @@ def test_mneme_tune_prints_where_its_time_went(tmp_path):
     lines = [line for line in run.stdout.splitlines() if line.startswith("time: ")]
     assert len(lines) == 1, run.stdout
     shown, total = parse_line(lines[0])
-    # The time before the tuner (interpreter, imports) and the report's are in it too.
-    for name in ("start", "study", "workers", "search", "report"):
+    # The time before the tuner (interpreter, imports) and the report's are in it too
+    # (the workers' wait only when it was 5 ms or more: they start while the study opens).
+    for name in ("start", "study", "search", "report"):
         assert name in shown, lines[0]
     assert shown["start"] > 0.1  # counted from the process's start: imports take longer
     search = float(re.search(r"over (\d+\.\d+) s of search", run.stdout).group(1))
@@ -76,5 +77,5 @@ def test_mneme_tune_prints_where_its_time_went(tmp_path):
     assert total == pytest.approx(sum(shown.values()), abs=0.05 * len(shown) + 0.05)
     summary = json.loads((report / "summary.json").read_text())
     phases = summary["this_run"]["phases"]
-    assert phases["start"] > 0 and "search" in phases
+    assert phases["start"] > 0 and "search" in phases and "workers" in phases
     assert phases["search"] == pytest.approx(summary["this_run"]["search_seconds"])

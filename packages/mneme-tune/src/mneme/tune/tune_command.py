@@ -21,13 +21,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .app_confirm import DEFAULT_CANDIDATES, print_in_app
 from .errors import DeviceSelectionError, TuneError
 from .objective import OBJECTIVES, unit
 from .run_phases import phase_line
 from .study import SAMPLERS
 from .timing_report import timing_line
-from .tune_types import PROBE_WORKERS, TuneOptions, TuneOutcome
+from .tune_types import DEFAULT_CANDIDATES, PROBE_WORKERS, TuneOptions, TuneOutcome
 from .tuner import Tuner
 
 NOTHING_COMPLETED_EXIT = 1
@@ -217,11 +216,19 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         confirm_in_app=confirm_in_app or 0, app_command=list(app_command) or None,
     )
     building = time.monotonic()
-    tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
-    if report_dir is not None:  # before the search, not after it
-        writable_directory(report_dir, "write the report to", TuneError)
-    for tuner in tuners:  # --confirm-in-app: an application that fails plain, before any search
-        tuner.check_application()
+    tuners: list[Tuner] = []
+    try:
+        for group in groups:  # validate all first
+            # The first tuner's workers start while its study opens (worker_start.py).
+            tuners.append(Tuner(db, group, spaces, options, start_workers=not tuners))
+        if report_dir is not None:  # before the search, not after it
+            writable_directory(report_dir, "write the report to", TuneError)
+        for tuner in tuners:  # --confirm-in-app: an application that fails plain, before any search
+            tuner.check_application()
+    except BaseException:
+        for tuner in tuners:
+            tuner.close()  # (workers started for a run that does not come)
+        raise
     completed_any = False
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
@@ -244,7 +251,10 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             out.print(verdict(outcome))
         if "failure" not in outcome.baseline:
             out.print(timing_line(outcome.baseline.get("timing")), soft_wrap=True, markup=False)
-        print_in_app(table_console(), outcome.in_app)  # (--confirm-in-app; ids whole)
+        if outcome.in_app:  # (--confirm-in-app; ids whole)
+            from .app_confirm import print_in_app
+
+            print_in_app(table_console(), outcome.in_app)
         completed_any |= bool(outcome.best)
         if not outcome.best:
             _explain_failures(outcome, out)

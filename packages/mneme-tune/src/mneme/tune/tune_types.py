@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 __all__ = [
     "BASELINE_ATTR",
     "CONFIRM_RUNS",
+    "DEFAULT_CANDIDATES",
     "PROBE_WORKERS",
     "TRIAL_ATTR",
     "Progress",
@@ -39,6 +40,9 @@ CONFIRM_RUNS = 5
 #: faults in parallel processes on one GPU did not overlap usefully) and delayed the slot's
 #: next task after a failure from 2.4 ms to 1.7 s (docs/tune.md)
 PROBE_WORKERS = 0
+#: configurations run in the application when --confirm-in-app is given without a number
+#: (app_confirm.py; here so that the command reads it without importing that module)
+DEFAULT_CANDIDATES = 5
 
 
 @dataclass

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import datetime
 import json
 import os
 import time
@@ -36,6 +35,7 @@ from .baseline import measure_baseline
 from .confirmation import CONFIRMATION_ATTR
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
+from .interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
 from .launch_probe import PROBE_SHARE
 from .run_phases import PhaseClock
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
@@ -45,7 +45,6 @@ from .study import (
     make_sampler,
     open_storage,
     open_study,
-    owner_alive,
     tuner_owner,
 )
 from .tune_types import (
@@ -60,17 +59,17 @@ from .tune_types import (
 )
 from .valid_region import LaunchRegion, ValidRegionSampler
 from .worker import failure_kind
+from .worker_start import WorkerStart, make_executor
 
 # The run's options and records are in tune_types.py, the confirmation after the search in
-# confirmation.py, the launch-shape probe in launch_probe.py: their names stay importable here.
+# confirmation.py, the launch-shape probe in launch_probe.py, the recovery of interrupted
+# trials in interrupted_trials.py: their names stay importable here.
 __all__ = [
     "ABANDONED_AFTER", "BASELINE_ATTR", "CLAIM_SECONDS", "CLAIM_WAIT_SECONDS", "CONFIRMATION_ATTR",
     "CONFIRM_RUNS", "MAX_INFEASIBLE", "PROBE_SHARE", "PROBE_WORKERS", "RECOUNT_SECONDS",
     "TRIAL_ATTR", "TUNER_ATTR", "Progress", "TrialRecord", "TuneOptions", "TuneOutcome", "Tuner",
 ]
 
-#: study attribute prefix naming each tuner process that worked on the study
-TUNER_ATTR = "mneme.tuner."
 #: consecutive infeasible samples after which the search gives up
 MAX_INFEASIBLE = 2000
 #: longest time between reading the study's counts (other tuners may share it)
@@ -79,8 +78,6 @@ RECOUNT_SECONDS = 0.25
 CLAIM_SECONDS = 0.5
 #: seconds between looks while other tuners hold the rest of a shared budget
 CLAIM_WAIT_SECONDS = 0.2
-#: seconds after which a running trial counts as abandoned even with other tuners alive
-ABANDONED_AFTER = 600.0
 
 
 class Tuner:
@@ -89,11 +86,14 @@ class Tuner:
 
     ``database``: a path or an opened Database; ``instances``: Instance objects of it (as
     ``mneme tune`` passes them, resolved once) or ids, looked up here once. The executor's
-    workers get the objects themselves and look nothing up again."""
+    workers get the objects themselves and look nothing up again. ``start_workers``: the
+    workers start here, while the study opens (worker_start.py; ``run`` takes them, or
+    ``close`` stops them), instead of in ``run``."""
 
     def __init__(self, database: str | os.PathLike | Database,
                  instances: Sequence[str | Instance],
-                 spaces: str | Sequence[str | Space], options: TuneOptions | None = None):
+                 spaces: str | Sequence[str | Space], options: TuneOptions | None = None,
+                 *, start_workers: bool = False):
         #: seconds per phase of the tuner's life (run_phases.py): building it, then run()
         self.clock = PhaseClock()
         self._phases_reported = False  # (building it counts with the first run)
@@ -124,22 +124,35 @@ class Tuner:
         # Spaces are checked before any worker starts: bad input fails fast.
         self.bound = [BoundSpace(self.spaces, SpaceContext.from_instance(i)) for i in self.instances]
         self._check_spaces()
-        self.clock.mark("setup")
-        self.storage = open_storage(self.options.storage, self.options.storage_dir)
         self.sampler_name = self.options.sampler or default_sampler(len(self.objectives))
         self.grid_points = self._walk()
-        self.study = self._open_study()
+        self._bind_region()
+        self.clock.mark("setup")
+        self._workers = WorkerStart(self) if start_workers else None
+        try:
+            self.storage = open_storage(self.options.storage, self.options.storage_dir)
+            self.study = self._open_study()
+        except BaseException:
+            self.close()
+            raise
         self.clock.mark("study")
+
+    def close(self) -> None:
+        """Stop the workers ``start_workers`` started, when ``run`` will not take them."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def _walk(self) -> list[dict[str, Any]] | None:
         """Exhaustive search: every feasible point, enumerated once (refuses spaces too
         large to walk before any worker starts)."""
         return self.bound[0].feasible_points() if self.sampler_name == "grid" else None
 
-    def _open_study(self) -> MirroredStudy:
-        bound = self.bound[0]
+    def _bind_region(self) -> None:
         #: the launch shapes the study's trials proved invalid (valid_region.py)
-        self.region = LaunchRegion.for_space(bound, self.base_settings)
+        self.region = LaunchRegion.for_space(self.bound[0], self.base_settings)
+
+    def _open_study(self) -> MirroredStudy:
         self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
         #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
         self.shapes_known = 0
@@ -242,34 +255,6 @@ class Tuner:
         return make_identity(self.database, self.instances, study=self.study.study_name,
                              objectives=list(self.objectives))
 
-    def _recover(self, study: optuna.Study) -> int:
-        """Trials a dead tuner left running: failed as interrupted, and their points queued
-        again so none is lost. Trials carry no owner while they run (one storage write
-        less per trial), so a running trial counts as abandoned when no other tuner of the
-        study is alive, or when it is older than any live trial can be."""
-        me = tuner_owner()
-        tuners = [k.removeprefix(TUNER_ATTR) for k in study.user_attrs if k.startswith(TUNER_ATTR)]
-        others_alive = any(owner_alive(t) for t in tuners if t != me)
-        study.set_user_attr(TUNER_ATTR + me, time.time())
-        grace = max(ABANDONED_AFTER, 3 * self.options.trial_timeout)
-        now = datetime.datetime.now()
-        recovered = 0
-        # Running trials are in the storage only when a tuner that wrote them directly
-        # (before the mirrored study) died: they are failed there and run again here.
-        stored = study.persistent
-        for trial in stored.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            age = (now - trial.datetime_start).total_seconds() if trial.datetime_start else 0.0
-            if others_alive and age < grace:
-                continue  # maybe a live tuner's trial
-            handle = optuna.trial.Trial(stored, trial._trial_id)
-            handle.set_user_attr(TRIAL_ATTR, {"failure": "interrupted",
-                                              "reason": "the tuner running it stopped"})
-            stored.tell(handle, state=TrialState.FAIL)
-            if trial.params:
-                study.enqueue_trial(trial.params, skip_if_exists=False)
-            recovered += 1
-        return recovered
-
     @staticmethod
     def _counted(trial: optuna.trial.FrozenTrial) -> bool:
         if trial.state == TrialState.COMPLETE:
@@ -303,24 +288,21 @@ class Tuner:
         plain_seconds = self.check_application()  # (--confirm-in-app) before any trial
         if plain_seconds is not None:
             self.clock.mark("app check")
-        executor = ReplayExecutor(
-            self.db, devices=o.devices, workers_per_device=o.workers_per_device,
-            cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
-            timeout=o.trial_timeout, before_run=o.before_run,
-            expect_failures=launch_probe.probe_estimate(self),
-            probe_workers=o.probe_workers if o.probe else 0,
-        )
+        # Started with the tuner (start_workers), or now.
+        executor = self._workers.result() if self._workers is not None else make_executor(self)
+        self._workers = None
         self.clock.mark("workers")
         try:
             signature = self.bound[0].signature()
             self._rebind(executor)
             if self.bound[0].signature() != signature:  # this GPU's limits change the space
                 self.grid_points = self._walk()
+                self._bind_region()
                 self.study = self._open_study()
             self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
             self.shapes_known = launch_probe.seed_region(self)
             study, sampler_name = self.study, self.sampler_name
-            self._recover(study)
+            recover_interrupted(study, o.trial_timeout)
             self.clock.mark("prepare")
             baseline = measure_baseline(self, executor, study)
             self.clock.mark("baseline")
