@@ -8,7 +8,9 @@ exit status 2 instead of a traceback.
 
 Commands find when the ``mneme`` process started in ``ctx.obj["started"]`` (a
 time.monotonic() value; absent when ``cli`` is invoked in another program), so that the
-time they report counts the interpreter's start and their imports too.
+time they report counts the interpreter's start and their imports too, and in
+``ctx.obj["own_process"]`` whether the process is the command's own (run from its command
+line: a command may then end it as it likes).
 """
 
 from __future__ import annotations
@@ -75,8 +77,10 @@ def process_started() -> float | None:
 
 def main(argv: list[str] | None = None) -> None:
     # The process is this command's own when its arguments come from its command line.
-    started = (process_started() if argv is None else None) or time.monotonic()
-    cli.main(args=argv, prog_name="mneme", standalone_mode=True, obj={"started": started})
+    own_process = argv is None
+    started = (process_started() if own_process else None) or time.monotonic()
+    cli.main(args=argv, prog_name="mneme", standalone_mode=True,
+             obj={"started": started, "own_process": own_process})
 
 
 if __name__ == "__main__":

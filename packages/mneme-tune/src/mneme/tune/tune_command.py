@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .errors import DeviceSelectionError, TuneError
 from .objective import OBJECTIVES, unit
+from .process_exit import end_process
 from .run_phases import phase_line
 from .study import SAMPLERS
 from .timing_report import timing_line
@@ -191,7 +192,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     # When the mneme process started (mneme.cli.main): the phase line counts the imports.
-    started = (click.get_current_context().obj or {}).get("started") or time.monotonic()
+    process = click.get_current_context().obj or {}
+    started = process.get("started") or time.monotonic()
     if app_command and not confirm_in_app:
         raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
@@ -276,7 +278,11 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
                   markup=False)
     if not completed_any:
         console.print("no configuration completed: every trial failed (reasons above)")
-        raise SystemExit(NOTHING_COMPLETED_EXIT)
+    status = 0 if completed_any else NOTHING_COMPLETED_EXIT
+    if process.get("own_process"):  # (no interpreter teardown: process_exit.py)
+        end_process(status, [tuner.storage for tuner in tuners])
+    if status:
+        raise SystemExit(status)
 
 
 def _explain_failures(outcome: TuneOutcome, out: Console) -> None:
