@@ -5,11 +5,19 @@ distribution owns its commands and the CLI stays a thin shell. User errors are
 exceptions whose class sets ``mneme_user_error = True`` (each package defines its
 own base class, so none depends on this one); they become one line on stderr and
 exit status 2 instead of a traceback.
+
+Commands find when the ``mneme`` process started in ``ctx.obj["started"]`` (a
+time.monotonic() value; absent when ``cli`` is invoked in another program), so that the
+time they report counts the interpreter's start and their imports too, and in
+``ctx.obj["own_process"]`` whether the process is the command's own (run from its command
+line: a command may then end it as it likes).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from importlib.metadata import entry_points, version
 
 import click
@@ -54,8 +62,25 @@ def cli():
     isolation under any LLVM pipeline or launch configuration, verify, and tune."""
 
 
+def process_started() -> float | None:
+    """When this process started, as a time.monotonic() value (Linux: /proc/self/stat's
+    start time, to the kernel's clock tick); None where that cannot be read."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        ticks = int(fields[19])  # field 22 of proc_pid_stat(5): clock ticks after boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.monotonic() - age if 0.0 <= age < 3600.0 else None
+
+
 def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv, prog_name="mneme", standalone_mode=True)
+    # The process is this command's own when its arguments come from its command line.
+    own_process = argv is None
+    started = (process_started() if own_process else None) or time.monotonic()
+    cli.main(args=argv, prog_name="mneme", standalone_mode=True,
+             obj={"started": started, "own_process": own_process})
 
 
 if __name__ == "__main__":

@@ -9,11 +9,16 @@ studies and reports.
     write_report(outcome, "report/")
 
 See docs/tune.md.
+
+The names below that need Optuna or the worker pool (the tuner, the executor, the
+records of a run, the objectives) are imported when first used (PEP 562): worker
+processes fork from a server that imports this package, and the ``mneme tune``
+command reads its options before it needs them, so neither pays for Optuna here.
 """
 
+import importlib
+
 from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailed, TuneError
-from .executor import ReplayExecutor, as_completed
-from .objective import METRICS, OBJECTIVES
 from .space import (
     BUILTIN_SPACES,
     PRESETS,
@@ -33,8 +38,27 @@ from .space import (
     settings_with,
     space,
 )
-from .tune_types import TrialRecord, TuneOptions, TuneOutcome
-from .tuner import Tuner
+
+#: the names imported when first used, and their modules
+_LAZY = {
+    "ReplayExecutor": ".executor", "as_completed": ".executor",
+    "METRICS": ".objective", "OBJECTIVES": ".objective",
+    "TrialRecord": ".tune_types", "TuneOptions": ".tune_types", "TuneOutcome": ".tune_types",
+    "Tuner": ".tuner",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # (looked up here once)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def write_report(outcome, directory, plots: bool = True):

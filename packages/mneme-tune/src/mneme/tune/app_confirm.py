@@ -53,9 +53,8 @@ from .apply_command import (
 from .apply_plan import ApplyError, load_tuned, write_plan
 from .apply_tables import milliseconds
 from .errors import TuneError
+from .tune_types import DEFAULT_CANDIDATES  # noqa: F401 - (kept importable here)
 
-#: configurations run in the application when --confirm-in-app is given without a number
-DEFAULT_CANDIDATES = 5
 #: a run with the swap is killed after this many times the plain run's wall time...
 TIMEOUT_FACTOR = 10.0
 #: ...and never before this many seconds

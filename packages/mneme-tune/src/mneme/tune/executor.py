@@ -253,18 +253,15 @@ class ReplayExecutor:
                                 _usable_cores())
         #: per device, the spares lent to try probe tasks beside each other
         self.probes = ProbeWorkers(slots, probe_workers if spares else 0, self.spares)
-        self._start_all()
-        self.spares.spawn_ahead(expect_failures)
-        self._tasks_done = 0
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
             # Every core the GPU workers leave: compiling is what bounds fresh-compile
             # spaces (PTX -> cubin runs in process through nvJitLink).
             compile_workers = (max(1, _usable_cores() - len(self._workers))
                                if self.devices is not None else 0)
-        if compile_workers > 0:
-            self._compile_pool = concurrent.futures.ProcessPoolExecutor(
-                compile_workers, mp_context=self._context)
+        self._start_all(compile_workers)
+        self.spares.spawn_ahead(expect_failures)
+        self._tasks_done = 0
         self._thread = threading.Thread(target=self._dispatch, name="mneme-dispatch", daemon=True)
         self._thread.start()
 
@@ -282,9 +279,17 @@ class ReplayExecutor:
         worker.started = time.monotonic()
         worker.known = set()
 
-    def _start_all(self) -> None:
+    def _start_all(self, compile_workers: int) -> None:
+        """Start the workers and the compile pool, and wait for each worker's hello."""
         for worker in self._workers:
             self._spawn(worker)
+        if compile_workers > 0:
+            # Forked from the workers' server too (a spawned process imports the compiler
+            # first, ~1 s on the baseline's path), and started while the workers start.
+            self._compile_pool = concurrent.futures.ProcessPoolExecutor(
+                compile_workers, mp_context=self._worker_context)
+            for _ in range(compile_workers):
+                self._compile_pool.submit(os.getpid)
         for worker in self._workers:
             message = None
             if worker.conn.poll(START_TIMEOUT):
@@ -342,6 +347,8 @@ class ReplayExecutor:
         for worker in self._workers:
             self._kill(worker)
         self.reaper.join_all()
+        if self._compile_pool is not None:
+            self._compile_pool.shutdown(wait=False, cancel_futures=True)
 
     def _fail_and_restart(self, worker: _Worker, kind: str, message: str | None,
                           *, kill: bool = True) -> None:

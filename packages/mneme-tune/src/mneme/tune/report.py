@@ -102,7 +102,9 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
         "this_run": {"trials": outcome.ran, "failed": outcome.failed,
                      "seconds": outcome.elapsed, "search_seconds": outcome.search_seconds,
                      "worker_restarts": outcome.restarts,
-                     "trials_per_second": outcome.trials_per_second},
+                     "trials_per_second": outcome.trials_per_second,
+                     # where the time went (run_phases.py): seconds per phase, in order
+                     "phases": outcome.phases},
         "best": [row(r) for r in outcome.best[:TOP]],
         "identity": outcome.identity,
         "confirmation": outcome.confirmation,

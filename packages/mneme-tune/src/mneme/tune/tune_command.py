@@ -8,6 +8,7 @@ Exit status: 0 when a configuration completed, 1 when every trial failed, 2 user
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import click
@@ -20,12 +21,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .app_confirm import DEFAULT_CANDIDATES, print_in_app
 from .errors import DeviceSelectionError, TuneError
 from .objective import OBJECTIVES, unit
+from .process_exit import end_process
+from .run_phases import phase_line
 from .study import SAMPLERS
 from .timing_report import timing_line
-from .tune_types import PROBE_WORKERS, TuneOptions, TuneOutcome
+from .tune_types import DEFAULT_CANDIDATES, PROBE_WORKERS, TuneOptions, TuneOutcome
 from .tuner import Tuner
 
 NOTHING_COMPLETED_EXIT = 1
@@ -189,6 +191,9 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
          confirm_in_app, app_command):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
+    # When the mneme process started (mneme.cli.main): the phase line counts the imports.
+    process = click.get_current_context().obj or {}
+    started = process.get("started") or time.monotonic()
     if app_command and not confirm_in_app:
         raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
@@ -212,15 +217,27 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         screen=screen, confirm_runs=confirm_runs, probe=probe, probe_workers=probe_workers,
         confirm_in_app=confirm_in_app or 0, app_command=list(app_command) or None,
     )
-    tuners = [Tuner(db, group, spaces, options) for group in groups]  # validate all first
-    if report_dir is not None:  # before the search, not after it
-        writable_directory(report_dir, "write the report to", TuneError)
-    for tuner in tuners:  # --confirm-in-app: an application that fails plain, before any search
-        tuner.check_application()
+    building = time.monotonic()
+    tuners: list[Tuner] = []
+    try:
+        for group in groups:  # validate all first
+            # The first tuner's workers start while its study opens (worker_start.py).
+            tuners.append(Tuner(db, group, spaces, options, start_workers=not tuners))
+        if report_dir is not None:  # before the search, not after it
+            writable_directory(report_dir, "write the report to", TuneError)
+        for tuner in tuners:  # --confirm-in-app: an application that fails plain, before any search
+            tuner.check_application()
+    except BaseException:
+        for tuner in tuners:
+            tuner.close()  # (workers started for a run that does not come)
+        raise
     completed_any = False
     for index, tuner in enumerate(tuners):
         suffix = f" [{index + 1}/{len(tuners)}]" if len(tuners) > 1 else ""
         outcome = _run_one(tuner, console, suffix)
+        ran = time.monotonic()
+        if index == 0:  # (the interpreter, imports, the database: before the first tuner)
+            outcome.phases = {"start": building - started, **outcome.phases}
         out.print(f"best configurations: {outcome.study.study_name}", soft_wrap=True, markup=False)
         out.print(best_table(outcome, top))
         out.print(
@@ -236,7 +253,10 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             out.print(verdict(outcome))
         if "failure" not in outcome.baseline:
             out.print(timing_line(outcome.baseline.get("timing")), soft_wrap=True, markup=False)
-        print_in_app(table_console(), outcome.in_app)  # (--confirm-in-app; ids whole)
+        if outcome.in_app:  # (--confirm-in-app; ids whole)
+            from .app_confirm import print_in_app
+
+            print_in_app(table_console(), outcome.in_app)
         completed_any |= bool(outcome.best)
         if not outcome.best:
             _explain_failures(outcome, out)
@@ -254,9 +274,15 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
                           "if one is missing", soft_wrap=True, markup=False)
             for kind, why in data.get("plots_skipped", {}).items():
                 out.print(f"  plot {kind} skipped: {why}")
+        out.print(phase_line({**outcome.phases, "report": time.monotonic() - ran}), soft_wrap=True,
+                  markup=False)
     if not completed_any:
         console.print("no configuration completed: every trial failed (reasons above)")
-        raise SystemExit(NOTHING_COMPLETED_EXIT)
+    status = 0 if completed_any else NOTHING_COMPLETED_EXIT
+    if process.get("own_process"):  # (no interpreter teardown: process_exit.py)
+        end_process(status, [tuner.storage for tuner in tuners])
+    if status:
+        raise SystemExit(status)
 
 
 def _explain_failures(outcome: TuneOutcome, out: Console) -> None:

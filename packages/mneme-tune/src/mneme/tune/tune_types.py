@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 __all__ = [
     "BASELINE_ATTR",
     "CONFIRM_RUNS",
+    "DEFAULT_CANDIDATES",
     "PROBE_WORKERS",
     "TRIAL_ATTR",
     "Progress",
@@ -39,6 +40,9 @@ CONFIRM_RUNS = 5
 #: faults in parallel processes on one GPU did not overlap usefully) and delayed the slot's
 #: next task after a failure from 2.4 ms to 1.7 s (docs/tune.md)
 PROBE_WORKERS = 0
+#: configurations run in the application when --confirm-in-app is given without a number
+#: (app_confirm.py; here so that the command reads it without importing that module)
+DEFAULT_CANDIDATES = 5
 
 
 @dataclass
@@ -158,6 +162,10 @@ class TuneOutcome:
     #: the best configurations run in the application (app_confirm.in_app_summary), or
     #: ``{"skipped": why}``; empty when not asked for
     in_app: dict[str, Any] = field(default_factory=dict)
+    #: seconds per phase, in the order they ran (run_phases.py): building the tuner
+    #: (setup, study), then the run (workers, baseline, search, confirmation, teardown...);
+    #: ``mneme tune`` adds the time before the tuner (start) and the report's
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def trials_per_second(self) -> float:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import datetime
 import json
 import os
 import time
@@ -32,10 +31,13 @@ from optuna.trial import TrialState
 
 from . import confirmation, launch_probe, timing_report
 from . import objective as objectives_mod
+from .baseline import measure_baseline
 from .confirmation import CONFIRMATION_ATTR
 from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
+from .interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
 from .launch_probe import PROBE_SHARE
+from .run_phases import PhaseClock
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
 from .study import (
     MirroredStudy,
@@ -43,7 +45,6 @@ from .study import (
     make_sampler,
     open_storage,
     open_study,
-    owner_alive,
     tuner_owner,
 )
 from .tune_types import (
@@ -58,17 +59,17 @@ from .tune_types import (
 )
 from .valid_region import LaunchRegion, ValidRegionSampler
 from .worker import failure_kind
+from .worker_start import WorkerStart, make_executor
 
 # The run's options and records are in tune_types.py, the confirmation after the search in
-# confirmation.py, the launch-shape probe in launch_probe.py: their names stay importable here.
+# confirmation.py, the launch-shape probe in launch_probe.py, the recovery of interrupted
+# trials in interrupted_trials.py: their names stay importable here.
 __all__ = [
     "ABANDONED_AFTER", "BASELINE_ATTR", "CLAIM_SECONDS", "CLAIM_WAIT_SECONDS", "CONFIRMATION_ATTR",
     "CONFIRM_RUNS", "MAX_INFEASIBLE", "PROBE_SHARE", "PROBE_WORKERS", "RECOUNT_SECONDS",
     "TRIAL_ATTR", "TUNER_ATTR", "Progress", "TrialRecord", "TuneOptions", "TuneOutcome", "Tuner",
 ]
 
-#: study attribute prefix naming each tuner process that worked on the study
-TUNER_ATTR = "mneme.tuner."
 #: consecutive infeasible samples after which the search gives up
 MAX_INFEASIBLE = 2000
 #: longest time between reading the study's counts (other tuners may share it)
@@ -77,8 +78,6 @@ RECOUNT_SECONDS = 0.25
 CLAIM_SECONDS = 0.5
 #: seconds between looks while other tuners hold the rest of a shared budget
 CLAIM_WAIT_SECONDS = 0.2
-#: seconds after which a running trial counts as abandoned even with other tuners alive
-ABANDONED_AFTER = 600.0
 
 
 class Tuner:
@@ -87,11 +86,17 @@ class Tuner:
 
     ``database``: a path or an opened Database; ``instances``: Instance objects of it (as
     ``mneme tune`` passes them, resolved once) or ids, looked up here once. The executor's
-    workers get the objects themselves and look nothing up again."""
+    workers get the objects themselves and look nothing up again. ``start_workers``: the
+    workers start here, while the study opens (worker_start.py; ``run`` takes them, or
+    ``close`` stops them), instead of in ``run``."""
 
     def __init__(self, database: str | os.PathLike | Database,
                  instances: Sequence[str | Instance],
-                 spaces: str | Sequence[str | Space], options: TuneOptions | None = None):
+                 spaces: str | Sequence[str | Space], options: TuneOptions | None = None,
+                 *, start_workers: bool = False):
+        #: seconds per phase of the tuner's life (run_phases.py): building it, then run()
+        self.clock = PhaseClock()
+        self._phases_reported = False  # (building it counts with the first run)
         self.options = options or TuneOptions()
         if self.options.trials < 1:
             raise TuneError("--trials must be at least 1")
@@ -119,20 +124,35 @@ class Tuner:
         # Spaces are checked before any worker starts: bad input fails fast.
         self.bound = [BoundSpace(self.spaces, SpaceContext.from_instance(i)) for i in self.instances]
         self._check_spaces()
-        self.storage = open_storage(self.options.storage, self.options.storage_dir)
         self.sampler_name = self.options.sampler or default_sampler(len(self.objectives))
         self.grid_points = self._walk()
-        self.study = self._open_study()
+        self._bind_region()
+        self.clock.mark("setup")
+        self._workers = WorkerStart(self) if start_workers else None
+        try:
+            self.storage = open_storage(self.options.storage, self.options.storage_dir)
+            self.study = self._open_study()
+        except BaseException:
+            self.close()
+            raise
+        self.clock.mark("study")
+
+    def close(self) -> None:
+        """Stop the workers ``start_workers`` started, when ``run`` will not take them."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def _walk(self) -> list[dict[str, Any]] | None:
         """Exhaustive search: every feasible point, enumerated once (refuses spaces too
         large to walk before any worker starts)."""
         return self.bound[0].feasible_points() if self.sampler_name == "grid" else None
 
-    def _open_study(self) -> MirroredStudy:
-        bound = self.bound[0]
+    def _bind_region(self) -> None:
         #: the launch shapes the study's trials proved invalid (valid_region.py)
-        self.region = LaunchRegion.for_space(bound, self.base_settings)
+        self.region = LaunchRegion.for_space(self.bound[0], self.base_settings)
+
+    def _open_study(self) -> MirroredStudy:
         self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
         #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
         self.shapes_known = 0
@@ -228,69 +248,12 @@ class Tuner:
                       for i in self.instances]
         self._check_spaces()
 
-    def _measure_baseline(self, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
-        """The recorded configuration, replayed in the cache mode asked for (auto resolves
-        here, per instance); a resumed study's stored one. Either fixes the cache mode of
-        every trial (``cache_modes``)."""
-        if BASELINE_ATTR in study.user_attrs:
-            baseline = study.user_attrs[BASELINE_ATTR]
-        else:
-            base = self.base_settings()
-            futures = [executor.submit(base, i) for i in self.instances]
-            baseline = {"settings": base.to_dict()}
-            try:
-                results = [f.result() for f in futures]
-            except TrialFailed as failure:
-                baseline.update(failure=failure.kind, reason=failure.message)
-            else:
-                baseline.update(metrics=objectives_mod.metrics(results),
-                                values=objectives_mod.evaluate(self.objectives, results),
-                                verified=None if self.options.compile_only else True,
-                                device=results[0].device or "cpu")
-                timing = timing_report.baseline_timing(results, self.options.cache)
-                if timing is not None:
-                    baseline["timing"] = timing
-            study.set_user_attr(BASELINE_ATTR, baseline)
-        self.cache_modes = timing_report.resolved_modes(
-            baseline, self.options.cache, len(self.instances), self.options.compile_only,
-            study.study_name)
-        self._baseline_method = (baseline.get("timing") or {}).get("method")
-        return baseline
-
     def identity(self) -> dict[str, Any]:
         """What this study tunes: database, kernel, instances, code (for best.json)."""
         from mneme.replay.identity import make_identity
 
         return make_identity(self.database, self.instances, study=self.study.study_name,
                              objectives=list(self.objectives))
-
-    def _recover(self, study: optuna.Study) -> int:
-        """Trials a dead tuner left running: failed as interrupted, and their points queued
-        again so none is lost. Trials carry no owner while they run (one storage write
-        less per trial), so a running trial counts as abandoned when no other tuner of the
-        study is alive, or when it is older than any live trial can be."""
-        me = tuner_owner()
-        tuners = [k.removeprefix(TUNER_ATTR) for k in study.user_attrs if k.startswith(TUNER_ATTR)]
-        others_alive = any(owner_alive(t) for t in tuners if t != me)
-        study.set_user_attr(TUNER_ATTR + me, time.time())
-        grace = max(ABANDONED_AFTER, 3 * self.options.trial_timeout)
-        now = datetime.datetime.now()
-        recovered = 0
-        # Running trials are in the storage only when a tuner that wrote them directly
-        # (before the mirrored study) died: they are failed there and run again here.
-        stored = study.persistent
-        for trial in stored.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            age = (now - trial.datetime_start).total_seconds() if trial.datetime_start else 0.0
-            if others_alive and age < grace:
-                continue  # maybe a live tuner's trial
-            handle = optuna.trial.Trial(stored, trial._trial_id)
-            handle.set_user_attr(TRIAL_ATTR, {"failure": "interrupted",
-                                              "reason": "the tuner running it stopped"})
-            stored.tell(handle, state=TrialState.FAIL)
-            if trial.params:
-                study.enqueue_trial(trial.params, skip_if_exists=False)
-            recovered += 1
-        return recovered
 
     @staticmethod
     def _counted(trial: optuna.trial.FrozenTrial) -> bool:
@@ -321,25 +284,28 @@ class Tuner:
             on_in_app: Callable[[int, int, str], None] | None = None) -> TuneOutcome:
         o = self.options
         start = time.monotonic()
+        self._begin_phases(start)
         plain_seconds = self.check_application()  # (--confirm-in-app) before any trial
-        executor = ReplayExecutor(
-            self.db, devices=o.devices, workers_per_device=o.workers_per_device,
-            cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
-            timeout=o.trial_timeout, before_run=o.before_run,
-            expect_failures=launch_probe.probe_estimate(self),
-            probe_workers=o.probe_workers if o.probe else 0,
-        )
+        if plain_seconds is not None:
+            self.clock.mark("app check")
+        # Started with the tuner (start_workers), or now.
+        executor = self._workers.result() if self._workers is not None else make_executor(self)
+        self._workers = None
+        self.clock.mark("workers")
         try:
             signature = self.bound[0].signature()
             self._rebind(executor)
             if self.bound[0].signature() != signature:  # this GPU's limits change the space
                 self.grid_points = self._walk()
+                self._bind_region()
                 self.study = self._open_study()
             self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
             self.shapes_known = launch_probe.seed_region(self)
             study, sampler_name = self.study, self.sampler_name
-            self._recover(study)
-            baseline = self._measure_baseline(executor, study)
+            recover_interrupted(study, o.trial_timeout)
+            self.clock.mark("prepare")
+            baseline = measure_baseline(self, executor, study)
+            self.clock.mark("baseline")
             point = self.bound[0].baseline()
             budget = o.trials
             probes = launch_probe.probe_points(self, study, point, budget - self._finished(study))
@@ -365,6 +331,7 @@ class Tuner:
                     study.enqueue_trial(point)
                 for p in probes:
                     study.enqueue_trial(p)
+            self.clock.mark("prepare")
             search_start = time.monotonic()
             self._probe_keys = {json.dumps(p, sort_keys=True) for p in probes}
             # Most probe trials may fault (a kernel that assumes its block size): spares
@@ -374,9 +341,10 @@ class Tuner:
             study.flush()  # every trial in the storage before the results are read
             study.pull()
             self.region.update(study)  # (the region knows every trial of the run)
-            search = time.monotonic() - search_start
+            search = self.clock.mark("search")
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
             outcome.confirmation = confirmation.confirm(self, executor, study, outcome)
+            self.clock.mark("confirmation")
             baseline = study.user_attrs.get(BASELINE_ATTR, baseline)
             launch_probe.keep_shapes(self)
             restarts = executor.restarts
@@ -386,6 +354,7 @@ class Tuner:
             with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
                 self.study.flush()  # an interrupted search keeps what finished
             self.study.close()  # no idle writer thread per finished run
+        self.clock.mark("teardown")
         elapsed = time.monotonic() - start
         confirmed = outcome.confirmation
         outcome = self.outcome(study, baseline, ran, failed, elapsed)
@@ -395,9 +364,21 @@ class Tuner:
         outcome.shapes_known = self.shapes_known
         outcome.confirmation = confirmed
         outcome.identity = self.identity()
+        self.clock.mark("results")
         if o.confirm_in_app:  # the workers are gone: the application has the GPU to itself
             outcome.in_app = confirmation.in_app(self, outcome, plain_seconds, on_in_app)
+            self.clock.mark("in-app")
+        outcome.phases = dict(self.clock.phases)
         return outcome
+
+    def _begin_phases(self, start: float) -> None:
+        """This run's phases from ``start``, after those of building the tuner (counted
+        with its first run only)."""
+        built = {} if self._phases_reported else self.clock.phases
+        self._phases_reported = True
+        self.clock = PhaseClock()
+        self.clock.phases.update(built)
+        self.clock.begin(start)
 
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options

@@ -1,0 +1,68 @@
+"""The baseline of a tuning run: the recorded configuration, replayed first.
+
+It is replayed in the cache mode asked for (``auto`` resolves here, per instance), or
+read back from a resumed study; either fixes the cache mode of every trial. Where its
+first replay spent its time (compile, restore, determinism profile, run, verify) is kept
+as parts of the run's ``baseline`` phase (run_phases.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from . import objective as objectives_mod
+from . import timing_report
+from .errors import TrialFailed
+from .tune_types import BASELINE_ATTR
+
+if TYPE_CHECKING:  # (tuner.py imports this module)
+    from .executor import ReplayExecutor
+    from .tuner import Tuner
+
+__all__ = ["measure_baseline"]
+
+#: the replay's own timings (ReplayResult.timings) shown as parts of the baseline phase
+_PARTS = ("restore", "determinism", "run", "verify")
+
+
+def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
+    """The recorded configuration, replayed in the cache mode asked for (auto resolves
+    here, per instance); a resumed study's stored one. Either fixes the cache mode of
+    every trial (``tuner.cache_modes``)."""
+    options = tuner.options
+    if BASELINE_ATTR in study.user_attrs:
+        baseline = study.user_attrs[BASELINE_ATTR]
+    else:
+        base = tuner.base_settings()
+        futures = [executor.submit(base, i) for i in tuner.instances]
+        baseline = {"settings": base.to_dict()}
+        try:
+            results = [f.result() for f in futures]
+        except TrialFailed as failure:
+            baseline.update(failure=failure.kind, reason=failure.message)
+        else:
+            baseline.update(metrics=objectives_mod.metrics(results),
+                            values=objectives_mod.evaluate(tuner.objectives, results),
+                            verified=None if options.compile_only else True,
+                            device=results[0].device or "cpu")
+            timing = timing_report.baseline_timing(results, options.cache)
+            if timing is not None:
+                baseline["timing"] = timing
+            _note_parts(tuner, results[0])
+        study.set_user_attr(BASELINE_ATTR, baseline)
+    tuner.cache_modes = timing_report.resolved_modes(
+        baseline, options.cache, len(tuner.instances), options.compile_only, study.study_name)
+    tuner._baseline_method = (baseline.get("timing") or {}).get("method")
+    return baseline
+
+
+def _note_parts(tuner: Tuner, result) -> None:
+    """The first instance's replay, by its own count: compile (in its worker; 0 when the
+    compile pool had it ready), restore, determinism profile, run, verify."""
+    if result.compile_time:
+        tuner.clock.add("baseline.compile", result.compile_time)
+    for part in _PARTS:
+        if result.timings.get(part):
+            tuner.clock.add(f"baseline.{part}", result.timings[part])

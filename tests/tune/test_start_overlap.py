@@ -1,0 +1,120 @@
+"""A fast start (issue 23): the tuner's workers start while its study opens
+(worker_start.py), the compile pool forks from the workers' server beside them, and what
+the worker processes and the command import at start stays small (CPU, compile-only)."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from mneme.tune import ReplayExecutor, StudyError, TuneOptions, Tuner, space, worker_start
+from mneme.tune import tuner as tuner_module
+from mneme.tune.executor import _worker_context
+from tune_support import GOLDEN, SAXPY, run_mneme
+
+
+def _options(tmp_path, **kwargs) -> TuneOptions:
+    return TuneOptions(**{"trials": 4, "devices": None, "cpu_workers": 1, "sampler": "random",
+                          "seed": 1, "storage": f"sqlite:///{tmp_path / 's.sqlite3'}", **kwargs})
+
+
+def test_the_workers_start_while_the_study_opens(tmp_path, monkeypatch):
+    """Opening the storage waits for the workers to answer: that ends only when they start
+    beside it (a tuner that started them after the study would wait the whole timeout)."""
+    answered = threading.Event()
+    real_start = ReplayExecutor._start_all
+
+    def start_all(self, *args, **kwargs):
+        real_start(self, *args, **kwargs)
+        answered.set()
+
+    real_open = tuner_module.open_storage
+    seen_while_opening: list[bool] = []
+
+    def open_storage(*args, **kwargs):
+        seen_while_opening.append(answered.wait(60))
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(ReplayExecutor, "_start_all", start_all)
+    monkeypatch.setattr(tuner_module, "open_storage", open_storage)
+    tuner = Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path), start_workers=True)
+    assert seen_while_opening == [True]
+    outcome = tuner.run()  # on the workers started with it
+    assert outcome.ran == 4 and outcome.best
+    assert outcome.phases["workers"] < outcome.phases["study"]  # (ready before run() began)
+
+
+def test_workers_started_for_a_run_that_never_comes_are_stopped(tmp_path, monkeypatch):
+    made: list[ReplayExecutor] = []
+    stopped: list[ReplayExecutor] = []
+
+    class Recorded(ReplayExecutor):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+        def shutdown(self, *args, **kwargs):
+            stopped.append(self)
+            super().shutdown(*args, **kwargs)
+
+    monkeypatch.setattr(worker_start, "ReplayExecutor", Recorded)
+    Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path, study="one"))  # (no workers)
+    assert made == []
+    # The same study name with another space: refused once the study is read, after the
+    # workers were started: they are stopped, not left running.
+    with pytest.raises(StudyError, match="another search space"):
+        Tuner(GOLDEN, [SAXPY], "bounds", _options(tmp_path, study="one"), start_workers=True)
+    assert len(made) == 1 and stopped == made
+    # And one built but not run is stopped by close().
+    tuner = Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path, study="one"), start_workers=True)
+    tuner.close()
+    assert len(made) == 2 and stopped == made
+
+
+def test_the_compile_pool_forks_from_the_workers_server_at_start():
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, compile_workers=2) as pool:
+        compile_pool = pool._compile_pool
+        # Started with the workers, not at the first compile, and forked (not spawned).
+        assert len(compile_pool._processes) >= 1
+        assert compile_pool._mp_context.get_start_method() == _worker_context().get_start_method()
+        from mneme.replay.engine import ReplayConfig, ReplaySettings
+        from mneme.replay.jit import CompileConfig
+
+        result = pool.submit(ReplaySettings(CompileConfig(), ReplayConfig(compile_only=True))).result(120)
+        assert result.registers > 0
+
+
+#: what a worker process (the fork server's preload) and the tune command import
+IMPORTS = """
+import sys
+import mneme.tune.worker
+light = not any(m == "optuna" or m.startswith("mneme.tune.executor") for m in sys.modules)
+import mneme.tune.tune_command
+print(light, any("app_confirm" in m or "apply_command" in m for m in sys.modules))
+"""
+
+
+def test_the_worker_server_and_the_command_import_only_what_they_need():
+    run = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True,
+                         timeout=120, env=os.environ.copy())
+    assert run.returncode == 0, run.stderr
+    # The worker's modules without Optuna nor the pool; the command without --confirm-in-app's.
+    assert run.stdout.split() == ["True", "False"], run.stdout
+    # The package's names are there all the same (imported when used).
+    import mneme.tune as package
+
+    assert callable(space) and space.__module__ == "mneme.tune.space.base"
+    assert package.Tuner is Tuner and set(package.__all__) <= set(dir(package))
+
+
+def test_a_command_refused_after_the_first_tuner_started_its_workers_exits_at_once(tmp_path):
+    """Workers start with the first tuner; a refusal after it (an unwritable report
+    folder) stops them: one line, no trial."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    run = run_mneme("tune", "-rdb", GOLDEN, "--compile-only", "--trials", "3",
+                    "--storage", f"sqlite:///{tmp_path / 't.db'}", "--report", blocker / "report",
+                    timeout=300)
+    assert run.returncode == 2 and "cannot write the report" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and "trials this run" not in run.stdout
