@@ -89,7 +89,7 @@ def main() -> None:
                    "fault ms", "exit ms", "next task ms", "on invalid shapes", "after shown invalid", "invalid shapes", "start-up s",
                    "search s"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
-    goals = []
+    goals, limits = [], []
     for name, run in ((n, r) for n in KERNELS for r in range(1, args.runs + 1)):
         options = TuneOptions(trials=args.trials, devices=[0], study=f"{name}-{run}", seed=5, iterations=3,
                               storage=f"sqlite:///{work / 'tune.sqlite3'}",
@@ -118,10 +118,16 @@ def main() -> None:
                       *(_median_ms(outcome.restart_log, f) for f in ("ran", "exited", "next_task")),
                       str(on_invalid), str(after), str(len(tuner.region.invalid)),
                       f"{startup:.2f}", f"{outcome.search_seconds:.2f}")
+        if outcome.pool_use:
+            from mneme.tune.pool_use import describe
+
+            limits.append(f"{name} run {run}: {describe(outcome.pool_use)}")
         goals.append((f"{name} run {run}: >= 50 trials/s", outcome.trials_per_second >= 50))
         goals.append((f"{name} run {run}: <= 10 % of trials on shapes already shown invalid",
                       after <= 0.1 * len(ordered)))
     Console(width=180).print(table)
+    for line in limits:
+        print(f"  {line}")
     for goal, met in goals:
         print(f"  goal {goal}: {'met' if met else 'NOT met'}")
 

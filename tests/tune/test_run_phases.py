@@ -56,6 +56,10 @@ def test_the_tuner_times_each_phase_of_its_run(tmp_path):
     assert run_phases == pytest.approx(outcome.elapsed, abs=0.05)
     assert phases["baseline.compile"] > 0  # the baseline replay's own parts, inside it
     assert phases["baseline.compile"] <= phases["baseline"]
+    # which pool bounded the search (pool_use.py): compile-only workers compile themselves
+    use = outcome.pool_use
+    assert use["compile_pool"] is None and 0 < use["replay_workers"] <= 1.0
+    assert use["limit"] in ("replay workers", "tuner loop")
 
 
 def test_mneme_tune_prints_where_its_time_went(tmp_path):
@@ -79,3 +83,5 @@ def test_mneme_tune_prints_where_its_time_went(tmp_path):
     phases = summary["this_run"]["phases"]
     assert phases["start"] > 0 and "search" in phases and "workers" in phases
     assert phases["search"] == pytest.approx(summary["this_run"]["search_seconds"])
+    assert "search: compile pool" in run.stdout and "is the limit" in run.stdout
+    assert summary["this_run"]["pool_use"]["limit"]

@@ -47,6 +47,7 @@ from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import CONTEXT_POISONED
 
 from .errors import DeviceSelectionError, TrialFailed, TuneError
+from .pool_use import BusySeconds
 from .probe_workers import ProbeWorkers
 from .process_reaper import ProcessReaper, describe_exit
 from .spares import SPARE_RESTORE_BYTES, SparePool
@@ -246,6 +247,7 @@ class ReplayExecutor:
         self._inflight: set[Future] = set()
         self._spare_commands: list[int] = []  # expect_failures counts, for the dispatcher
         self._compiled: set[tuple] = set()  # code variants the compile pool has built
+        self.busy = BusySeconds()  # (pool_use.py)
         self.failures: collections.Counter[str] = collections.Counter()
         self._compile_pool = None
         self.archs: set[str | None] = set()
@@ -259,6 +261,7 @@ class ReplayExecutor:
             # spaces (PTX -> cubin runs in process through nvJitLink).
             compile_workers = (max(1, _usable_cores() - len(self._workers))
                                if self.devices is not None else 0)
+        self.compile_workers = compile_workers
         self._start_all(compile_workers)
         self.spares.spawn_ahead(expect_failures)
         self._tasks_done = 0
@@ -462,6 +465,9 @@ class ReplayExecutor:
 
             def compiled(done: Future) -> None:
                 error = done.exception()
+                if error is None and isinstance(done.result(), float):
+                    with self._lock:
+                        self.busy.compile_seconds += done.result()
                 if error is not None and not task.future.done():
                     self._finish(task, error=TrialFailed(failure_kind(error), str(error)))
                 with self._lock:
@@ -556,6 +562,7 @@ class ReplayExecutor:
         task, worker.task = worker.task, None
         if task is None:
             return
+        self.busy.replay_seconds += time.monotonic() - task.started
         if kind == "ok":
             result = ReplayResult.from_dict(message[2])
             if worker.beside and task.probe and result.verified is not False:

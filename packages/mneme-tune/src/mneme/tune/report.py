@@ -104,7 +104,9 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
                      "worker_restarts": outcome.restarts,
                      "trials_per_second": outcome.trials_per_second,
                      # where the time went (run_phases.py): seconds per phase, in order
-                     "phases": outcome.phases},
+                     "phases": outcome.phases,
+                     # each pool's use over the search and which bounded it (pool_use.py)
+                     "pool_use": outcome.pool_use},
         "best": [row(r) for r in outcome.best[:TOP]],
         "identity": outcome.identity,
         "confirmation": outcome.confirmation,

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from .errors import DeviceSelectionError, TuneError
 from .objective import OBJECTIVES, unit
+from .pool_use import describe as describe_pool_use
 from .process_exit import end_process
 from .run_phases import phase_line
 from .study import SAMPLERS
@@ -276,6 +277,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
                 out.print(f"  plot {kind} skipped: {why}")
         out.print(phase_line({**outcome.phases, "report": time.monotonic() - ran}), soft_wrap=True,
                   markup=False)
+        if outcome.pool_use:
+            out.print(f"search: {describe_pool_use(outcome.pool_use)}", soft_wrap=True, markup=False)
     if not completed_any:
         console.print("no configuration completed: every trial failed (reasons above)")
     status = 0 if completed_any else NOTHING_COMPLETED_EXIT

@@ -155,6 +155,8 @@ class TuneOutcome:
     restart_log: list = field(default_factory=list)
     #: launch shapes known valid or invalid from earlier runs when this one began
     shapes_known: int = 0
+    #: each pool's use over the search and which bounded it (pool_use.py)
+    pool_use: dict = field(default_factory=dict)
     #: what the configurations were tuned on (database, kernel, instances, code)
     identity: dict[str, Any] = field(default_factory=dict)
     #: the best against the recorded configuration, each measured again (see confirmation.confirm)

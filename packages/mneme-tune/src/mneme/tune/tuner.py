@@ -37,6 +37,7 @@ from .errors import StudyError, TrialFailed, TuneError
 from .executor import ReplayExecutor
 from .interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
 from .launch_probe import PROBE_SHARE
+from .pool_use import pool_use
 from .run_phases import PhaseClock
 from .space import BoundSpace, Space, SpaceContext, resolve_spaces
 from .study import (
@@ -337,7 +338,10 @@ class Tuner:
             # Most probe trials may fault (a kernel that assumes its block size): spares
             # for them are kept ready until the probe has answered.
             executor.expect_failures(len(probes))
+            busy_before = executor.busy.copy()
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
+            use = pool_use(busy_before, executor.busy.copy(), time.monotonic() - search_start,
+                           executor.compile_workers, executor.worker_count)
             study.flush()  # every trial in the storage before the results are read
             study.pull()
             self.region.update(study)  # (the region knows every trial of the run)
@@ -362,6 +366,7 @@ class Tuner:
         outcome.restarts = restarts
         outcome.restart_log = restart_log
         outcome.shapes_known = self.shapes_known
+        outcome.pool_use = use
         outcome.confirmation = confirmed
         outcome.identity = self.identity()
         self.clock.mark("results")

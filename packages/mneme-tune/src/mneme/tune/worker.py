@@ -31,6 +31,7 @@ Optuna so a worker starts fast.
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from collections import OrderedDict
 from typing import Any
@@ -223,10 +224,11 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
 _compile_sessions: dict[str, Any] = {}
 
 
-def precompile(key: str, instance, settings_json: str, arch: str | None, cache_dir: str) -> None:
+def precompile(key: str, instance, settings_json: str, arch: str | None, cache_dir: str) -> float:
     """Compile a configuration into the shared on-disk cache (runs in the CPU pool), so
     the GPU worker that replays it finds the cubin ready (``arch`` None: the recorded
-    arch, as a compile-only worker uses). Raises what compiling raises."""
+    arch, as a compile-only worker uses); the seconds it took. Raises what compiling
+    raises."""
     import dataclasses
 
     from mneme.replay.engine import ReplaySession, ReplaySettings
@@ -236,4 +238,6 @@ def precompile(key: str, instance, settings_json: str, arch: str | None, cache_d
         _compile_sessions[key] = ReplaySession(instance, cache=CompileCache(cache_dir), gpu=False)
     settings = ReplaySettings.from_json(settings_json)
     replay = dataclasses.replace(settings.replay, compile_only=True, arch=arch)
+    started = time.perf_counter()
     _compile_sessions[key].run(settings.compile, replay)
+    return time.perf_counter() - started  # (the executor adds up the pool's busy time)
