@@ -77,9 +77,10 @@ def run_once(db: Path, rid: str, trials: int, gpu: bool) -> Run:
         began = time.monotonic()
         done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=600)
         wall = time.monotonic() - began
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        sys.exit(f"tune_start: mneme tune failed (exit {done.returncode}): {tail}")
+    if done.returncode != 0:  # its own lines say why (failed trials, errors)
+        said = (done.stdout.strip().splitlines() + done.stderr.strip().splitlines())[-25:]
+        print("\n".join(said or ["(no output)"]))
+        sys.exit(f"tune_start: mneme tune failed (exit {done.returncode}): {(said or ['?'])[-1]}")
     summary = SUMMARY.search(done.stdout)
     line = PHASE_LINE.search(done.stdout)
     if summary is None or line is None:

@@ -209,8 +209,10 @@ def test_screening_and_the_quick_preset(examples, tmp_path):
     from mneme.tune.report import verdict
 
     instance = instance_of(examples, TUNED)
+    # (a margin of 2 %: on an H100 every point of this small kernel once came within the
+    # default 25 % of the best, and none was screened out)
     options = TuneOptions(trials=80, devices=[0], storage=storage(tmp_path), seed=4,
-                          iterations=20, screen=1)
+                          iterations=20, screen=1, screen_margin=1.02)
     outcome = Tuner(examples, [instance], "quick", options).run()
     complete = [t for t in outcome.trials if t.state == "complete"]
     assert complete and all(t.verified is True for t in complete)
