@@ -1,16 +1,16 @@
+// RecordingWriter (recording_writer.hpp): the database created or opened, kernels and
+// instances added, their metadata documents, commits and occurrence counts. Beside it: chunks
+// and the content store (chunk_store.cpp), checksums and digests (checksums.cpp), files and
+// folders (recording_files.cpp), instance attributes updated in place (instance_attributes.cpp).
 #include "mneme/runtime/recording_writer.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,40 +20,12 @@
 #include <sstream>
 
 #include "mneme/runtime/errors.hpp"
+#include "recording_files.hpp"
 
 namespace fs = std::filesystem;
 
 namespace mneme::runtime {
 namespace {
-
-uint32_t crc32c_table(const uint8_t* data, size_t size, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return crc;
-}
-
-#if defined(__x86_64__)
-// The SSE4.2 crc32 instruction computes exactly CRC-32C, 8 bytes at a time.
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* data, size_t size, uint32_t crc) {
-  uint64_t c = crc;
-  for (; size >= 8; data += 8, size -= 8) {
-    uint64_t word;
-    std::memcpy(&word, data, 8);
-    c = __builtin_ia32_crc32di(c, word);
-  }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  for (; size; ++data, --size) c32 = __builtin_ia32_crc32qi(c32, *data);
-  return c32;
-}
-#endif
 
 uint64_t fnv1a64(const void* data, size_t size, uint64_t value = MNEME_RECORDING_FNV1A64_OFFSET) {
   auto bytes = static_cast<const uint8_t*>(data);
@@ -103,62 +75,12 @@ void write_file(const fs::path& path, const void* data, size_t size) {
   if (!out) throw Error("cannot write " + path.string());
 }
 
-// Writes all of `bytes` to `fd` (left open); false with errno set.
-bool put_all(int fd, ChunkBytes bytes) {
-  size_t done = 0;
-  while (done < bytes.size) {
-    ssize_t put = ::write(fd, bytes.data + done, bytes.size - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      if (put == 0) errno = EIO;
-      return false;
-    }
-    done += size_t(put);
-  }
-  return true;
-}
-
-// The whole of `bytes` into the file at `path`, opened with `flags` (its folder made when
-// missing).
-void write_all(const fs::path& path, ChunkBytes bytes, int flags) {
-  int fd = ::open(path.c_str(), flags, 0644);
-  if (fd < 0 && errno == ENOENT) {
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
-    fd = ::open(path.c_str(), flags, 0644);
-  }
-  if (fd < 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
-  if (!put_all(fd, bytes)) {
-    int err = errno;
-    ::close(fd);
-    throw Error("cannot write " + path.string() + ": " + std::strerror(err));
-  }
-  if (::close(fd) != 0) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
-}
-
 // A document inside a staged node: nothing reads it before the node's rename commits it,
 // so it is written in place (no temporary, no rename: two directory operations fewer per
 // array, which add up over the thousands of small regions of a framework process).
 void write_staged_json(const fs::path& path, const std::string& text) {
   write_all(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()},
             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
-}
-
-// A folder whose parent exists (the usual case inside a staged node): one mkdir, not
-// create_directories' stat of every component; the whole path when the parent is missing.
-bool make_dir(const fs::path& dir) {
-  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return true;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  return !ec;
-}
-
-// An array's chunk folder `dir/c`, and `dir` first when it is missing.
-bool make_chunk_dir(const fs::path& dir) {
-  fs::path c = dir / "c";
-  if (::mkdir(c.c_str(), 0755) == 0 || errno == EEXIST) return true;
-  if (errno != ENOENT) return false;
-  return make_dir(dir) && (::mkdir(c.c_str(), 0755) == 0 || errno == EEXIST);
 }
 
 // Metadata documents are replaced atomically: temporary file, then rename.
@@ -185,51 +107,6 @@ bool commit(const fs::path& node, const fs::path& final_path) {
   if (errno == ENOTEMPTY || errno == EEXIST) return false;
   throw Error("cannot commit " + final_path.string() + ": " + std::strerror(errno));
 }
-
-}  // namespace
-
-// CRC-32C (Castagnoli), reflected, as Zarr's crc32c codec computes it.
-uint32_t crc32c(const uint8_t* data, size_t size) {
-#if defined(__x86_64__)
-  static const bool sse42 = __builtin_cpu_supports("sse4.2");
-  if (sse42) return crc32c_sse42(data, size, 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
-#endif
-  return crc32c_table(data, size, 0xFFFFFFFFu) ^ 0xFFFFFFFFu;
-}
-
-namespace {
-
-constexpr uint32_t kCrc32cPoly = 0x82F63B78u;  // reflected Castagnoli polynomial
-
-// a * b modulo the CRC polynomial (bit-reflected: bit 31 is x^0).
-uint32_t gf2_multiply(uint32_t a, uint32_t b) {
-  uint32_t product = 0;
-  for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
-    if (a & bit) product ^= b;
-    b = (b & 1) ? (b >> 1) ^ kCrc32cPoly : b >> 1;
-  }
-  return product;
-}
-
-// x^(8 * bytes) modulo the polynomial, by repeated squaring.
-uint32_t x_to_bytes(uint64_t bytes) {
-  uint32_t result = 1u << 31;  // 1
-  uint32_t power = 1u << 23;   // x^8: one byte
-  for (; bytes; bytes >>= 1) {
-    if (bytes & 1) result = gf2_multiply(result, power);
-    power = gf2_multiply(power, power);
-  }
-  return result;
-}
-
-}  // namespace
-
-uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
-  // CRC(A||B) = CRC(A) * x^(8|B|) + CRC(B): the pre- and post-conditioning cancel out.
-  return gf2_multiply(crc_a, x_to_bytes(length_b)) ^ crc_b;
-}
-
-namespace {
 
 class Staging {
  public:
@@ -355,65 +232,6 @@ bool RecordingWriter::has_instance(const std::string& static_hash, const std::st
   return fs::exists(root_ / "kernels" / static_hash / "instances" / dyn / "zarr.json");
 }
 
-ChunkCodec::ChunkCodec(int level) : cctx_(ZSTD_createCCtx()), dctx_(ZSTD_createDCtx()), level_(level) {
-  if (!cctx_ || !dctx_) throw Error("zstd: cannot create a context");
-}
-
-ChunkCodec::~ChunkCodec() {
-  ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
-  ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
-}
-
-namespace {
-using StageClock = std::chrono::steady_clock;
-double since(StageClock::time_point start) {
-  return std::chrono::duration<double>(StageClock::now() - start).count();
-}
-}  // namespace
-
-ChunkBytes ChunkCodec::encode(const uint8_t* data, uint64_t n, uint64_t chunk) {
-  auto start = StageClock::now();
-  if (n < chunk) {  // Zarr pads the last chunk of an array to the full chunk shape
-    if (padded_.size() < chunk) padded_.resize(chunk);
-    std::memcpy(padded_.data(), data, n);
-    std::memset(padded_.data() + n, 0, chunk - n);
-    data = padded_.data();
-  }
-  // The buffer keeps its size between chunks: resizing it down to each frame and back up
-  // zero-filled megabytes per chunk.
-  size_t bound = ZSTD_compressBound(chunk) + 4;
-  if (compressed_.size() < bound) compressed_.resize(bound);
-  size_t z = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), bound - 4, data, chunk, level_);
-  if (ZSTD_isError(z)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(z));
-  uint32_t crc = crc32c(compressed_.data(), z);
-  for (int b = 0; b < 4; ++b) compressed_[z + b] = static_cast<uint8_t>(crc >> (8 * b));
-  times.encode_s += since(start);
-  return {compressed_.data(), z + 4};
-}
-
-void ChunkCodec::decode_file(const fs::path& file, uint8_t* out, uint64_t chunk) {
-  auto start = StageClock::now();
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot read " + file.string() + ": " + std::strerror(errno));
-  file_.clear();
-  uint8_t buffer[1 << 16];
-  for (;;) {
-    ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    file_.insert(file_.end(), buffer, buffer + got);
-  }
-  ::close(fd);
-  if (file_.size() < 4) throw Error(file.string() + ": truncated chunk");
-  size_t z = file_.size() - 4;
-  uint32_t stored = 0;
-  for (int b = 0; b < 4; ++b) stored |= uint32_t(file_[z + b]) << (8 * b);
-  if (crc32c(file_.data(), z) != stored) throw Error(file.string() + ": chunk checksum mismatch");
-  size_t got = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, chunk, file_.data(), z);
-  if (ZSTD_isError(got) || got != chunk) throw Error(file.string() + ": chunk does not decode");
-  times.decode_s += since(start);
-}
-
 uint64_t RecordingWriter::chunk_for(uint64_t size) const { return std::max<uint64_t>(1, std::min(chunk_size_, size)); }
 
 fs::path RecordingWriter::new_staging_dir() const {
@@ -422,153 +240,6 @@ fs::path RecordingWriter::new_staging_dir() const {
                               std::to_string(serial.fetch_add(1)));
   fs::create_directories(dir);
   return dir;
-}
-
-namespace {
-
-uint64_t read64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;  // little-endian hosts only (x86-64, aarch64), as the format
-}
-
-uint64_t rotl(uint64_t v, int r) { return (v << r) | (v >> (64 - r)); }
-
-uint64_t avalanche(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  return h ^ (h >> 33);
-}
-
-
-}  // namespace
-
-// Four 64-bit lanes of multiply-rotate over 32-byte stripes, the tail and the length,
-// folded into two 64-bit halves with different finalisers.
-std::string chunk_digest(const uint8_t* data, size_t size) {
-  constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull;
-  uint64_t lane[4] = {P1 + P2, P2, 0, 0 - P1};
-  size_t at = 0;
-  for (; at + 32 <= size; at += 32)
-    for (int i = 0; i < 4; ++i) lane[i] = rotl(lane[i] + read64(data + at + 8 * i) * P2, 31) * P1;
-  uint64_t tail[4] = {0, 0, 0, 0};
-  std::memcpy(tail, data + at, size - at);
-  for (int i = 0; i < 4; ++i) lane[i] = rotl(lane[i] + tail[i] * P2, 31) * P1;
-  uint64_t lo = avalanche(lane[0] ^ rotl(lane[1], 17) ^ rotl(lane[2], 29) ^ rotl(lane[3], 43) ^ (size * P3));
-  uint64_t hi = avalanche(lane[3] + rotl(lane[2], 7) * P3 + rotl(lane[1], 13) * P1 + lane[0] + ~uint64_t(size));
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(hi),
-                static_cast<unsigned long long>(lo));
-  return hex;
-}
-
-namespace {
-
-// Unnamed files (O_TMPFILE: Linux 3.11, ext4, XFS, btrfs, tmpfs) until a file system or the
-// process's privileges refuse them; then named temporaries.
-std::atomic<bool> g_named_temporaries{false};
-
-
-// Gives the unnamed file `fd` the name `name`: 0, or errno (EEXIST: the name is taken).
-int link_unnamed(int fd, const fs::path& name) {
-  char proc[40];
-  std::snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-  if (::linkat(AT_FDCWD, proc, AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
-  int err = errno;
-  if (err == EEXIST) return err;
-  // No /proc: the descriptor itself (needs CAP_DAC_READ_SEARCH on older kernels).
-  if (::linkat(fd, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
-  return errno == EEXIST ? EEXIST : err;
-}
-
-}  // namespace
-
-uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
-                                      uint64_t chunk, ChunkCodec& codec) const {
-  fs::path path = dir / "c" / std::to_string(index);
-  // The content store: one copy per distinct (bytes, chunk length, level).
-  auto start = StageClock::now();
-  std::string digest = chunk_digest(data, n);
-  codec.times.hash_s += since(start);
-  char suffix[48];
-  std::snprintf(suffix, sizeof suffix, "-%llx-%d", static_cast<unsigned long long>(chunk), level_);
-  fs::path stored = root_ / ".mneme" / "chunks" / digest.substr(0, 2) / (digest + suffix);
-  // The chunk file as a link to the store entry; the array's folders are made on the way
-  // (one mkdir each when the node's folder exists, as it does in the pipeline).
-  auto link_chunk = [&] {
-    if (::link(stored.c_str(), path.c_str()) == 0) return true;
-    if (errno != ENOENT || !make_chunk_dir(dir)) return false;
-    return ::link(stored.c_str(), path.c_str()) == 0;
-  };
-  struct stat st {};
-  if (::stat(stored.c_str(), &st) == 0) {
-    if (link_chunk()) {  // already in the database
-      ++codec.times.deduplicated;
-      return 0;
-    }
-    // a file system without hard links, or the store entry just collected: write it
-  }
-  ChunkBytes bytes = codec.encode(data, n, chunk);
-  start = StageClock::now();
-  struct WriteTimer {  // every way out of here counts as writing
-    ChunkCodec& codec;
-    StageClock::time_point start;
-    ~WriteTimer() { codec.times.write_s += since(start); }
-  } timer{codec, start};
-  // Published by a link, not a rename: of writers (threads or processes) racing to store
-  // the same bytes the first wins, and the others link to its entry instead of replacing
-  // it under the chunks already linked to it; the content stays one inode.
-  auto linked = [&](bool published, bool lost_race) -> int64_t {  // -1: write a plain file
-    if ((published || lost_race) && link_chunk()) {
-      if (published) return int64_t(bytes.size);
-      ++codec.times.deduplicated;
-      return 0;
-    }
-    return -1;
-  };
-  fs::path shard = stored.parent_path();
-  if (!g_named_temporaries.load(std::memory_order_relaxed)) {
-    // An unnamed file in the store's folder, named by the link that publishes it: no
-    // temporary name to create and remove (two directory operations per chunk), and a
-    // writer killed before the link leaves nothing behind.
-    int fd = ::open(shard.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == ENOENT && make_dir(shard)) fd = ::open(shard.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      if (put_all(fd, bytes)) {
-        int err = link_unnamed(fd, stored);
-        ::close(fd);
-        if (err == 0 || err == EEXIST) {
-          int64_t result = linked(err == 0, err == EEXIST);
-          if (result >= 0) return uint64_t(result);
-        } else {
-          g_named_temporaries = true;  // cannot name unnamed files here: named temporaries
-        }
-      } else {
-        ::close(fd);
-      }
-    } else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
-      g_named_temporaries = true;  // the file system has no unnamed files
-    }
-  }
-  if (g_named_temporaries.load(std::memory_order_relaxed)) {
-    static std::atomic<uint64_t> serial{0};
-    fs::path temporary = shard / (".tmp-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
-    try {
-      write_all(temporary, bytes, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC);
-      bool published = ::link(temporary.c_str(), stored.c_str()) == 0;
-      bool lost_race = !published && errno == EEXIST;
-      ::unlink(temporary.c_str());
-      int64_t result = linked(published, lost_race);
-      if (result >= 0) return uint64_t(result);
-    } catch (const Error&) {
-      ::unlink(temporary.c_str());
-    }
-  }
-  make_chunk_dir(dir);
-  write_all(path, bytes, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);  // no store: a plain chunk file
-  return bytes.size;
 }
 
 void RecordingWriter::write_group_metadata(const fs::path& dir) const {

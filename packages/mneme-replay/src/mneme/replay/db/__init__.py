@@ -14,8 +14,9 @@ from .errors import (
     NotFoundError,
 )
 from .hashing import dynamic_hash, fnv1a64
+from .instance import Instance, RegionChange
 from .layout import EPILOGUE_FORMATS, FORMAT_VERSION
-from .reader import Database, Instance, Kernel, RegionChange
+from .reader import Database, Kernel
 from .schema import (
     Annotation,
     GlobalVar,

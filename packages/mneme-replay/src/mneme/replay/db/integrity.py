@@ -35,7 +35,8 @@ from .chunks import (
 )
 from .errors import CorruptDataError, DatabaseError
 from .hashing import dynamic_hash
-from .reader import Database, Instance, Kernel
+from .instance import Instance
+from .reader import Database, Kernel
 from .region_layout import address_space_problem
 from .schema import MAX_ARGS_SIZE, combine_checksums, content_checksum
 

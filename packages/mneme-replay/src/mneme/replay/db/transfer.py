@@ -25,8 +25,9 @@ import numpy as np
 from . import content_store, layout
 from .chunks import ArrayInfo, read_array_info, read_range
 from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError
+from .instance import Instance
 from .integrity import Problem, check_instance, check_kernel_node
-from .reader import Database, Instance, Kernel
+from .reader import Database, Kernel
 from .writer import DatabaseWriter, _commit
 
 #: Bytes compared at a time when checking a copy against its source.

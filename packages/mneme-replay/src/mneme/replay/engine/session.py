@@ -22,6 +22,7 @@ from ..jit import CompileCache, CompileConfig, CompileResult, compile_kernel
 from . import determinism as nd
 from . import timing
 from .config import ReplayConfig, ReplaySettings
+from .epilogue_check import EpilogueChecks
 from .errors import (
     CONTEXT_POISONED,
     ERROR,
@@ -37,7 +38,7 @@ from .errors import (
 from .launch_limits import DEFAULT_SHARED_LIMIT, check_clusters, check_launch, product
 from .restore import DeviceImage
 from .result import ReplayResult
-from .verify import DeviceVerifier, RegionCheck, Tolerance
+from .verify import DeviceVerifier, Tolerance
 
 LOADED_MODULES = 8  # compiled modules kept loaded per session (LRU)
 
@@ -88,7 +89,7 @@ class _Loaded:
         self.function = function
 
 
-class ReplaySession:
+class ReplaySession(EpilogueChecks):
     """Replays one recorded instance (``mneme.replay.db`` Instance).
 
     ``device``: a ``mneme.runtime.Device`` to use (default: opened on first GPU replay).
@@ -429,86 +430,6 @@ class ReplaySession:
             return f"{type(error).__name__}: {error}"
         return None
 
-    # -- what the unchanged kernel reproduces ------------------------------------------------
-
-    def determinism(self, replay: ReplayConfig | None = None) -> nd.DeterminismProfile:
-        """The instance's determinism profile: from the database's cache, else measured now
-        by ``replay.determinism_runs`` runs of the recorded configuration (baseline
-        pipeline, recorded launch) and kept in the cache."""
-        replay = replay or ReplayConfig()
-        if self._profile is None:
-            self._profile = nd.load_profile(self.instance)
-        if self._profile is None:
-            self._profile = self._measure_determinism(replay)
-            nd.store_profile(self.instance, self._profile)
-        return self._profile
-
-    def _measure_determinism(self, replay: ReplayConfig) -> nd.DeterminismProfile:
-        """Runs the recorded configuration and classifies each region that differs from
-        the recording. Exact comparison and the multiset digests run on the device; only
-        a region no multiset explains (float spread, or anything) comes to the host."""
-        baseline = CompileConfig()
-        unchanged = ReplayConfig(iterations=1, warmup=0, verify=False, arch=replay.arch,
-                                 device=replay.device, determinism_runs=0)
-        exact = {r.name: Tolerance() for r in self.instance.regions}
-        regions = {r.name: r for r in self.instance.regions}
-        runs = max(1, replay.determinism_runs)
-        differing: dict[str, int] = {}  # region -> most bytes that differed in one run
-        orders: dict[str, set[int]] = {}  # element widths whose multiset held in every run
-        samples: dict[str, list[np.ndarray]] = {}  # runs no multiset explains, on the host
-        for _ in range(runs):
-            self.run(baseline, unchanged)
-            for mismatch in self._check(exact, profile=None):
-                region = regions.get(mismatch.region)
-                if region is None:  # bytes outside the recorded regions: verification says so
-                    continue
-                differing[region.name] = max(differing.get(region.name, 0), int(mismatch.count))
-                # only the widths every earlier run held can still be the class: one digest
-                # pass over the region per width, and none for widths already ruled out
-                candidates = orders.get(region.name, set(nd.ORDER_WIDTHS))
-                held = {w for w in candidates if self._multiset_same(region, w)}
-                orders[region.name] = held
-                if not held:
-                    samples.setdefault(region.name, []).append(self._device_bytes(region))
-        profile = nd.DeterminismProfile(runs, baseline.pipeline)
-        for name, count in differing.items():
-            widths = [w for w in nd.ORDER_WIDTHS if w in orders[name]]
-            if widths:
-                profile.regions[name] = nd.RegionClass(nd.ORDER, element=widths[0], differing_bytes=count)
-                continue
-            taken = samples.get(name) or [self._device_bytes(regions[name])]
-            profile.regions[name] = nd.classify(self._expected_bytes(regions[name]), taken)
-        return profile
-
-    def _multiset_same(self, region, width: int) -> bool | None:
-        """Whether the region's replayed bytes hold the recorded multiset of ``width``-byte
-        elements, decided by digests on the device; None where the device cannot tell
-        (elements not aligned), so the host decides."""
-        image = self.image()
-        actual, expected = image.actual_address(region), image.expected.get(region.name)
-        if actual is None or expected is None or region.size % width or actual % width or expected % width:
-            return None
-        self._device_verifier()
-        key = (region.name, width)
-        if key not in self._expected_digests:
-            self._expected_digests[key] = self._verifier.multiset_digest(
-                expected, region.size, width, image.results, self._stream)
-        found = self._verifier.multiset_digest(actual, region.size, width, image.results, self._stream)
-        return found == self._expected_digests[key]
-
-    def _device_bytes(self, region) -> np.ndarray:
-        address = self.image().actual_address(region)
-        data = np.empty(region.size, dtype=np.uint8)
-        if address is not None and region.size:
-            self.device.copy_from_device(data, address)
-        return data
-
-    def _expected_bytes(self, region) -> np.ndarray:
-        if region.name not in self._expected_host:
-            data = np.ascontiguousarray(self.instance.epilogue(region.name))
-            self._expected_host[region.name] = data.view(np.uint8).reshape(-1)
-        return self._expected_host[region.name]
-
     def _replay(self, compiled, replay, grid, block, shared, result: ReplayResult) -> None:
         from mneme.runtime import DriverError
 
@@ -621,56 +542,6 @@ class ReplaySession:
             image.reset(stream)
             launch()
             synchronize()
-
-    def verify(self, replay: ReplayConfig | None = None) -> list:
-        """Compare the device memory now with the recorded epilogue (on the device)."""
-        replay = replay or ReplayConfig()
-        profile = self._profile if replay.determinism_runs else None
-        return self._check(self.tolerances(replay), profile)
-
-    def _check(self, tolerances: dict[str, Tolerance], profile) -> list:
-        """Each region by its class (bit-exact without a profile), on the device:
-        order-insensitive regions by their multiset digests (the host sorts them only to
-        describe a mismatch)."""
-        image = self.image()
-        self._device_verifier()
-        checks, unordered = [], []
-        for region in self.instance.regions:
-            actual = image.actual_address(region)
-            expected = image.expected.get(region.name)
-            if actual is None or expected is None:
-                continue
-            kind = profile.of(region.name) if profile is not None else nd.RegionClass()
-            if kind.kind == nd.ANY:
-                continue
-            if kind.kind == nd.ORDER:
-                unordered.append((region, kind.element))
-                continue
-            tolerance = tolerances.get(region.name, Tolerance())
-            if kind.kind == nd.FLOAT:
-                tolerance = kind.tolerance(tolerances.get(region.name))
-            checks.append(
-                RegionCheck(region.name, actual, expected, region.size, tolerance, int(region.address))
-            )
-        # Mapped bytes around the recorded regions must still hold the canary: a kernel that
-        # wrote them wrote memory it was not recorded with.
-        for slack in image.slack:
-            checks.append(RegionCheck(f"outside the recorded regions at {slack.address:#x}",
-                                      slack.address, image.canary, slack.size, Tolerance(),
-                                      slack.address))
-        mismatches = self._verifier.run(checks, image.results, self._stream)
-        for region, width in unordered:
-            if self._multiset_same(region, width):  # on the device: only two words come back
-                continue
-            # Differs (or the device cannot tell): the host finds where, for the report.
-            if region.name not in self._expected_sorted:  # sorted once, not per trial
-                self._expected_sorted[region.name] = nd.sorted_elements(
-                    self._expected_bytes(region), width)
-            found = nd.order_mismatch(region.name, int(region.address), self._device_bytes(region),
-                                      self._expected_sorted[region.name], width, presorted=True)
-            if found is not None:
-                mismatches.append(found)
-        return mismatches
 
     def clear_compiled(self) -> None:
         """Forget compiled and loaded code (a fresh in-memory cache): the next run
