@@ -101,7 +101,12 @@ def test_the_only_shape_left_is_proposed_while_pending(sampler):
     points = _proposals(study, bound, 30)
     assert set(region.invalid) == {(32,), (64,), (128,)}
     assert {p["block_x"] for p in points} == {96}
-    assert PENDING in points
+    # under the recorded code too: a proposal of it is accepted at once (with most shapes
+    # invalid the wrapped sampler is asked once, then the shape drawn from the region
+    # keeps the sampler's code, which TPE learned to be O1 here)
+    trial = study.ask()
+    assert study.sampler._accept(study, trial, {"block_x": 96}, attempt=0) is not None
+    assert not region.other_shape_left((96,), trial.number)
 
 
 def test_a_pending_shape_under_other_code_goes_after_the_others():
@@ -131,3 +136,24 @@ def test_each_invalid_shape_costs_one_trial_under_the_recorded_code(tmp_path, sa
     assert refused and all(t.failure == "launch-refused" for t in refused)
     assert set(tuner.region.invalid) <= {(b,) for b in INVALID_BLOCKS}
     assert len(refused) == len(tuner.region.invalid), sorted(t.params["block_x"] for t in refused)
+
+
+def test_with_most_shapes_invalid_the_sampler_is_asked_once_per_shape():
+    """A model-based proposal costs milliseconds and lands on an invalid shape nearly every
+    time once most are invalid: the region then asks the wrapped sampler once, and draws."""
+    from mneme.tune.valid_region import REDRAWS
+
+    study, bound, region = _study("tpe")
+    region.update(study)
+    assert region.redraws() == REDRAWS
+    _add(study, bound, 32, "O3", failure="launch-refused")
+    region.update(study)
+    assert region.redraws() == REDRAWS  # one of four: the sampler still proposes
+    for block in (96, 128):
+        _add(study, bound, block, "O3", failure="unverified")
+    region.update(study)
+    assert region.redraws() == 1
+    before = study.sampler.redrawn
+    points = _proposals(study, bound, 20)
+    assert {p["block_x"] for p in points} == {64}
+    assert study.sampler.redrawn - before <= 20  # at most one refused proposal per trial

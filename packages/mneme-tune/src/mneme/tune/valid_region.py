@@ -259,6 +259,16 @@ class LaunchRegion:
         threads, shared = self._traits_of(shape)
         return threads in self._bad_threads or (shared is not None and shared in self._bad_shared)
 
+    def redraws(self) -> int:
+        """Proposals to ask the wrapped sampler for before a shape is drawn from the region
+        itself: REDRAWS while most shapes may run, one when most are known invalid. A
+        model-based sampler's proposal costs milliseconds and then lands on an invalid
+        shape nearly every time: with 31 of 32 shapes invalid, 60 TPE asks took 2.6 s (923
+        proposals refused), and on an H100 the tuner's loop, not the GPU, bounded the
+        search of a kernel that assumes its block size (18 trials/s)."""
+        every = self._enumerated()
+        return REDRAWS if every is None or 2 * len(self.invalid) <= len(every) else 1
+
     def is_pending(self, shape: Shape, besides: int | None = None) -> bool:
         """Whether the shape's validity is unknown and a trial of it (other than trial
         ``besides``, the one being proposed) is in flight."""
@@ -437,7 +447,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
             params = {k: v for k, v in params.items() if k not in region.names}
             self._relative[trial._trial_id] = params
             return params
-        for attempt in range(REDRAWS):
+        for attempt in range(region.redraws()):
             proposed = self._accept(study, trial, params, attempt)
             if proposed is not None:
                 self._keep(trial, proposed)
@@ -459,7 +469,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
 
     def _propose_shape(self, study, trial) -> dict[str, Any]:
         region = self.region
-        for attempt in range(REDRAWS):
+        for attempt in range(region.redraws()):
             values = {n: trial.params[n] if n in trial.params else
                       self.base.sample_independent(study, trial, n, region.distributions[n])
                       for n in region.names}
