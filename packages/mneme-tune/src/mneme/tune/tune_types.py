@@ -151,7 +151,7 @@ class TuneOutcome:
     #: workers replaced during this run (only failures that poison a CUDA context, or a
     #: dead or hung worker, cost one)
     restarts: int = 0
-    #: each worker restart (executor.Restart: by a spare, was it prepared, hand-over seconds)
+    #: each worker restart (worker_records.Restart: by a spare, was it prepared, hand-over seconds)
     restart_log: list = field(default_factory=list)
     #: launch shapes known valid or invalid from earlier runs when this one began
     shapes_known: int = 0
