@@ -83,5 +83,5 @@ def test_mneme_tune_prints_where_its_time_went(tmp_path):
     phases = summary["this_run"]["phases"]
     assert phases["start"] > 0 and "search" in phases and "workers" in phases
     assert phases["search"] == pytest.approx(summary["this_run"]["search_seconds"])
-    assert "search: compile pool" in run.stdout and "is the limit" in run.stdout
+    assert "search: replay workers" in run.stdout and "is the limit" in run.stdout
     assert summary["this_run"]["pool_use"]["limit"]

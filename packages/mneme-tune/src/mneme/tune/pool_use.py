@@ -43,10 +43,13 @@ def pool_use(before: BusySeconds, after: BusySeconds, seconds: float,
 
 
 def describe(use: dict) -> str:
-    """One line: "compile pool 92 % busy (14 processes), replay workers 40 %: the compile
-    pool is the limit"."""
+    """One line: "compile pool 92 % busy (14 processes), replay workers 40 % busy: the
+    compile pool is the limit" (without a compile pool: the workers' share alone)."""
     def percent(value) -> str:
         return "-" if value is None else f"{100 * value:.0f} %"
 
+    workers = f"replay workers {percent(use['replay_workers'])} busy"
+    if use["compile_pool"] is None:  # (compile-only: the workers compile themselves)
+        return f"{workers}: the {use['limit']} is the limit"
     return (f"compile pool {percent(use['compile_pool'])} busy ({use['compile_workers']} processes), "
-            f"replay workers {percent(use['replay_workers'])}: the {use['limit']} is the limit")
+            f"{workers}: the {use['limit']} is the limit")

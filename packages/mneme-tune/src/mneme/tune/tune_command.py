@@ -275,10 +275,10 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
                           "if one is missing", soft_wrap=True, markup=False)
             for kind, why in data.get("plots_skipped", {}).items():
                 out.print(f"  plot {kind} skipped: {why}")
-        out.print(phase_line({**outcome.phases, "report": time.monotonic() - ran}), soft_wrap=True,
-                  markup=False)
         if outcome.pool_use:
             out.print(f"search: {describe_pool_use(outcome.pool_use)}", soft_wrap=True, markup=False)
+        out.print(phase_line({**outcome.phases, "report": time.monotonic() - ran}), soft_wrap=True,
+                  markup=False)
     if not completed_any:
         console.print("no configuration completed: every trial failed (reasons above)")
     status = 0 if completed_any else NOTHING_COMPLETED_EXIT
