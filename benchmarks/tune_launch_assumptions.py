@@ -14,8 +14,8 @@ median hand-over (the dispatcher's swap of the failed worker for the spare), whe
 fault's time goes (medians over the restarts: the failed trial in its worker until its
 answer, the faulted process's exit, reaped off the dispatcher, and the failure to the
 slot's next task), the trials
-spent on invalid launch shapes (all of them, and those after the shape was shown
-invalid), the shapes the probe found invalid, and start-up time (the tuner's whole run
+spent on invalid launch shapes (all of them, those the guarded probe caught before they
+could fault, and those after the shape was shown invalid), the shapes the probe found invalid, and start-up time (the tuner's whole run
 less its search) against search time. Each kernel is tuned ``--runs`` times (2): the first
 run probes the launch shapes, later ones know them from the first (kept with the
 recording, shape_cache.py).
@@ -34,7 +34,6 @@ import tempfile
 from pathlib import Path
 
 KERNELS = ["tile_stencil", "warp_partials", "pow2_block_sum", "tile_transpose"]
-INVALIDATING = ("context-poisoned", "launch-refused", "unverified", "crashed")
 
 
 def _instance(db: Path, name: str) -> str:
@@ -66,6 +65,7 @@ def main() -> None:
                              "ones start from what it kept with the recording (shape_cache.py)")
     from mneme.tune import TuneOptions, Tuner
     from mneme.tune.tuner import PROBE_WORKERS
+    from mneme.tune.valid_region import INVALIDATING
 
     parser.add_argument("--probe-workers", type=int, default=PROBE_WORKERS,
                         help="spares per GPU that try the probe's shapes beside each other "
@@ -86,7 +86,7 @@ def main() -> None:
                         f"{args.probe_workers} probe workers")
     for column in ("kernel", "run", "shapes known", "trials/s", "restarts", "by prepared spare", "of probe workers",
                    "hand-over ms",
-                   "fault ms", "exit ms", "next task ms", "on invalid shapes", "after shown invalid", "invalid shapes", "start-up s",
+                   "fault ms", "exit ms", "next task ms", "on invalid shapes", "caught by guard", "after shown invalid", "invalid shapes", "start-up s",
                    "search s"):
         table.add_column(column, justify="left" if column == "kernel" else "right")
     goals, limits = [], []
@@ -98,13 +98,14 @@ def main() -> None:
         outcome = tuner.run()
         ordered = sorted(outcome.trials, key=lambda t: t.number)
         shown: set = set()
-        on_invalid = after = 0
+        on_invalid = after = caught = 0
         for trial in ordered:
             shape = tuner.region.shape_of(trial.params)
             if shape in shown:
                 after += 1
             if trial.state == "failed" and trial.failure in INVALIDATING:
                 on_invalid += 1
+                caught += trial.failure == "out-of-bounds"
                 if tuner.region.runs_recorded_code(trial.params):
                     shown.add(shape)
         startup = outcome.elapsed - outcome.search_seconds
@@ -116,7 +117,7 @@ def main() -> None:
                       str(prepared), str(sum(r.beside for r in outcome.restart_log)),
                       f"{statistics.median(swaps) * 1000:.2f}" if swaps else "-",
                       *(_median_ms(outcome.restart_log, f) for f in ("ran", "exited", "next_task")),
-                      str(on_invalid), str(after), str(len(tuner.region.invalid)),
+                      str(on_invalid), str(caught), str(after), str(len(tuner.region.invalid)),
                       f"{startup:.2f}", f"{outcome.search_seconds:.2f}")
         if outcome.pool_use:
             from mneme.tune.pool_use import describe

@@ -307,7 +307,7 @@ def test_a_faulted_worker_answers_and_exits_without_cleaning_up(tmp_path):
     try:
         assert parent.poll(120) and parent.recv()[0] == "hello"
         instance = Database.open(GOLDEN).instance(SAXPY)
-        parent.send((1, "saxpy", instance, settings(registers=POISON_REGISTERS).to_json()))
+        parent.send((1, "saxpy", instance, settings(registers=POISON_REGISTERS).to_json(), False))
         assert parent.poll(120)
         kind, task_id, message = parent.recv()
         assert (kind, task_id) == ("context-poisoned", 1) and "unusable" in message

@@ -161,6 +161,9 @@ NB_MODULE(_llvm, m) {
           },
           "kernel"_a, "max_threads"_a = nb::none(), "min_blocks"_a = nb::none(),
           "max_registers"_a = nb::none())
+      .def("guard_memory_accesses", &Module::guard_memory_accesses, "max_ranges"_a = 64,
+           "Check every memory access before it is made (the guarded probe variant); "
+           "the number of accesses guarded")
       .def(
           "emit_assembly",
           [](const Module &self, const std::string &cpu, const std::string &features,

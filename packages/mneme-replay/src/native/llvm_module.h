@@ -160,6 +160,8 @@ class Module {
                               const std::optional<std::array<uint32_t, 3>> &block,
                               const std::optional<std::array<uint32_t, 3>> &grid);
   void set_launch_bounds(const std::string &kernel, const LaunchBounds &bounds);
+  // The guarded probe variant (llvm_guard.cpp): the number of accesses guarded.
+  unsigned guard_memory_accesses(unsigned max_ranges);
 
   // Codegen on a copy: the module itself is left as it was.
   std::string emit(const std::string &cpu, const std::string &features, int opt_level,

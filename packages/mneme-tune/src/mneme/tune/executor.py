@@ -373,29 +373,33 @@ class ReplayExecutor:
         return self._specs[instance]
 
     def submit(self, settings: ReplaySettings, instance: str | Instance | None = None, *,
-               probe: bool = False) -> Future:
+               probe: bool = False, guard: bool = False) -> Future:
         """Replay ``settings`` on ``instance`` (an id or an Instance object; default: the
         executor's): a Future of a ReplayResult that raises TrialFailed when the replay
         fails or does not verify. ``probe``: a task that may well fault (the tuner's probe
         of launch shapes): with ``probe_workers``, it may be tried beside other probe
         tasks first; its failure there is its answer, and if it runs it is replayed again
-        alone."""
+        alone. A probe task, or one with ``guard``, is tried first with the kernel's guarded
+        variant (mneme.replay.engine.guarded_probe): a launch shape that would fault fails
+        as ``out-of-bounds``, the worker's context intact."""
         target = self._resolve(instance) if instance is not None else self.instance
         if target is None:
             raise TuneError("submit needs an instance (KERNEL/INSTANCE)")
         if self._closing:
             raise RuntimeError("the executor is shut down")
         key = instance_key(target)
-        task = _Task(next(self._ids), key, target, settings.to_json(), Future(), probe=probe)
+        task = _Task(next(self._ids), key, target, settings.to_json(), Future(), probe=probe,
+                     guard=guard or probe)
         task.future.set_running_or_notify_cancel()
         with self._lock:
             self._inflight.add(task.future)
         task.future.add_done_callback(self._inflight.discard)
-        identity = _compile_identity(key, settings)
+        # (the guarded variant too, where the task tries it first: not in the worker's time)
+        identity = (*_compile_identity(key, settings), task.guard)
         if self._compile_pool is not None and identity not in self._compiled:
             compiles = [
                 self._compile_pool.submit(
-                    precompile, key, target, task.settings_json, arch, self.cache_dir
+                    precompile, key, target, task.settings_json, arch, self.cache_dir, task.guard
                 )
                 for arch in self.archs
             ]
@@ -462,7 +466,8 @@ class ReplayExecutor:
             # The instance itself only with the first task for it in this process.
             handle = None if task.key in worker.known else task.instance
             try:
-                worker.conn.send((task.id, task.key, handle, task.settings_json))
+                worker.conn.send((task.id, task.key, handle, task.settings_json,
+                                  task.guard and not task.tried))
             except (OSError, BrokenPipeError):
                 task.started = time.monotonic()
                 worker.task = task

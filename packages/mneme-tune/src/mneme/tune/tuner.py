@@ -508,7 +508,9 @@ class Tuner:
                 if self._screening:
                     first = [ReplaySettings(x.compile, x.replay.with_(iterations=o.screen))
                              for x in settings]
-                futures = [executor.submit(s, i, probe=is_probe)
+                # A shape not known to run may fault: the guarded variant answers first.
+                unknown = self.region.active and not self.region.known_to_run(shape)
+                futures = [executor.submit(s, i, probe=is_probe, guard=unknown)
                            for s, i in zip(first, self.instances, strict=True)]
                 trials_of[trial.number] = [trial, point, settings, futures, self._screening]
                 if is_probe:

@@ -51,7 +51,7 @@ from .space.builtin import LaunchSpace
 from .space.parameters import IntParam, Parameter, Point
 
 #: failure kinds that, under the recorded code, prove a launch shape invalid
-INVALIDATING = ("context-poisoned", "launch-refused", "unverified", "crashed")
+INVALIDATING = ("context-poisoned", "out-of-bounds", "launch-refused", "unverified", "crashed")
 #: proposals drawn from the wrapped sampler before a shape is drawn from the region itself
 REDRAWS = 16
 #: of those, the first ones that also refuse a suspect shape (later ones accept it)
@@ -94,6 +94,8 @@ class LaunchRegion:
         self.failing_pairs: dict[tuple[Shape, Any], int] = {}
         #: shapes that ran under the recorded code
         self.valid: set[Shape] = set()
+        #: shapes some trial ran verified, with whatever code (they do not fault)
+        self.ran: set[Shape] = set()
         self._bad_threads: set[int] = set()
         self._bad_shared: set[int] = set()
         self._read = 0  # trials numbered below this are finished and read
@@ -219,6 +221,7 @@ class LaunchRegion:
             return
         shape = self.shape_of(trial.params)
         if trial.state == TrialState.COMPLETE:
+            self.ran.add(shape)
             if self.runs_recorded_code(trial.params):
                 self.valid.add(shape)
             return
@@ -249,6 +252,11 @@ class LaunchRegion:
         return code is not None and code == self.recorded_code
 
     # -- questions -------------------------------------------------------------------------
+
+    def known_to_run(self, shape: Shape) -> bool:
+        """Whether a trial of this shape ran (a shape not known to run may fault: the
+        guarded variant tries it first)."""
+        return shape in self.valid or shape in self.ran
 
     def is_invalid(self, shape: Shape) -> bool:
         return shape in self.invalid

@@ -3,7 +3,7 @@
 The parent talks to a worker over a ``multiprocessing`` pipe:
 
     worker → parent   ("hello", {...device...})  or  ("fatal", message)   once, at start
-    parent → worker   (task_id, key, instance or None, settings_json)  ...  None to stop
+    parent → worker   (task_id, key, instance or None, settings_json, guard)  ...  None to stop
     worker → parent   ("ok", task_id, result_dict)  or  (kind, task_id, message)
 
 A spare worker (started ahead, to take a failed worker's place at once) is first told to
@@ -17,7 +17,9 @@ copy, stream, clock) is done before it is needed, no kernel run:
 The parent resolves each instance once and sends it (a mneme.replay.db Instance: it pickles
 as its database's path and the kernel's and instance's records, already read and checked)
 with the first task for it; later tasks name it by ``key``. A worker never opens the
-database or looks an id up.
+database or looks an id up. ``guard``: a probe task, tried first with the kernel's guarded
+variant (mneme.replay.engine.guarded_probe), so a shape that would fault fails as
+``out-of-bounds`` and the worker goes on.
 
 ``kind`` is the failure kind the error's raiser set (mneme.replay.engine.errors). A kernel
 fault leaves the CUDA context unusable, so after its ``context-poisoned`` answer the worker
@@ -171,7 +173,7 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
     before_run = spec.get("before_run")
     before_prepare = spec.get("before_prepare")  # (tests: a slow restore)
     instances: dict[str, Any] = {}  # key -> Instance, as the parent sent them
-    from mneme.replay.engine import ReplaySettings
+    from mneme.replay.engine import ReplaySettings, guarded_probe
 
     while True:
         try:
@@ -194,14 +196,19 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
                 continue
             conn.send(("prepared", key))
             continue
-        task_id, key, instance, settings_json = message
+        task_id, key, instance, settings_json, guard = message
         if instance is not None:
             instances[key] = instance
         try:
             settings = ReplaySettings.from_json(settings_json)
             if before_run is not None:
                 before_run(settings)
-            result = pool.get(key, instances[key]).run(settings.compile, settings.replay)
+            session = pool.get(key, instances[key])
+            if guard:  # a probe task: a shape that would fault is caught by the guarded variant
+                guarded_probe.check(session, settings.compile, settings.replay)
+            result = session.run(settings.compile, settings.replay)
+            if guard and session.guard_note:
+                result.notes.append(session.guard_note)
         except Exception as error:  # noqa: BLE001 - every failure becomes a failed trial
             kind = failure_kind(error)
             text = str(error) if kind != ERROR else traceback.format_exception_only(error)[-1].strip()
@@ -224,11 +231,13 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
 _compile_sessions: dict[str, Any] = {}
 
 
-def precompile(key: str, instance, settings_json: str, arch: str | None, cache_dir: str) -> float:
+def precompile(key: str, instance, settings_json: str, arch: str | None, cache_dir: str,
+               guard: bool = False) -> float:
     """Compile a configuration into the shared on-disk cache (runs in the CPU pool), so
     the GPU worker that replays it finds the cubin ready (``arch`` None: the recorded
-    arch, as a compile-only worker uses); the seconds it took. Raises what compiling
-    raises."""
+    arch, as a compile-only worker uses; ``guard``: its guarded variant too); the seconds
+    it took. Raises what compiling raises (the guarded variant's failure is the worker's
+    to note: it probes unguarded then)."""
     import dataclasses
 
     from mneme.replay.engine import ReplaySession, ReplaySettings
@@ -240,4 +249,9 @@ def precompile(key: str, instance, settings_json: str, arch: str | None, cache_d
     replay = dataclasses.replace(settings.replay, compile_only=True, arch=arch)
     started = time.perf_counter()
     _compile_sessions[key].run(settings.compile, replay)
+    if guard:
+        try:
+            _compile_sessions[key].run(dataclasses.replace(settings.compile, guard=True), replay)
+        except Exception:  # noqa: BLE001 - the worker says why when it compiles it again
+            pass
     return time.perf_counter() - started  # (the executor adds up the pool's busy time)

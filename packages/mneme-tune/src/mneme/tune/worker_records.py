@@ -25,6 +25,8 @@ class _Task:
     probe: bool = False
     #: it was tried beside others and ran: now to be replayed alone, on a slot's worker
     tried: bool = False
+    #: tried first with the guarded variant (a launch shape not known to run)
+    guard: bool = False
 
 
 @dataclass

@@ -17,6 +17,7 @@ INVALID = "invalid"  # a configuration value the replay rejects
 LAUNCH_REFUSED = "launch-refused"  # the launch cannot run; the CUDA context is intact
 CONTEXT_POISONED = "context-poisoned"  # the CUDA context is unusable: the process must go
 RESTORE = "restore"  # the recorded memory cannot be recreated
+OUT_OF_BOUNDS = "out-of-bounds"  # the guarded probe caught an access that would fault
 ERROR = "error"  # anything else
 
 #: driver errors that leave the CUDA context unusable ("sticky"). Everything else the

@@ -133,6 +133,9 @@ class ReplaySession(EpilogueChecks):
         # multiset digests of the recorded epilogues: (region, element width) -> digest
         self._expected_digests: dict[tuple[str, int], tuple[int, int]] = {}
         self._code_images: list | None = None  # nvcc-built kernels: parsed once
+        # the guarded probe (guarded_probe.py): trusted once the recorded shape passes it,
+        # or why it is not used for this instance
+        self.guard_trusted, self.guard_note = False, None
 
     # -- pieces ---------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import _llvm
 from .cache import CompileCache, compile_key
-from .config import CompileConfig
+from .config import GUARD_RANGES, CompileConfig
 from .errors import JitError, SpecializationError
 from .ir import kernel_names, needs_libdevice, parse_module
 from .ptxas import StaticMetrics, assembler_id, run_ptxas
@@ -144,6 +144,8 @@ def compile_kernel(
 
     stage = time.perf_counter()
     module.run_passes(config.pipeline, config.arch)
+    if config.guard:  # after the pipeline: the accesses the code makes, as it makes them
+        module.guard_memory_accesses(GUARD_RANGES)
     timings["passes"] = time.perf_counter() - stage
 
     stage = time.perf_counter()

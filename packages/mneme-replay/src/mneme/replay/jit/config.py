@@ -29,6 +29,10 @@ def check_fields(cls, data: Any, what: str, error: type[Exception]) -> None:
         )
 
 
+#: allocations the guarded variant's range table holds (engine/guarded_probe.py)
+GUARD_RANGES = 64
+
+
 @dataclass(frozen=True)
 class CompileConfig:
     """How to compile a kernel: IR pipeline, specializations, bounds, target.
@@ -50,6 +54,9 @@ class CompileConfig:
     ptx_features: str = ""
     ptxas_opt_level: int = 3
     link_libdevice: bool = True
+    #: the guarded probe variant: every memory access checked before it is made
+    #: (engine/guarded_probe.py); never what a trial times
+    guard: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, str) or not self.pipeline.strip():
@@ -83,6 +90,10 @@ class CompileConfig:
                     f"{name} must be three positive integers (x, y, z), not {value!r}"
                 )
             object.__setattr__(self, name, tuple(int(v) for v in value))
+        if not isinstance(self.guard, bool):
+            raise ConfigError(f"guard must be true or false, not {self.guard!r}")
+        if self.guard and not self.arch.startswith("sm_"):
+            raise ConfigError("the guarded variant is built for NVIDIA targets only")
         if not isinstance(self.specialize_args, dict):
             raise ConfigError("specialize_args must map argument indices to bytes")
         args = {}
@@ -124,6 +135,8 @@ class CompileConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values: bytes as hex, tuples as lists."""
         out = asdict(self)
+        if not out["guard"]:
+            del out["guard"]  # (keys, caches and stored settings as before the field)
         out["specialize_args"] = {str(k): v.hex() for k, v in self.specialize_args.items()}
         for name in ("block_dim", "grid_dim"):
             if out[name] is not None:
