@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+from mneme.runtime.errors import RangeUnavailableError
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
 from . import device_decompress, predecessor_traffic
@@ -271,7 +272,16 @@ class DeviceImage:
         # reserved puts the driver's own memory right after it, where the peer's recorded
         # range may lie (seen on two H200s).
         peers = peer_devices(device, recorded_peers, getattr(instance, "id", "?")) if recorded_peers else {}
-        self.space = device.address_space(base, reserve)
+        try:
+            self.space = device.address_space(base, reserve)
+        except RangeUnavailableError as error:
+            if base + reserve <= _HOST_MAPPINGS:
+                raise
+            # (older recorders' default base: where the process's own libraries land)
+            raise RangeUnavailableError(
+                f"{error}; this recording's addresses ({base:#x}) lie in the host's mapping "
+                "area, where the process's own libraries may land: record it again with this "
+                "mneme (its default base, 0x200000000000, lies below it)") from None
         self._allocations: list = []
         self._managed_spaces: list = []
         self._peer_spaces: list = []
