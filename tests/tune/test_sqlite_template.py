@@ -125,3 +125,27 @@ def test_an_unwritable_cache_falls_back_to_optuna(tmp_path, monkeypatch):
     storage = open_storage(f"sqlite:///{path}")
     optuna.create_study(study_name="f", storage=storage)
     assert path.is_file() and not Path(blocked, "mneme").exists()
+
+
+def test_a_template_copy_opens_without_alembic_until_a_schema_question_is_asked(tmp_path):
+    """Making Optuna's schema-version helper imports alembic (0.2-0.3 s of the command's
+    start); a copy of the template needs no schema check, so it is made on first use."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def python(code: str) -> list[str]:
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.split()
+
+    opened = "from mneme.tune.study import open_storage\n" \
+             "storage = open_storage('sqlite:///{}')\n"
+    python(opened.format(tmp_path / "first.sqlite3"))  # (the template is made here)
+    assert python(
+        "import sys, optuna\n" + opened.format(tmp_path / "new.sqlite3")
+        + "before = any(m.startswith('alembic') for m in sys.modules)\n"
+        "study = optuna.create_study(study_name='s', storage=storage)\n"
+        "study.optimize(lambda t: t.suggest_float('x', 0, 1), n_trials=2)\n"
+        "vm = storage._version_manager\n"
+        "print(before, len(study.trials), vm.get_current_version() == vm.get_head_version())\n"
+    ) == ["False", "2", "True"]

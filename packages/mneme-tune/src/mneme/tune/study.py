@@ -10,6 +10,7 @@ tables costs 0.15 s and more.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -102,8 +103,13 @@ def _rdb_storage(url: str, engine_kwargs: dict[str, Any], skip_compatibility_che
     migration script, ~30 ms)."""
     for attempt in range(5):
         try:
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
-                                                 skip_compatibility_check=skip_compatibility_check)
+            if skip_compatibility_check:  # (a template copy: its tables and stamp are there)
+                with _version_manager_deferred():
+                    storage = optuna.storages.RDBStorage(
+                        url, engine_kwargs=engine_kwargs, skip_compatibility_check=True,
+                        skip_table_creation=True)
+            else:
+                storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
             if url.startswith("sqlite"):
                 _sqlite_wal(storage.engine)
             return storage
@@ -112,6 +118,39 @@ def _rdb_storage(url: str, engine_kwargs: dict[str, Any], skip_compatibility_che
                 raise
             time.sleep(0.5 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+class _DeferredVersionManager:
+    """Optuna's schema-version helper of an RDBStorage, made on first use: making it
+    imports alembic (0.2-0.3 s of the command's start) and only schema checks and
+    upgrades use it, which a copy of this Optuna's own template needs neither of."""
+
+    def __init__(self, make, *args):
+        self._make, self._args, self._made = make, args, None
+
+    def __getattr__(self, name: str):
+        if self._made is None:
+            self._made = self._make(*self._args)
+        return getattr(self._made, name)
+
+
+@contextlib.contextmanager
+def _version_manager_deferred():
+    """While RDBStorages are made on this thread, their version helper is deferred (an
+    Optuna without the private name makes it at once, as before)."""
+    try:
+        from optuna.storages._rdb import storage as module
+    except ImportError:
+        module = None
+    original = getattr(module, "_VersionManager", None)
+    if original is None:
+        yield
+        return
+    module._VersionManager = lambda *args: _DeferredVersionManager(original, *args)
+    try:
+        yield
+    finally:
+        module._VersionManager = original
 
 
 def _sqlite_file(url: str) -> Path | None:
