@@ -28,6 +28,7 @@ from .errors import StudyError, TuneError
 from .space import BoundSpace
 from .sqlite_template import copy_template
 from .study_lock import study_lock
+from .study_writes import RDBReader, RDBWriter, rdb_backend
 
 DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
@@ -207,8 +208,10 @@ def make_sampler(name: str, objectives: int, seed: int | None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "tpe":
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
-                                              constant_liar=True)
+            # No ``group``: a mneme space suggests every parameter in every trial, so its
+            # decomposition is one group (the same proposals) rebuilt from every trial at
+            # each ask: ~3 ms an ask at 300 trials (benchmarks/tune_loop.py).
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
         if name == "grid":
@@ -274,6 +277,8 @@ def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sam
 
 
 _COUNT = object()  # a writer queue item: write this tuner's in-flight count
+#: trials written in one transaction at most (those waiting in the writer's queue)
+WRITE_BATCH = 64
 
 
 class MirroredStudy(optuna.Study):
@@ -323,6 +328,11 @@ class MirroredStudy(optuna.Study):
         # claim's): a count written late never undoes a claim published after it.
         self._count_write = threading.Lock()
         self._study_lock = study_lock(persistent._storage, persistent.study_name)
+        # An RDB storage: trials written in batches, and read back without this tuner's own
+        # (study_writes.py); other storages through Optuna.
+        backend = rdb_backend(persistent._storage)
+        self._rdb_writer = RDBWriter(backend, persistent._study_id) if backend else None
+        self._reader = RDBReader(backend, persistent._study_id, self._rdb_writer) if backend else None
         self.others_running = 0  # trials other tuners have in flight, as last pulled
         self.others_active = 0  # tuners among them with any
         self.pull()
@@ -346,7 +356,9 @@ class MirroredStudy(optuna.Study):
         added = 0
         finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
                     optuna.trial.TrialState.PRUNED)
-        for trial in self.persistent.get_trials(deepcopy=False, states=finished):
+        trials = (self._reader.new_trials() if self._reader is not None
+                  else self.persistent.get_trials(deepcopy=False, states=finished))
+        for trial in trials:
             if trial._trial_id in self._seen:
                 continue
             self._seen.add(trial._trial_id)
@@ -429,7 +441,7 @@ class MirroredStudy(optuna.Study):
                 self._unwritten += 1
             self._pending.put(frozen)
         else:  # closed (a tuner run again): written at once
-            self._store(frozen)
+            self._store([frozen])
         return frozen
 
     def set_user_attr(self, key: str, value) -> None:
@@ -438,26 +450,53 @@ class MirroredStudy(optuna.Study):
 
     def _write_behind(self) -> None:
         while True:
-            frozen = self._pending.get()
-            try:
-                if frozen is not None and self._error is None:
-                    self._store(frozen)
-                    if frozen is not _COUNT:
-                        with self._lock:
-                            self._unwritten -= 1  # told, queued, now in the storage
-            except Exception as error:  # noqa: BLE001 - reported by flush(), on the tuner's thread
-                self._error = f"{type(error).__name__}: {error}"
-            finally:
+            # Whatever waits in the queue is written together: one transaction for the
+            # trials (an RDB storage), each count in its place after those before it.
+            items = [self._pending.get()]
+            while items[-1] is not None and len(items) < WRITE_BATCH:
+                try:
+                    items.append(self._pending.get_nowait())
+                except queue.Empty:
+                    break
+            trials: list = []
+            for item in items:
+                if item is _COUNT or item is None:
+                    self._store_all(trials)
+                    trials = []
+                    if item is _COUNT:
+                        self._store_all([item])
+                else:
+                    trials.append(item)
+            self._store_all(trials)
+            for _ in items:
                 self._pending.task_done()
-            if frozen is None:
+            if items[-1] is None:
                 return
 
-    def _store(self, item) -> None:
-        if item is _COUNT:
+    def _store_all(self, items: list) -> None:
+        """Write ``items`` (trials, or one count); a failure is kept for flush()."""
+        if not items or self._error is not None:
+            return
+        try:
+            self._store(items)
+            trials = sum(1 for item in items if item is not _COUNT)
+            if trials:
+                with self._lock:
+                    self._unwritten -= trials  # told, queued, now in the storage
+        except Exception as error:  # noqa: BLE001 - reported by flush(), on the tuner's thread
+            self._error = f"{type(error).__name__}: {error}"
+
+    def _store(self, items: list) -> None:
+        if items[0] is _COUNT:
             self._write_count()
             return
-        item.set_user_attr(self.WRITER_ATTR, self._writer_id)
-        self.persistent.add_trial(item)
+        for item in items:
+            item.set_user_attr(self.WRITER_ATTR, self._writer_id)
+        if self._rdb_writer is not None:
+            self._rdb_writer.add(items)
+        else:
+            for item in items:
+                self.persistent.add_trial(item)
 
     def flush(self) -> None:
         """Wait until every finished trial is in the storage."""
