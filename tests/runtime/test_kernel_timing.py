@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from mneme.runtime import _native, driver_available
 from mneme.runtime.kernel_timing import (
     EVENTS,
+    SAMPLE_REUSE_S,
     GpuMonitor,
     TimeSummary,
     cupti_wheel_libraries,
@@ -85,6 +87,38 @@ def test_nvml_absent_or_present_answers_in_one_line():
         assert "\n" not in monitor.reason
         monitor.begin()
         assert monitor.end() is None
+
+
+@pytest.mark.gpu
+def test_back_to_back_measurements_share_their_nvml_samples():
+    """A sample costs 3-4 ms of NVML calls on an H100 (most of a short replay): the tuner's
+    back-to-back measurements reuse one for SAMPLE_REUSE_S; energy only where both samples
+    bound a measurement that long."""
+    monitor = GpuMonitor(0)
+    if not monitor.available:
+        pytest.skip(monitor.reason)
+    real, taken = monitor.clocks, []
+
+    class Counted:  # the real NVML sampler, its calls counted
+        available = True
+
+        def sample(self, index):
+            taken.append(index)
+            return real.sample(index)
+
+    monitor.clocks = Counted()
+    for _ in range(20):
+        monitor.begin()
+        state = monitor.end()
+        assert state is not None and state.sm_clock_mhz > 0 and state.energy_mj is None
+    assert len(taken) <= 2, taken
+    time.sleep(SAMPLE_REUSE_S)
+    monitor.begin()
+    time.sleep(SAMPLE_REUSE_S)
+    state = monitor.end()
+    assert len(taken) <= 4 and state.sm_clock_mhz > 0
+    if real.sample(monitor.index).has_energy:
+        assert state.energy_mj is not None and state.energy_mj >= 0
 
 
 def test_nvml_index_follows_numeric_visible_devices(monkeypatch):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,20 +127,34 @@ def nvml_index(ordinal: int) -> int:
 @dataclass(frozen=True)
 class GpuState:
     """The GPU around a measurement: SM clock (MHz, mean of the samples before and after)
-    and the energy it used between them (mJ; None where NVML has no energy counter)."""
+    and the energy it used between them (mJ; None where NVML has no energy counter, or
+    the measurement was too short to read it: GpuMonitor)."""
 
     sm_clock_mhz: float
     energy_mj: float | None
     power_w: float | None
 
 
+#: an NVML sample (SM clock, energy, power: 3-4 ms of driver calls on an H100, most of a
+#: short replay's time) is reused for this long by the measurements that follow it
+SAMPLE_REUSE_S = 0.25
+
+
 class GpuMonitor:
-    """Samples NVML before and after a measurement of device ``ordinal``."""
+    """Samples NVML around a measurement of device ``ordinal``. Back-to-back measurements
+    (a tuner's trials) share samples up to SAMPLE_REUSE_S old: the SM clock they report is
+    the clock within that time. Their energy is given only where the measurement lasted
+    that long and both its samples were taken for it (NVML's energy counter advances in
+    100 ms steps: a shorter measurement's difference is noise; an energy objective times
+    a window of its own, timing.KernelClock.energy)."""
 
     def __init__(self, ordinal: int = 0):
         self.index = nvml_index(ordinal)
         self.clocks = _native.GpuClocks.instance()
         self._before = None
+        self._began = 0.0
+        self._fresh = False  # the begin sample was taken for this measurement
+        self._last: tuple[float, object] | None = None  # (time.monotonic(), sample)
 
     @property
     def available(self) -> bool:
@@ -149,16 +164,32 @@ class GpuMonitor:
     def reason(self) -> str:
         return self.clocks.reason
 
+    def _sample(self, reuse: bool):
+        """A sample, and whether it was taken now (not reused)."""
+        now = time.monotonic()
+        if reuse and self._last is not None and now - self._last[0] < SAMPLE_REUSE_S:
+            return self._last[1], False
+        sample = self.clocks.sample(self.index)
+        self._last = (now, sample) if sample is not None else None
+        return sample, True
+
     def begin(self) -> None:
-        self._before = self.clocks.sample(self.index) if self.clocks.available else None
+        self._began = time.monotonic()
+        if self.clocks.available:
+            self._before, self._fresh = self._sample(reuse=True)
+        else:
+            self._before = None
 
     def end(self) -> GpuState | None:
         before, self._before = self._before, None
-        after = self.clocks.sample(self.index) if before is not None else None
-        if before is None or after is None:
+        if before is None:
+            return None
+        long_enough = time.monotonic() - self._began >= SAMPLE_REUSE_S
+        after, _ = self._sample(reuse=not long_enough)
+        if after is None:
             return None
         energy = None
-        if before.has_energy and after.has_energy:
+        if self._fresh and long_enough and before.has_energy and after.has_energy:
             energy = float(after.energy_mj - before.energy_mj)
         power = (before.power_mw + after.power_mw) / 2000 if after.power_mw else None
         return GpuState((before.sm_clock_mhz + after.sm_clock_mhz) / 2, energy, power)
