@@ -389,7 +389,7 @@ class ReplayExecutor:
             raise RuntimeError("the executor is shut down")
         key = instance_key(target)
         task = _Task(next(self._ids), key, target, settings.to_json(), Future(), probe=probe,
-                     guard=guard or probe)
+                     guard=(guard or probe) and bool(self.devices))  # (GPU workers only)
         task.future.set_running_or_notify_cancel()
         with self._lock:
             self._inflight.add(task.future)
