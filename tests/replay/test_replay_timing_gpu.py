@@ -122,6 +122,23 @@ def test_an_energy_window_gives_energy_per_launch_and_keeps_verification(big_sax
     assert 0.7 < energies[100.0] / energies[300.0] < 1.4
 
 
+def _any_address_space(device, base: int, size: int):
+    """A reservation at ``base``, or where the driver offers one: after earlier tests'
+    replays released theirs, the driver may hand their range back whatever is asked for
+    (nothing recorded lives there; this test needs no fixed address)."""
+    import re
+
+    from mneme.runtime import RangeUnavailableError
+
+    try:
+        return device.address_space(base, size)
+    except RangeUnavailableError as error:
+        offered = re.search(r"offered (0x[0-9a-f]+)", str(error))
+        if offered is None:
+            raise
+        return device.address_space(int(offered.group(1), 16), size)
+
+
 def test_the_l2_touch_leaves_memory_as_it_was_and_cached(device):
     """app mode's touch kernel (engine/l2_touch.py): written segments keep their bytes,
     and what it touched is in L2 afterwards (a second touch runs faster than one after
@@ -137,7 +154,7 @@ def test_the_l2_touch_leaves_memory_as_it_was_and_cached(device):
     written, read = rng.integers(0, 256, n, dtype=np.uint8), rng.integers(0, 256, n, dtype=np.uint8)
     flush_bytes = 2 * int(device.properties.l2_cache_size)
     timer = kernel_timer()
-    with device.address_space(DEFAULT_BASE, 1 << 30) as space:
+    with _any_address_space(device, DEFAULT_BASE, 1 << 30) as space:
         a, b, flush = space.allocate(n), space.allocate(n), space.allocate(flush_bytes)
         table, sink = space.allocate(table_bytes(2)), space.allocate(16)
         device.copy_to_device(a, written)
