@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..jit.config import GUARD_RANGES
-from .errors import OUT_OF_BOUNDS, KernelFailedError, LaunchConfigError
+from .errors import (
+    CONTEXT_POISONED,
+    LAUNCH_REFUSED,
+    OUT_OF_BOUNDS,
+    KernelFailedError,
+    LaunchConfigError,
+    ReplayError,
+)
 from .launch_limits import DEFAULT_SHARED_LIMIT, check_launch, product
 
 if TYPE_CHECKING:
@@ -124,7 +131,7 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
         stream.synchronize()
     except DriverError as error:
         raise session._driver_failure(f"the guarded probe launch failed: {error}", error,
-                                      "launch-refused", KernelFailedError) from None
+                                      LAUNCH_REFUSED, KernelFailedError) from None
     return caught
 
 
@@ -144,7 +151,14 @@ def check(session: ReplaySession, base=None, replay=None) -> None:
     try:
         if not session.guard_trusted:
             recorded = replay.with_(grid=None, block=None, shared_mem=None)
-            caught = _launch(session, base, recorded)
+            try:
+                caught = _launch(session, base, recorded)
+            except ReplayError as error:  # the guard's own failure blames no probed shape
+                if error.kind == CONTEXT_POISONED:
+                    raise
+                session.guard_note = (f"the guarded variant does not run with the recorded "
+                                      f"launch shape ({error}): launch shapes probed unguarded")
+                return
             if caught is not None:
                 session.guard_note = (f"the guarded variant reports {caught} with the recorded "
                                       "launch shape: launch shapes probed unguarded")
