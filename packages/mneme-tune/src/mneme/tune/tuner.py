@@ -29,7 +29,7 @@ from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
-from . import confirmation, launch_probe, timing_report
+from . import confirmation, in_flight, launch_probe, timing_report
 from . import objective as objectives_mod
 from .baseline import measure_baseline
 from .confirmation import CONFIRMATION_ATTR
@@ -389,7 +389,7 @@ class Tuner:
         o = self.options
         owner = tuner_owner()
         study.pull()  # what other tuners did while this one measured its baseline
-        depth = 2 * executor.worker_count + 2  # trials in flight: keep every worker busy
+        depth = in_flight.depth(executor.worker_count, executor.compile_workers, budget)
         finished = self._finished(study)
         # Trials taken from the shared budget and not launched yet (study.claim): every
         # trial that counts is launched on one, so tuners sharing the study never overrun it.
