@@ -122,6 +122,20 @@ def _finished(storage, study):
     return len(states.get(TrialState.COMPLETE, [])) + len(states.get(TrialState.FAIL, []))
 
 
+def test_a_failing_recorded_configuration_is_said_to_be_the_recordings_problem(tmp_path):
+    from mneme.tune.tune_command import baseline_failure_line
+    from tune_support import fail_the_recorded_configuration
+
+    options = TuneOptions(trials=4, cpu_workers=1, seed=1, sampler="random",
+                          storage=f"sqlite:///{tmp_path / 's.db'}",
+                          before_run=fail_the_recorded_configuration)
+    outcome = Tuner(GOLDEN, [SAXPY], "pipeline", options).run()
+    assert outcome.baseline["failure"] == "error"
+    line = baseline_failure_line(outcome.baseline)
+    assert line.startswith("baseline failed: error: ") and "stand-in for a recording" in line
+    assert "a problem of the recording" in line and "mneme check" in line
+
+
 def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     url = f"sqlite:///{tmp_path / 'resume.db'}"
     args = ["tune", "-rdb", GOLDEN, "-rid", SAXPY, "--compile-only", "--trials", "60",

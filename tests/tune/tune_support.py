@@ -50,6 +50,13 @@ def abort_on_wide_blocks(settings) -> None:
         os.abort()
 
 
+def fail_the_recorded_configuration(settings) -> None:
+    """Worker hook: the recorded configuration (no register cap, O3) fails, as a recording
+    whose kernel does not replay would."""
+    if settings.compile.max_registers is None and settings.compile.pipeline == "default<O3>":
+        raise RuntimeError("stand-in for a recording that does not replay")
+
+
 def hang_on_poison(settings) -> None:
     """Worker hook: a candidate with the poison register cap never returns."""
     if settings.compile.max_registers == POISON_REGISTERS:

@@ -34,6 +34,15 @@ from .tuner import Tuner
 NOTHING_COMPLETED_EXIT = 1
 
 
+
+def baseline_failure_line(baseline: dict) -> str:
+    """The recorded configuration failing in replay is the recording's problem, not a
+    launch shape's or a pipeline's: said so, with what to do."""
+    return (f"baseline failed: {baseline['failure']}: {baseline['reason']} (the recorded "
+            "configuration itself fails in replay: a problem of the recording, not of the "
+            "space; check it with `mneme check`, or record the application again; the "
+            "search goes on without a baseline to compare with)")
+
 def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
     """``"0,1"`` → [0, 1]; None → [0] with a GPU driver, else compile-only (None)."""
     from mneme.runtime import driver_available
@@ -324,7 +333,7 @@ def _run_one(tuner: Tuner, console: Console, suffix: str) -> TuneOutcome:
                    if info.get("probes") else ""), soft_wrap=True, markup=False)
             base = info["baseline"]
             if "failure" in base:
-                progress.console.print(f"baseline failed: {base['failure']}: {base['reason']}")
+                progress.console.print(baseline_failure_line(base), soft_wrap=True, markup=False)
             else:
                 progress.console.print(f"baseline {timing_line(base.get('timing'))}", soft_wrap=True,
                                        markup=False)
