@@ -118,3 +118,23 @@ def test_a_command_refused_after_the_first_tuner_started_its_workers_exits_at_on
                     timeout=300)
     assert run.returncode == 2 and "cannot write the report" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and "trials this run" not in run.stdout
+
+
+def test_the_slot_workers_prepare_the_baseline_before_its_task_comes():
+    """prepare_baseline (worker_start.py, on a GPU while the study opens): the recorded
+    configuration is compiled (and on a GPU restored and loaded) before its task, which
+    finds its code compiled and is not sent the instance again."""
+    from mneme.replay.engine import ReplayConfig, ReplaySettings
+    from mneme.replay.jit import CompileConfig
+    from mneme.tune.worker import instance_key
+
+    settings = ReplaySettings(CompileConfig(pipeline="default<O2>"), ReplayConfig(iterations=1))
+    with ReplayExecutor(GOLDEN, cpu_workers=1) as pool:
+        worker_start.prepare_baseline(pool, [(SAXPY, settings)])
+        key = instance_key(pool._resolve(SAXPY))
+        assert all(key in w.known for w in pool._workers)
+        result = pool.submit(settings, SAXPY).result(timeout=120)
+        assert result.compile_cached is True
+        other = pool.submit(ReplaySettings(CompileConfig(pipeline="default<O1>"),
+                                           ReplayConfig(iterations=1)), SAXPY).result(timeout=120)
+        assert other.compile_cached is False  # (what an unprepared configuration gets)

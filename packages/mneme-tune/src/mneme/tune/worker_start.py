@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from . import launch_probe
 from .executor import ReplayExecutor
+from .worker import instance_key
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
     from .tuner import Tuner
 
-__all__ = ["WorkerStart", "make_executor"]
+__all__ = ["WorkerStart", "make_executor", "prepare_baseline"]
 
 
 def make_executor(tuner: Tuner) -> ReplayExecutor:
@@ -37,7 +38,33 @@ def _executor_factory(tuner: Tuner):
                   expect_failures=launch_probe.probe_estimate(tuner),
                   probe_workers=o.probe_workers if o.probe else 0)
     db = tuner.db
-    return lambda: ReplayExecutor(db, **kwargs)
+    # GPU workers get the recorded configuration ready (compiled, loaded, restored, the
+    # clock started) while the study opens: the baseline then pays only its launches.
+    baseline = ([(i, tuner.base_settings(n)) for n, i in enumerate(tuner.instances)]
+                if o.devices else [])
+
+    def make() -> ReplayExecutor:
+        executor = ReplayExecutor(db, **kwargs)
+        prepare_baseline(executor, baseline)
+        return executor
+    return make
+
+
+def prepare_baseline(executor: ReplayExecutor, baseline) -> None:
+    """Send each slot's worker the instances of ``baseline`` ((instance, settings) pairs)
+    to prepare, as a spare prepares (worker.py): before any task exists, so nothing else
+    writes to their pipes yet."""
+    for instance, settings in baseline:
+        target = executor._resolve(instance)
+        key, settings_json = instance_key(target), settings.to_json()
+        for worker in executor._workers:
+            if not worker.ready or worker.conn is None or key in worker.known:
+                continue
+            try:
+                worker.conn.send(("prepare", key, target, settings_json))
+            except (OSError, BrokenPipeError):
+                continue  # (a dead worker: the dispatcher replaces it)
+            worker.known.add(key)
 
 
 class WorkerStart:
