@@ -17,8 +17,9 @@ copy, stream, clock) is done before it is needed, no kernel run:
 The parent resolves each instance once and sends it (a mneme.replay.db Instance: it pickles
 as its database's path and the kernel's and instance's records, already read and checked)
 with the first task for it; later tasks name it by ``key``. A worker never opens the
-database or looks an id up. ``guard``: a probe task, tried first with the kernel's guarded
-variant (mneme.replay.engine.guarded_probe), so a shape that would fault fails as
+database or looks an id up. ``guard``: a task whose launch shape is not known to run (a
+probe task among them), tried first with the kernel's guarded variant
+(mneme.replay.engine.guarded_probe), so a shape that would fault fails as
 ``out-of-bounds`` and the worker goes on.
 
 ``kind`` is the failure kind the error's raiser set (mneme.replay.engine.errors). A kernel
@@ -204,7 +205,7 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             if before_run is not None:
                 before_run(settings)
             session = pool.get(key, instances[key])
-            if guard:  # a probe task: a shape that would fault is caught by the guarded variant
+            if guard:  # a shape not known to run: one that would fault is caught here
                 guarded_probe.check(session, settings.compile, settings.replay)
             result = session.run(settings.compile, settings.replay)
             if guard and session.guard_note:
