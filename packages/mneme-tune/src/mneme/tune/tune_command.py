@@ -34,7 +34,6 @@ from .tuner import Tuner
 NOTHING_COMPLETED_EXIT = 1
 
 
-
 def baseline_failure_line(baseline: dict) -> str:
     """The recorded configuration failing in replay is the recording's problem, not a
     launch shape's or a pipeline's: said so, with what to do."""
@@ -42,6 +41,7 @@ def baseline_failure_line(baseline: dict) -> str:
             "configuration itself fails in replay: a problem of the recording, not of the "
             "space; check it with `mneme check`, or record the application again; the "
             "search goes on without a baseline to compare with)")
+
 
 def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
     """``"0,1"`` → [0, 1]; None → [0] with a GPU driver, else compile-only (None)."""
