@@ -36,6 +36,7 @@ from .chunks import (
 from .errors import CorruptDataError, DatabaseError
 from .hashing import dynamic_hash
 from .instance import Instance
+from .param_layout import params_end
 from .reader import Database, Kernel
 from .region_layout import address_space_problem
 from .schema import MAX_ARGS_SIZE, combine_checksums, content_checksum
@@ -229,6 +230,13 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
             raise CorruptDataError(f"args array has encoding {info.encoding!r}, expected bytes")
         if info.size != attrs["args_size"]:
             raise CorruptDataError(f"args holds {info.size} bytes, metadata says {attrs['args_size']}")
+        needed = params_end(instance.kernel.params)
+        if attrs["args_size"] < needed:
+            kernel = instance.kernel
+            raise CorruptDataError(
+                f"args holds {attrs['args_size']} bytes but the parameters of kernel "
+                f"{kernel.static_hash} ({kernel.demangled_name}) span {needed}: the parameter "
+                "layout or the arguments are damaged")
         args = bytearray()
         for index, chunk in zip(range(info.chunk_count()),
                                 _windowed(lambda i: _decode(info, i), _chunks(info, True)), strict=True):

@@ -29,6 +29,7 @@ from .metadata import (
     OneOf,
     Str,
 )
+from .param_layout import check_params
 
 Dim3 = tuple[int, int, int]
 
@@ -97,6 +98,7 @@ KERNEL_SCHEMA = Obj(
     },
     # origin: the file the kernel's code came from (optional; a path, never empty)
     {"ir_crc32c": U32, "code": OneOf(CODE_KINDS), "origin": Str(max_len=4096, pattern=r"(?s).+")},
+    rule=check_params,
 )
 ANNOTATION_SCHEMA = Obj(
     {
