@@ -483,6 +483,7 @@ NB_MODULE(_native, m) {
            "chunk_size"_a = uint64_t(4) << 20, "level"_a = 1)
       .def("set_instance_attribute", &rt::RecordingWriter::set_instance_attribute, "static_hash"_a,
            "dynamic_hash"_a, "key"_a, "json_value"_a)
+      .def("set_root_attribute", &rt::RecordingWriter::set_root_attribute, "key"_a, "json_value"_a)
       .def("add_kernel",
            [](rt::RecordingWriter& w, const std::string& static_hash, const std::string& name,
               const std::string& demangled, nb::bytes ir, const ParamTuples& params,

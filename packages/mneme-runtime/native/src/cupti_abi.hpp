@@ -19,6 +19,17 @@ constexpr Result kErrorMultipleSubscribers = 39;
 using ActivityKind = int;  // CUpti_ActivityKind
 // GPU start/end of every kernel without serialising them (KIND_KERNEL, 3, serialises).
 constexpr ActivityKind kConcurrentKernel = 10;
+// API records of the driver and runtime: enabled for the launch functions alone, since an
+// external-correlation record is written only beside an API record (measured on an H200).
+constexpr ActivityKind kDriverApi = 4;
+constexpr ActivityKind kRuntimeApi = 5;
+constexpr ActivityKind kExternalCorrelation = 39;
+using ExternalCorrelationKind = int;  // CUpti_ExternalCorrelationKind
+constexpr ExternalCorrelationKind kCustom0 = 3;
+using CallbackId = uint32_t;  // CUpti_CallbackId
+// cupti_driver_cbid.h / cupti_runtime_cbid.h: every function that launches one kernel.
+constexpr CallbackId kDriverLaunches[] = {307, 442, 477, 478, 652, 653};  // cuLaunchKernel{,_ptsz,Ex,...}
+constexpr CallbackId kRuntimeLaunches[] = {211, 214, 269, 270, 430, 431, 505, 506};  // cudaLaunchKernel...
 constexpr uint32_t kFlushForced = 1;  // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
 
 struct Activity {  // CUpti_Activity: every record starts with its kind
@@ -57,6 +68,18 @@ static_assert(offsetof(KernelActivity, dynamic_shared_memory) == 80);
 static_assert(offsetof(KernelActivity, correlation_id) == 92);
 static_assert(offsetof(KernelActivity, name) == 104);
 
+// CUpti_ActivityExternalCorrelation: a CUDA API call (its correlation id, shared with the
+// kernel it launched) made while an external id was pushed on the calling thread.
+struct __attribute__((packed, aligned(8))) ExternalCorrelationActivity {
+  ActivityKind kind;
+  ExternalCorrelationKind external_kind;
+  uint64_t external_id;
+  uint32_t correlation_id;
+  uint32_t reserved;
+};
+static_assert(offsetof(ExternalCorrelationActivity, external_id) == 8);
+static_assert(offsetof(ExternalCorrelationActivity, correlation_id) == 16);
+
 using BufferRequested = void (*)(uint8_t** buffer, size_t* size, size_t* max_records);
 using BufferCompleted = void (*)(void* context, uint32_t stream_id, uint8_t* buffer, size_t size,
                                  size_t valid_size);
@@ -71,6 +94,11 @@ struct Api {
   Result (*cuptiActivityGetNumDroppedRecords)(void* context, uint32_t stream_id, size_t* dropped);
   Result (*cuptiGetTimestamp)(uint64_t* timestamp);
   Result (*cuptiGetResultString)(Result result, const char** text);
+  // Optional (tagging launches): absent, launches are attributed by their key alone.
+  Result (*cuptiActivityPushExternalCorrelationId)(ExternalCorrelationKind kind, uint64_t id);
+  Result (*cuptiActivityPopExternalCorrelationId)(ExternalCorrelationKind kind, uint64_t* last);
+  Result (*cuptiActivityEnableDriverApi)(CallbackId cbid, uint8_t enable);
+  Result (*cuptiActivityEnableRuntimeApi)(CallbackId cbid, uint8_t enable);
 };
 
 }  // namespace mneme::runtime::cupti

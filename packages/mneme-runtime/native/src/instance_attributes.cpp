@@ -1,8 +1,9 @@
-// RecordingWriter::set_instance_attribute: one key of a stored instance's mneme
-// attributes replaced or added, atomically (temporary file, then rename; under the
+// RecordingWriter::set_instance_attribute / set_root_attribute: one key of a stored
+// instance's (or the root's) mneme attributes replaced or added, atomically (temporary file, then rename; under the
 // database's lock, as occurrence counts are), so a reader never sees a half-written
 // zarr.json. The recorder writes each instance's in-application time this way at exit
-// (app_timing.cpp; docs/format.md, "app_time").
+// (app_timing.cpp; docs/format.md, "app_time"), and the application's profile in the
+// root's ("app_profile").
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -76,7 +77,16 @@ Member member(const std::string& s, size_t open, const std::string& key) {
 
 void RecordingWriter::set_instance_attribute(const std::string& static_hash, const std::string& dynamic_hash,
                                              const std::string& key, const std::string& json_value) {
-  fs::path meta = root_ / "kernels" / static_hash / "instances" / dynamic_hash / "zarr.json";
+  set_node_attribute(root_ / "kernels" / static_hash / "instances" / dynamic_hash, key, json_value);
+}
+
+void RecordingWriter::set_root_attribute(const std::string& key, const std::string& json_value) {
+  set_node_attribute(root_, key, json_value);
+}
+
+void RecordingWriter::set_node_attribute(const fs::path& node, const std::string& key,
+                                         const std::string& json_value) {
+  fs::path meta = node / "zarr.json";
   fs::path lock_path = root_ / ".mneme" / "lock";
   int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + lock_path.string());
@@ -104,7 +114,7 @@ void RecordingWriter::set_instance_attribute(const std::string& static_hash, con
       text.insert(close, std::string(empty ? "" : ", ") + "\"" + key + "\": " + json_value);
     }
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(meta.string() + ": malformed instance metadata (" + e.what() + ")");
+    throw std::runtime_error(meta.string() + ": malformed metadata (" + e.what() + ")");
   }
   fs::path tmp = meta.parent_path() / (".zarr.json." + std::to_string(::getpid()) + ".tmp");
   {

@@ -115,6 +115,15 @@ bool KernelTimer::load() {
   MNEME_CUPTI_RESOLVE(cuptiGetTimestamp)
   MNEME_CUPTI_RESOLVE(cuptiGetResultString)
 #undef MNEME_CUPTI_RESOLVE
+  // (optional: tagging launches)
+  api.cuptiActivityPushExternalCorrelationId = reinterpret_cast<decltype(api.cuptiActivityPushExternalCorrelationId)>(
+      ::dlsym(library, "cuptiActivityPushExternalCorrelationId"));
+  api.cuptiActivityPopExternalCorrelationId = reinterpret_cast<decltype(api.cuptiActivityPopExternalCorrelationId)>(
+      ::dlsym(library, "cuptiActivityPopExternalCorrelationId"));
+  api.cuptiActivityEnableDriverApi = reinterpret_cast<decltype(api.cuptiActivityEnableDriverApi)>(
+      ::dlsym(library, "cuptiActivityEnableDriverApi"));
+  api.cuptiActivityEnableRuntimeApi = reinterpret_cast<decltype(api.cuptiActivityEnableRuntimeApi)>(
+      ::dlsym(library, "cuptiActivityEnableRuntimeApi"));
   loaded_ = true;
   return true;
 }
@@ -147,13 +156,56 @@ bool KernelTimer::start() {
 }
 
 void KernelTimer::stop() {
+  bool tagging;
   {
     std::lock_guard lock(mutex_);
     if (!collecting_) return;
     collecting_ = false;
+    tagging = tagging_;
+    tagging_ = false;
   }
   api.cuptiActivityFlushAll(cupti::kFlushForced);  // calls completed(): not under the lock
   api.cuptiActivityDisable(cupti::kConcurrentKernel);
+  if (tagging) {
+    api.cuptiActivityDisable(cupti::kExternalCorrelation);
+    for (auto cbid : cupti::kDriverLaunches) api.cuptiActivityEnableDriverApi(cbid, 0);
+    for (auto cbid : cupti::kRuntimeLaunches) api.cuptiActivityEnableRuntimeApi(cbid, 0);
+  }
+}
+
+bool KernelTimer::tag_launches() {
+  std::lock_guard lock(mutex_);
+  if (tagging_) return true;
+  if (!collecting_ || !api.cuptiActivityPushExternalCorrelationId || !api.cuptiActivityPopExternalCorrelationId ||
+      !api.cuptiActivityEnableDriverApi || !api.cuptiActivityEnableRuntimeApi)
+    return false;
+  if (api.cuptiActivityEnable(cupti::kExternalCorrelation) != cupti::kSuccess) return false;
+  // API records of the launch functions only: CUPTI writes the tag's record beside them.
+  for (auto cbid : cupti::kDriverLaunches) api.cuptiActivityEnableDriverApi(cbid, 1);
+  for (auto cbid : cupti::kRuntimeLaunches) api.cuptiActivityEnableRuntimeApi(cbid, 1);
+  tagging_ = true;
+  return true;
+}
+
+bool KernelTimer::tagging() const {
+  std::lock_guard lock(mutex_);
+  return tagging_;
+}
+
+void KernelTimer::push_tag(uint64_t tag) {
+  if (tagging()) api.cuptiActivityPushExternalCorrelationId(cupti::kCustom0, tag);
+}
+
+void KernelTimer::pop_tag() {
+  uint64_t last = 0;
+  if (tagging()) api.cuptiActivityPopExternalCorrelationId(cupti::kCustom0, &last);
+}
+
+std::vector<LaunchTag> KernelTimer::take_tags() {
+  std::lock_guard lock(mutex_);
+  std::vector<LaunchTag> out;
+  out.swap(tags_);
+  return out;
 }
 
 bool KernelTimer::collecting() const {
@@ -178,9 +230,15 @@ const std::string& KernelTimer::library() const {
 
 void KernelTimer::completed(uint8_t* buffer, size_t valid_size) {
   std::vector<KernelRecord> batch;
+  std::vector<LaunchTag> tags;
   cupti::Activity* record = nullptr;
   while (valid_size && api.cuptiActivityGetNextRecord(buffer, valid_size, &record) == cupti::kSuccess) {
-    if (record->kind != cupti::kConcurrentKernel) continue;
+    if (record->kind == cupti::kExternalCorrelation) {
+      const auto* e = reinterpret_cast<const cupti::ExternalCorrelationActivity*>(record);
+      if (e->external_kind == cupti::kCustom0) tags.push_back({e->correlation_id, e->external_id});
+      continue;
+    }
+    if (record->kind != cupti::kConcurrentKernel) continue;  // (the launch functions' API records)
     const auto* k = reinterpret_cast<const cupti::KernelActivity*>(record);
     KernelRecord out;
     out.name = k->name ? k->name : "";
@@ -198,6 +256,7 @@ void KernelTimer::completed(uint8_t* buffer, size_t valid_size) {
   api.cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
   std::lock_guard lock(mutex_);
   dropped_ += dropped;
+  tags_.insert(tags_.end(), tags.begin(), tags.end());
   if (records_.empty()) {
     records_ = std::move(batch);
   } else {

@@ -24,7 +24,11 @@
 // recorded too and used when CUPTI is unusable or missed launches (the report says which,
 // and why). Per kernel the report gives the first launch apart (module load, cold caches)
 // and the median of the others. MNEME_APPLY_MODE=measure times the original kernels
-// without swapping. Results go to MNEME_APPLY_REPORT at exit.
+// without swapping. With MNEME_APPLY_TOTAL=1 every kernel of the process is timed by CUPTI
+// and summed (the application's kernel time, plain or tuned: `mneme run --apply` of a
+// whole-application report). Per planned kernel the report counts the launches the tuned
+// code was not used for, by reason, so that a kernel swapped into no launch says why.
+// Results go to MNEME_APPLY_REPORT at exit.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -77,6 +81,11 @@ struct Plan {
   std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
   // what happened, for the report
   unsigned long long launches = 0, swapped = 0, refused = 0, same_config = 0;
+  // launches that ran the original code, by why: the recorded dimensions were compiled in
+  // and this launch has others; a specialised argument differs; the block exceeds the
+  // compiled-in bound; launch attributes (clusters, cooperative, priority) were set
+  unsigned long long other_dims = 0, other_args = 0, over_bound = 0, attributes = 0;
+  std::string load_error;  // why the tuned code did not load ("" when it did or was not tried)
   // event times (ms) of each launch in launch order, and whether it had the recorded config
   std::vector<std::pair<double, bool>> event_times;
 };
@@ -167,6 +176,21 @@ class Swapper {
     return plan_named(name);
   }
 
+  // Any launch the swapper sees: with MNEME_APPLY_TOTAL, CUPTI starts with the first (the
+  // application's context exists by then) to time every kernel of the process.
+  void saw_launch() {
+    if (total_ && !cupti_tried_) {
+      std::lock_guard<std::mutex> lock(mutex);
+      start_cupti();
+    }
+  }
+
+  // A launch of a planned kernel with launch attributes: the original code runs.
+  void attribute_launch(Plan& plan) {
+    ++plan.launches;
+    ++plan.attributes;
+  }
+
   // Runs one launch of a planned kernel: the tuned code when the plan applies to it, else
   // `original`. Returns the launch's status as a CUresult/cudaError_t number.
   int launch(Plan& plan, Dims grid, Dims block, size_t shared, CUstream stream, void** args,
@@ -177,8 +201,14 @@ class Swapper {
     Dims new_grid = grid, new_block = block;
     size_t new_shared = shared;
     // Loaded before the timing starts: a module load is not the kernel's time.
-    bool swap = !measure_only_ && applies(plan, grid, block, shared, args, new_grid, new_block, new_shared) &&
-                load(plan);
+    bool swap = false;
+    if (!measure_only_) {
+      Fit fit = applies(plan, grid, block, shared, args, new_grid, new_block, new_shared);
+      if (fit == Fit::kOtherDims) ++plan.other_dims;
+      else if (fit == Fit::kOtherArgs) ++plan.other_args;
+      else if (fit == Fit::kOverBound) ++plan.over_bound;
+      swap = fit == Fit::kApplies && load(plan);
+    }
     bool timed = timing_ && !capturing(stream);
     CUevent start = nullptr, stop = nullptr;
     if (timed) {
@@ -256,8 +286,12 @@ class Swapper {
           << (d.all.empty() ? 0 : d.all.front()) << " median_ms " << Durations::steady(d.all)
           << " same_config_timed " << d.same_config.size() << " same_config_time_s "
           << Durations::total(d.same_config) * 1e-3 << " same_config_median_ms "
-          << Durations::steady(d.same_config) << "\n";
+          << Durations::steady(d.same_config) << " other_dims " << p.other_dims << " other_args " << p.other_args
+          << " over_bound " << p.over_bound << " attributes " << p.attributes << " cupti_launches "
+          << (cupti_ && it != gpu.end() ? it->second.all.size() : 0) << "\n";
+      if (!p.load_error.empty()) out << "load_error " << name << " " << p.load_error << "\n";
     }
+    if (total_) out << "total kernel_ms " << total_ms_ << " launches " << total_launches_ << "\n";
     if (!fallback.empty()) out << "fallback " << fallback << "\n";
   }
 
@@ -268,6 +302,7 @@ class Swapper {
     read_plan(path);
     active_ = true;
     timing_ = env("MNEME_APPLY_TIMING") == "1";
+    total_ = env("MNEME_APPLY_TOTAL") == "1";
     measure_only_ = env("MNEME_APPLY_MODE") == "measure";
     std::atexit(at_exit);
   }
@@ -309,14 +344,16 @@ class Swapper {
     }
   }
 
-  // Whether the tuned code is valid for this launch, and the launch it then gets.
-  bool applies(const Plan& p, Dims grid, Dims block, size_t shared, void** args, Dims& new_grid, Dims& new_block,
-               size_t& new_shared) const {
-    if (p.dims_exact && !(grid == p.recorded_grid && block == p.recorded_block)) return false;
+  enum class Fit { kApplies, kOtherDims, kOtherArgs, kOverBound };
+
+  // Whether the tuned code is valid for this launch (why not), and the launch it then gets.
+  Fit applies(const Plan& p, Dims grid, Dims block, size_t shared, void** args, Dims& new_grid, Dims& new_block,
+              size_t& new_shared) const {
+    if (p.dims_exact && !(grid == p.recorded_grid && block == p.recorded_block)) return Fit::kOtherDims;
     for (const auto& [index, bytes] : p.args)
-      if (!args || std::memcmp(args[index], bytes.data(), bytes.size()) != 0) return false;
+      if (!args || std::memcmp(args[index], bytes.data(), bytes.size()) != 0) return Fit::kOtherArgs;
     if (!(block == p.recorded_block)) {  // another launch shape: tuned code, its own launch
-      return p.bound == 0 || block.threads() <= p.bound;
+      return p.bound == 0 || block.threads() <= p.bound ? Fit::kApplies : Fit::kOverBound;
     }
     new_block = p.tuned_block;
     if (p.grid_rule == "keep") new_grid = grid;
@@ -328,7 +365,7 @@ class Swapper {
       new_shared = p.shared_per_thread * new_block.threads();
     else if (shared == p.recorded_shared)
       new_shared = p.tuned_shared;
-    return true;
+    return Fit::kApplies;
   }
 
   bool load(Plan& p) {
@@ -351,6 +388,7 @@ class Swapper {
       if (var == vars_.end() || symbol_address(&app, var->second) != cudaSuccess) {
         std::fprintf(stderr, "mneme run: %s: the application's global %s is not registered with the CUDA "
                              "runtime; this kernel runs unchanged\n", p.kernel.c_str(), name.c_str());
+        p.load_error = "its global " + name + " is not registered with the CUDA runtime";
         r = CUDA_ERROR_NOT_FOUND;
       } else if ((r = driver_.get_global(&mine, &mine_size, p.module, name.c_str())) == CUDA_SUCCESS) {
         p.global_pairs.push_back({CUdeviceptr(app), mine});
@@ -365,6 +403,7 @@ class Swapper {
       if (auto name = driver_function<decltype(&cuGetErrorName)>("cuGetErrorName")) name(r, &why);
       std::fprintf(stderr, "mneme run: the tuned code of %s did not load (%s); it runs unchanged\n",
                    p.kernel.c_str(), why);
+      if (p.load_error.empty()) p.load_error = std::string("the tuned code did not load (") + why + ")";
       if (!p.module) p.module = reinterpret_cast<CUmodule>(1);  // remembered as failed
       p.tuned = nullptr;
       return false;
@@ -416,8 +455,13 @@ class Swapper {
 
   // CUPTI records every kernel of the process: only the planned kernels' are kept.
   void keep(std::vector<KernelRecord> records) {
-    for (auto& r : records)
+    for (auto& r : records) {
+      if (total_) {
+        total_ms_ += r.duration_ms();
+        ++total_launches_;
+      }
       if (timed_names_.count(r.name)) records_.push_back(std::move(r));
+    }
   }
 
   // The CUPTI durations of the planned kernels (the original's name, or the tuned code's
@@ -444,7 +488,9 @@ class Swapper {
     return out;
   }
 
-  bool active_ = false, timing_ = false, measure_only_ = false, finished_ = false;
+  bool active_ = false, timing_ = false, measure_only_ = false, finished_ = false, total_ = false;
+  double total_ms_ = 0;
+  unsigned long long total_launches_ = 0;
   bool cupti_tried_ = false, cupti_ = false;
   std::vector<KernelRecord> records_;
   std::unordered_set<std::string> timed_names_;  // the planned kernels' and their tuned entry points'
@@ -467,6 +513,7 @@ int runtime_launch(const void* host, dim3 grid, dim3 block, void** args, size_t 
                    bool per_thread, const std::function<int()>& original) {
   auto& s = Swapper::get();
   if (!s.active() || !host) return original();
+  s.saw_launch();
   std::lock_guard<std::mutex> lock(s.mutex);
   Plan* plan = s.plan_for_host(host);
   if (!plan) return original();
@@ -511,8 +558,18 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   REAL(cudaLaunchKernelExC);
-  // Launch attributes (clusters, cooperative, priorities) have no tuned equivalent here.
-  if (config->numAttrs) return real_cudaLaunchKernelExC(config, func, args);
+  // Launch attributes (clusters, cooperative, priorities) have no tuned equivalent here:
+  // counted, so that the report says why such launches kept their code.
+  auto& s = Swapper::get();
+  if (config->numAttrs) {
+    if (s.active()) {
+      s.saw_launch();
+      std::lock_guard<std::mutex> lock(s.mutex);
+      const void* host = s.host_of(static_cast<cudaKernel_t>(const_cast<void*>(func)));
+      if (Plan* plan = s.plan_for_host(host ? host : func)) s.attribute_launch(*plan);
+    }
+    return real_cudaLaunchKernelExC(config, func, args);
+  }
   return cudaError_t(runtime_launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                     config->stream, false,
                                     [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
@@ -556,10 +613,32 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
   auto original = [&] { return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); };
   auto& s = Swapper::get();
   if (!s.active() || !params) return CUresult(original());
+  s.saw_launch();
   std::lock_guard<std::mutex> lock(s.mutex);
   Plan* plan = s.plan_for_function(f);
   if (!plan) return CUresult(original());
   return CUresult(s.launch(*plan, Dims{{gx, gy, gz}}, Dims{{bx, by, bz}}, shmem, stream, params, original));
+}
+
+// cuLaunchKernelEx (Triton's launcher, libraries): without attributes as cuLaunchKernel;
+// with attributes the original runs, counted.
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  REAL(cuLaunchKernelEx);
+  auto original = [&] { return int(real_cuLaunchKernelEx(config, f, params, extra)); };
+  auto& s = Swapper::get();
+  if (!s.active() || !config) return CUresult(original());
+  s.saw_launch();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Plan* plan = s.plan_for_function(f);
+  if (!plan) return CUresult(original());
+  if (config->numAttrs) {
+    s.attribute_launch(*plan);
+    return CUresult(original());
+  }
+  if (!params) return CUresult(original());
+  return CUresult(s.launch(*plan, Dims{{config->gridDimX, config->gridDimY, config->gridDimZ}},
+                           Dims{{config->blockDimX, config->blockDimY, config->blockDimZ}}, config->sharedMemBytes,
+                           config->hStream, params, original));
 }
 
 // Reset destroys the events: the times so far are taken first.

@@ -488,8 +488,17 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   }
   KernelEntry* kernel = launch.kernel;
   rt::InstanceInfo& inst = launch.inst;
-  timing_.instance(kernel->info.static_hash, launch.dyn,
-                   {*device_name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, uint32_t(shmem)});
+  uint64_t tag = timing_.instance(kernel->info.static_hash, launch.dyn,
+                                  {*device_name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, uint32_t(shmem)});
+  // CUPTI tags the kernel with its instance: its in-app time is its own launches' (app_timing.hpp).
+  auto launch_tagged = [&] {
+    if (!tag) return do_launch();
+    auto& timer = rt::KernelTimer::instance();
+    timer.push_tag(tag);
+    int status = do_launch();
+    timer.pop_tag();
+    return status;
+  };
   predecessors_.instance(stream, kernel->info.static_hash, launch.dyn);
   note_predecessor(stream, device_name, kernel, args);
   auto& w = writer();
@@ -500,7 +509,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   const std::string& dyn = launch.dyn;
   try {
     // A repeat only counts: of an instance of this run (possibly still being written)...
-    if (pipeline.count_repeat(static_hash, dyn)) return do_launch();
+    if (pipeline.count_repeat(static_hash, dyn)) return launch_tagged();
     if (!kernel->stored) {
       if (!kernel->ir_path.empty()) {  // instrumented: the IR the manifest points to
         std::ifstream ir(kernel->ir_path, std::ios::binary);
@@ -512,13 +521,13 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
       kernel->stored = true;
     }
     // ...or of an earlier recording into the same database.
-    if (pipeline.count_earlier(static_hash, dyn)) return do_launch();
+    if (pipeline.count_earlier(static_hash, dyn)) return launch_tagged();
   } catch (const std::exception& e) {
     fatal(std::string("writing the recording failed: ") + e.what(), 2);
   }
   // Complete outstanding work so the prologue is what the kernel will see.
   auto t0 = Clock::now();
-  if (!synchronize_device()) return do_launch();
+  if (!synchronize_device()) return launch_tagged();
   auto t1 = Clock::now();
   std::vector<rt::RegionSpec> regions;
   std::vector<uint64_t> sources;
@@ -538,7 +547,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   }
   auto t2 = Clock::now();
   timing_.snapshot_begins();
-  int status = do_launch();
+  int status = launch_tagged();
   if (status != 0) {
     pipeline.abandon(*snap);
     return status;

@@ -49,23 +49,6 @@ std::optional<std::pair<uint64_t, uint64_t>> owner(uint64_t value,
   return std::nullopt;
 }
 
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 Ranges joined(Ranges ranges) {  // overlapping ranges (several pointers into one allocation) joined
   std::sort(ranges.begin(), ranges.end());
   Ranges merged;
@@ -158,7 +141,7 @@ void StreamPredecessors::instance(uint64_t stream, const std::string& static_has
 }
 
 std::string StreamPredecessors::json(const Launch& launch) {
-  std::string out = "{\"kernel\": \"" + escaped(launch.kernel) + "\", \"writes\": ";
+  std::string out = "{\"kernel\": \"" + json_escaped(launch.kernel) + "\", \"writes\": ";
   if (!launch.known) return out + "null, \"reads\": null}";
   auto list = [](const Ranges& ranges) {
     std::string text = "[";
@@ -179,6 +162,23 @@ void StreamPredecessors::write(rt::RecordingWriter& writer) const {
                    ids.second.c_str(), e.what());
     }
   }
+}
+
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace mneme::recorder

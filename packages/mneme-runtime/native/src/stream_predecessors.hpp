@@ -20,6 +20,9 @@
 
 namespace mneme::recorder {
 
+// `text` as the inside of a JSON string (the recorder writes its attributes' JSON by hand).
+std::string json_escaped(const std::string& text);
+
 using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;  // (address, bytes)
 
 // Ranges that a launch may write and those it only reads (each sorted, overlaps joined).

@@ -189,6 +189,18 @@ class KernelReport:
     same_config_timed: int = 0
     same_config_time_s: float = 0.0
     same_config_median_ms: float | None = None
+    #: launches that ran the original code, by why (launch_swap.cpp): other dimensions
+    #: than the compiled-in ones, another value of a specialised argument, a block over the
+    #: compiled-in bound, launch attributes
+    other_dims: int = 0
+    other_args: int = 0
+    over_bound: int = 0
+    attributes: int = 0
+    #: launches of the kernel CUPTI saw (with timing): more than ``launches`` means the
+    #: application launched it through a path the swapper does not intercept
+    cupti_launches: int = 0
+    #: why the tuned code did not load ("" when it did or was never tried)
+    load_error: str = ""
 
     @property
     def mean_ms(self) -> float | None:
@@ -206,6 +218,9 @@ class SwapReport:
 
     kernels: dict[str, KernelReport] = field(default_factory=dict)
     fallback: str = ""
+    #: every kernel of the process summed by CUPTI (MNEME_APPLY_TOTAL): ms and launches
+    total_ms: float | None = None
+    total_launches: int = 0
 
     def get(self, name: str) -> KernelReport:
         return self.kernels.get(name, KernelReport())
@@ -218,10 +233,17 @@ def read_report(path: Path) -> SwapReport:
     if not path.is_file():
         return out
     lines = path.read_text().splitlines()
+    errors: dict[str, str] = {}
     for line in lines[1:]:
         words = line.split()
         if len(words) >= 2 and words[0] == "fallback":
             out.fallback = line.split(None, 1)[1]
+        if len(words) >= 5 and words[0] == "total":
+            totals = dict(zip(words[1::2], words[2::2], strict=False))
+            out.total_ms = float(totals.get("kernel_ms", 0))
+            out.total_launches = int(totals.get("launches", 0))
+        if len(words) >= 3 and words[0] == "load_error":
+            errors[words[1]] = line.split(None, 2)[2]
         if len(words) < 2 or words[0] != "kernel":
             continue
         values = dict(zip(words[2::2], words[3::2], strict=False))
@@ -237,5 +259,11 @@ def read_report(path: Path) -> SwapReport:
             method=values.get("method", "events"), timed=timed, time_s=float(values.get("time_s", 0)),
             first_ms=ms("first_ms", timed), median_ms=ms("median_ms", timed),
             same_config_timed=same_timed, same_config_time_s=float(values.get("same_config_time_s", 0)),
-            same_config_median_ms=ms("same_config_median_ms", same_timed))
+            same_config_median_ms=ms("same_config_median_ms", same_timed),
+            other_dims=int(values.get("other_dims", 0)), other_args=int(values.get("other_args", 0)),
+            over_bound=int(values.get("over_bound", 0)), attributes=int(values.get("attributes", 0)),
+            cupti_launches=int(values.get("cupti_launches", 0)))
+    for name, why in errors.items():
+        if name in out.kernels:
+            out.kernels[name].load_error = why
     return out

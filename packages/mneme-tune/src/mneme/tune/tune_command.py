@@ -194,11 +194,22 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
                    f"(default {DEFAULT_CANDIDATES}) distinct configurations in the application "
                    "given after --, a run each, swapped in as mneme run --apply does: replayed "
                    "and in-app speedups side by side.")
+@click.option("--app", "whole_app", is_flag=True,
+              help="Tune the whole application: the kernels that carry its recorded GPU time "
+                   "(mneme profile), each over the instances that carry its time, under one "
+                   "--budget; one report folder for mneme run --apply.")
+@click.option("--share", type=float, metavar="S",
+              help="--app: the fewest kernels covering this share of the kernel time (default 0.9).")
+@click.option("--kernels", "kernel_count", type=click.IntRange(min=1), metavar="N",
+              help="--app: the N kernels with the largest shares instead.")
+@click.option("--budget", metavar="TRIALS|SECONDS",
+              help="--app: trials (600) or time (90s, 5m) for every kernel together "
+                   "(default: 60 trials per kernel).")
 @click.argument("app_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- APP ARGS...]")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
          confirm_runs, probe, probe_workers, trial_timeout, compile_only, report_dir, plots, top,
-         confirm_in_app, app_command):
+         confirm_in_app, whole_app, share, kernel_count, budget, app_command):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     # When the mneme process started (mneme.cli.main): the phase line counts the imports.
@@ -216,6 +227,27 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         raise TuneError("--cpu-workers sets compile-only workers; on GPUs use --workers-per-device")
     if spaces is None:
         spaces = "launch,pipeline" if device_list is not None else "pipeline,bounds"
+    if not whole_app and (share is not None or kernel_count is not None or budget is not None):
+        raise TuneError("--share, --kernels and --budget choose and share out the kernels of --app: "
+                        "add --app (or tune one instance with -rid)")
+    if whole_app:
+        if record_id or study_name or confirm_in_app:
+            raise TuneError("--app tunes every kernel that carries the time: -rid, --study and "
+                            "--confirm-in-app choose one (leave them out, or leave out --app)")
+        from .app.app_command import run_app
+
+        options = TuneOptions(
+            trials=trials, devices=device_list, workers_per_device=workers_per_device,
+            cpu_workers=cpu_workers, objectives=objectives, sampler=sampler, seed=seed,
+            storage=storage, grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache,
+            trial_timeout=trial_timeout, screen=screen, confirm_runs=confirm_runs, probe=probe,
+            probe_workers=probe_workers)
+        status = run_app(database, spaces, options, share, kernel_count, budget, report_dir, plots)
+        if process.get("own_process"):
+            end_process(status)
+        if status:
+            raise SystemExit(status)
+        return
     db, groups = instances_to_tune(database, record_id, per)
     if study_name and len(groups) > 1:
         raise TuneError("--study names one study, but this tunes several instances: add -rid")

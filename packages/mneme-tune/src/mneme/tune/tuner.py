@@ -60,7 +60,7 @@ from .tune_types import (
 )
 from .valid_region import LaunchRegion, ValidRegionSampler
 from .worker import failure_kind
-from .worker_start import WorkerStart, make_executor
+from .worker_start import WorkerStart, make_executor, prepare_baseline
 
 # The run's options and records are in tune_types.py, the confirmation after the search in
 # confirmation.py, the launch-shape probe in launch_probe.py, the recovery of interrupted
@@ -282,15 +282,24 @@ class Tuner:
 
     def run(self, on_progress: Callable[[Progress], None] | None = None,
             on_start: Callable[[dict], None] | None = None,
-            on_in_app: Callable[[int, int, str], None] | None = None) -> TuneOutcome:
+            on_in_app: Callable[[int, int, str], None] | None = None,
+            executor: ReplayExecutor | None = None) -> TuneOutcome:
+        """The search. ``executor``: workers to run on that outlive this run (several
+        tuners in turn on one pool, as ``mneme tune --app`` does); by default the
+        tuner's own, stopped at the end."""
         o = self.options
         start = time.monotonic()
         self._begin_phases(start)
         plain_seconds = self.check_application()  # (--confirm-in-app) before any trial
         if plain_seconds is not None:
             self.clock.mark("app check")
-        # Started with the tuner (start_workers), or now.
-        executor = self._workers.result() if self._workers is not None else make_executor(self)
+        shared = executor is not None
+        if shared:
+            self.close()
+            prepare_baseline(executor, [(i, self.base_settings(n)) for n, i in enumerate(self.instances)]
+                             if o.devices else [])
+        else:  # started with the tuner (start_workers), or now
+            executor = self._workers.result() if self._workers is not None else make_executor(self)
         self._workers = None
         self.clock.mark("workers")
         try:
@@ -354,7 +363,8 @@ class Tuner:
             restarts = executor.restarts
             restart_log = list(executor.restart_log)
         finally:
-            executor.shutdown(wait=False, cancel_futures=True)
+            if not shared:
+                executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
                 self.study.flush()  # an interrupted search keeps what finished
             self.study.close()  # no idle writer thread per finished run

@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import layout
+from .app_profile import APP_PROFILE_KEY, AppProfile
 from .chunks import (
     GROUP_SCHEMA,
     ArrayInfo,
@@ -76,6 +77,15 @@ class Database:
         GROUP_SCHEMA.check(doc, f"{root}/zarr.json")
         check_format_version(root, attrs)
         return cls(root, RecordingInfo.from_json(attrs))
+
+    @property
+    def app_profile(self) -> AppProfile | None:
+        """The recorded application's kernel-time profile (format revision
+        "app_profile"), read now: the recorder adds it when the application exits. None
+        for databases recorded before the revision or without in-app timing."""
+        doc = load_json(self.root / "zarr.json")
+        raw = (doc.get("attributes") or {}).get(layout.ATTRS_KEY, {}).get(APP_PROFILE_KEY)
+        return None if raw is None else AppProfile.from_json(raw, f"{self.root}/zarr.json")
 
     # -- kernels ------------------------------------------------------------------------
 

@@ -26,6 +26,13 @@ struct KernelRecord {
   double duration_ms() const { return double(end_ns - start_ns) * 1e-6; }
 };
 
+// A launch made between push_tag(tag) and pop_tag() on its thread: CUPTI's correlation id
+// of the launch (KernelRecord::correlation) and the tag.
+struct LaunchTag {
+  uint32_t correlation = 0;
+  uint64_t tag = 0;
+};
+
 class KernelTimer {
  public:
   // Process-wide: CUPTI's activity buffers belong to the process.
@@ -49,6 +56,16 @@ class KernelTimer {
   // The records CUPTI has handed over so far, without forcing a flush (cheap: the
   // recorder takes them now and then to keep memory bounded).
   std::vector<KernelRecord> take();
+  // Tagging launches (CUPTI external correlation): after start(), asks CUPTI for a
+  // LaunchTag of every kernel launched while a tag is pushed. False, with nothing changed,
+  // where this CUPTI cannot (too old); then push_tag/pop_tag do nothing.
+  bool tag_launches();
+  bool tagging() const;
+  void push_tag(uint64_t tag);
+  void pop_tag();
+  // The tags CUPTI has handed over so far (after drain() or take() of the same records).
+  std::vector<LaunchTag> take_tags();
+
   // Records CUPTI reported dropped (buffers full) since collection began.
   uint64_t dropped() const;
   // Now, on the clock of KernelRecord's timestamps (0 when CUPTI is not loaded).
@@ -74,6 +91,8 @@ class KernelTimer {
 
   mutable std::mutex mutex_;
   std::vector<KernelRecord> records_;
+  std::vector<LaunchTag> tags_;
+  bool tagging_ = false;
   std::vector<std::string> search_paths_;
   std::string reason_, library_;
   bool loaded_ = false, tried_ = false, registered_ = false, collecting_ = false;

@@ -232,6 +232,8 @@ class RecordingWriter {
   // atomically (instance_attributes.cpp): the recorder's in-application times.
   void set_instance_attribute(const std::string& static_hash, const std::string& dynamic_hash,
                               const std::string& key, const std::string& json_value);
+  // The same for the root group's mneme attributes (the application's profile).
+  void set_root_attribute(const std::string& key, const std::string& json_value);
   uint64_t vas_base() const { return info_.vas_base; }
   uint64_t vas_size() const { return info_.vas_size; }
   // "<demangled name> (<static hash>)" of a kernel this writer stored or found stored
@@ -257,6 +259,8 @@ class RecordingWriter {
   uint64_t write_chunk(const std::filesystem::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
                        uint64_t chunk, ChunkCodec& codec) const;
   // A plain group's zarr.json (the folder is created).
+  void set_node_attribute(const std::filesystem::path& node, const std::string& key,
+                          const std::string& json_value);
   void write_group_metadata(const std::filesystem::path& dir) const;
   // The array's zarr.json (its chunks are written separately).
   void write_array_metadata(const std::filesystem::path& dir, uint64_t size, const std::string& encoding) const;

@@ -1,0 +1,148 @@
+"""Whole-application tuning without a GPU: the recorder's application profile (written by
+the C++ writer into a copy of the shipped CG-solver recording), `mneme profile` (table,
+JSON, Pareto plot), the selection by share, the budget shared out in rounds, and
+`mneme tune --app --compile-only` writing one report folder; bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from mneme.replay.db import Database
+from mneme.tune.app import rank
+from mneme.tune.app.budget import MIN_TRIALS, Budget, first_round, second_round
+from mneme.tune.app.selection import select
+from tune_support import DATA, run_mneme
+
+native = pytest.importorskip("mneme.runtime._native")
+
+EXAMPLES = DATA / "examples.rdb"
+# (kernel static hash, instance) -> in-app ms of its shape, as a recorder would measure
+TIMES = {"49130a0ea84acb42": 50.0,   # spmv_csr: the dominant kernel
+         "e791b48ba2bccc98": 20.0,   # dot_partial
+         "73653fb7628a7afb": 12.0,   # cg_update_xr
+         "89521669c746dea4": 8.0,    # cg_update_p
+         "0135c0ba31442cad": 1.0}    # cg_reduce
+LIBRARY_MS = 9.0  # a library kernel with no recorded code (cuBLAS, say)
+
+
+def profile_json(db: Database) -> dict:
+    entries = []
+    for kernel in db.kernels():
+        ms = TIMES.get(kernel.static_hash)
+        if ms is None:
+            continue
+        instances = kernel.instances()
+        first = instances[0]
+        entries.append({
+            "name": kernel.name, "device": 0, "grid": list(first.grid), "block": list(first.block),
+            "shared_mem": first.shared_mem, "launches": 40, "snapshotted": len(instances),
+            "total_ms": ms, "median_ms": ms / 40, "instances": [i.id for i in instances]})
+    entries.append({"name": "_Z14library_kernelPf", "device": 0, "grid": [8, 1, 1], "block": [128, 1, 1],
+                    "shared_mem": 0, "launches": 3, "snapshotted": 0, "total_ms": LIBRARY_MS,
+                    "median_ms": LIBRARY_MS / 3, "instances": []})
+    return {"method": "cupti", "kernel_ms": sum(e["total_ms"] for e in entries),
+            "launches": sum(e["launches"] for e in entries), "dropped": 0, "instances_tagged": True,
+            "kernels": entries}
+
+
+@pytest.fixture
+def profiled(tmp_path) -> Path:
+    path = tmp_path / "app.rdb"
+    shutil.copytree(EXAMPLES, path)
+    db = Database.open(path)
+    writer = native.RecordingWriter(str(path), db.info.vas_base, db.info.vas_size)
+    writer.set_root_attribute("app_profile", json.dumps(profile_json(db)))
+    return path
+
+
+def test_profile_is_written_by_the_cpp_writer_and_ranked(profiled):
+    db = Database.open(profiled)
+    profile = db.app_profile
+    assert profile is not None and profile.kernel_ms == pytest.approx(100.0)
+    # the rest of the root is untouched: the database still opens and its kernels read
+    assert len(db.kernels()) == 6 and db.info.vas_size > 0
+    ranking = rank(db)
+    assert [round(100 * r.share) for r in ranking.rows] == [50, 20, 12, 9, 8, 1]
+    assert ranking.rows[0].display_name.startswith("spmv_csr")
+    assert ranking.rows[0].tunable == "ir" and ranking.rows[3].tunable == "none"
+    assert ranking.rows[0].bound_2x == pytest.approx(75.0)  # Amdahl: 100 - 50/2
+    assert ranking.rows[-1].cumulative == pytest.approx(1.0)
+
+
+def test_profile_command_table_json_and_plot(profiled, tmp_path):
+    plot = tmp_path / "pareto.png"
+    run = run_mneme("profile", profiled, "--plot", plot)
+    assert run.returncode == 0, run.stderr
+    assert "spmv_csr" in run.stdout and "50.0%" in run.stdout and "not recorded" in run.stdout
+    assert plot.stat().st_size > 5000
+    run = run_mneme("profile", profiled, "--json")
+    data = json.loads(run.stdout)
+    assert data["kernel_ms"] == pytest.approx(100.0)
+    assert [r["tunable"] for r in data["rows"]][:4] == ["ir", "ir", "ir", "none"]
+    # the instance ids are whole (people copy them)
+    assert all(len(i) == 33 for r in data["rows"] for i in r["instances"])
+
+
+def test_selection_covers_the_share_and_names_what_it_skips(profiled):
+    db = Database.open(profiled)
+    selection = select(db, rank(db), share=0.9)
+    names = [k.display_name.partition("(")[0] for k in selection.kernels]
+    assert names == ["spmv_csr", "dot_partial", "cg_update_xr", "library_kernel"]
+    assert selection.covered >= 0.9
+    library = [k for k in selection.kernels if k.kernel is None]
+    assert library and "not recorded" in library[0].skipped
+    spmv = selection.kernels[0]
+    assert len(spmv.instances) == 1 and spmv.studied_share == pytest.approx(0.5)
+    assert [k.display_name.partition("(")[0] for k in select(db, rank(db), top=2).kernels] == \
+        ["spmv_csr", "dot_partial"]
+
+
+def test_budget_rounds():
+    budget = Budget.parse("100", 3)
+    assert budget.trials == 100
+    parts = first_round(budget, [0.6, 0.3, 0.1])
+    assert sum(parts) == 50 and min(parts) >= MIN_TRIALS and parts[0] > parts[1] > parts[2]
+    # a budget too small for every kernel: the largest get their minimum, the rest none
+    small = first_round(Budget.parse("30", 3), [0.6, 0.3, 0.1])
+    assert small == [18.0, 12.0, 0.0] or (small[2] == 0 and sum(small) == 30)
+    rest = second_round(budget, sum(parts), [0.6, 0.3, 0.1], [True, False, True])
+    assert rest[1] == 0 and sum(rest) == 50 and rest[0] > rest[2]
+    assert Budget.parse("90s", 3).seconds == 90 and Budget.parse("2m", 1).seconds == 120
+    assert Budget.parse(None, 4).trials == 240
+
+
+def test_tune_app_compile_only_writes_one_report(profiled, tmp_path):
+    report = tmp_path / "report"
+    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--budget", "60",
+                    "--storage", f"sqlite:///{tmp_path / 's.sqlite3'}", "--seed", "1",
+                    "--report", report, "--plots", "off")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "kernels to tune" in run.stdout and "predicted application kernel time" in run.stdout
+    data = json.loads((report / "app.json").read_text())
+    assert data["covered_share"] >= 0.9 and data["kernel_ms"] == pytest.approx(100.0)
+    rows = {r["kernel"].partition("(")[0]: r for r in data["kernels"]}
+    assert rows["spmv_csr"]["trials"] >= MIN_TRIALS and rows["spmv_csr"]["report"]
+    assert "not recorded" in rows["library_kernel"]["skipped"]
+    # every tuned kernel has its own report folder; compile-only saves no time
+    for row in data["kernels"]:
+        if row["report"]:
+            assert (report / row["report"] / "summary.json").is_file()
+    assert data["predicted_saving_ms"] == 0.0
+    assert (report / "profile.png").is_file()
+
+
+def test_bad_input_is_one_line(profiled, tmp_path):
+    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--share", "1.5",
+                    "--report", tmp_path / "r")
+    assert run.returncode == 2 and "--share 1.5" in run.stderr and "Traceback" not in run.stderr
+    run = run_mneme("tune", "-rdb", profiled, "--compile-only", "--share", "0.5")
+    assert run.returncode == 2 and "add --app" in run.stderr
+    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--budget", "lots",
+                    "--report", tmp_path / "r")
+    assert run.returncode == 2 and "--budget 'lots'" in run.stderr
+    run = run_mneme("profile", EXAMPLES)
+    assert run.returncode == 2 and "no application profile" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
