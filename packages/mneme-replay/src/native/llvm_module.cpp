@@ -157,7 +157,8 @@ void on_fatal_error(void *, const char *reason, bool) {
 void install_fatal_error_handler() { llvm::install_fatal_error_handler(on_fatal_error, nullptr); }
 
 FatalErrorScope::FatalErrorScope(ModuleState &state, ErrorKind kind)
-    : state_(state), previous_kind_(fatal_scope_kind), previous_active_(fatal_scope_active) {
+    : state_(state), previous_kind_(fatal_scope_kind), previous_active_(fatal_scope_active),
+      exceptions_at_entry_(std::uncaught_exceptions()) {
   fatal_scope_active = true;
   fatal_scope_kind = kind;
 }
@@ -165,7 +166,7 @@ FatalErrorScope::FatalErrorScope(ModuleState &state, ErrorKind kind)
 FatalErrorScope::~FatalErrorScope() {
   fatal_scope_active = previous_active_;
   fatal_scope_kind = previous_kind_;
-  if (std::uncaught_exceptions() > 0) state_.broken = true;
+  if (std::uncaught_exceptions() > exceptions_at_entry_) state_.broken = true;
 }
 
 // ---------------------------------------------------------------- handles

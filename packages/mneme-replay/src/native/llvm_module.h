@@ -62,6 +62,11 @@ class FatalErrorScope {
   ModuleState &state_;
   ErrorKind previous_kind_;
   bool previous_active_;
+  // Exceptions in flight when the scope began: only one more at its end means a failure
+  // inside it. (Not "any": a wheel's modules each link libstdc++ privately, and an
+  // exception of the device module rethrown by this module's translator and caught there
+  // leaves this runtime's count at 1 for good; every later module was marked broken.)
+  int exceptions_at_entry_;
 };
 using StateRef = std::shared_ptr<ModuleState>;
 
