@@ -3,9 +3,13 @@ first call it cannot record (no GPU needed for either)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+from mneme.runtime import driver_available
 from record_support import executable, mneme_record
 
 
@@ -27,7 +31,23 @@ def test_any_command_runs_and_says_why_nothing_was_recorded(tmp_path):
     assert result.stdout == "hello from python\n"
     assert "Traceback" not in result.stderr
     assert "learned as the process registers or loads them" in result.stderr
-    assert "nothing recorded: no kernel launch was seen" in result.stderr.splitlines()[-1]
+    last = result.stderr.splitlines()[-1]
+    if driver_available():
+        assert "nothing recorded: no kernel launch was seen" in last
+    else:  # this machine: the line says why no CUDA code could run, and what to do
+        assert last.startswith("mneme record: nothing recorded: no CUDA driver: cannot load libcuda.so.1")
+        assert "install the NVIDIA driver or run on a machine with a GPU" in last
+
+
+def test_no_driver_is_said_in_one_line_with_a_failing_exit(tmp_path):
+    """An application that exits 0 without a GPU recorded nothing: mneme record fails."""
+    if driver_available():
+        pytest.skip("this machine has a CUDA driver")
+    result = mneme_record(tmp_path / "db", Path(shutil.which("true")), args=[])
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.stderr
+    assert lines[-1].startswith("mneme record: nothing recorded: no CUDA driver"), result.stderr
 
 
 def test_shell_script_that_starts_the_application_is_accepted(tmp_path):
@@ -35,7 +55,8 @@ def test_shell_script_that_starts_the_application_is_accepted(tmp_path):
     script.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'print(42)'\n")
     script.chmod(0o755)
     result = mneme_record(tmp_path / "db", script, args=[])
-    assert result.returncode == 0 and result.stdout == "42\n", result.stderr
+    assert result.returncode == (0 if driver_available() else 1), result.stderr  # 1: no GPU here
+    assert result.stdout == "42\n", result.stderr
     assert "nothing recorded" in result.stderr
 
 

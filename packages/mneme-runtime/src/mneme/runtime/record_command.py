@@ -93,6 +93,23 @@ def summarize_reports(directory: Path) -> str:
     return f"nothing recorded: {why} ({where})"
 
 
+def missing_gpu() -> str | None:
+    """Why this machine cannot run CUDA code (no driver, cuInit failed, no GPU visible),
+    with what to do; None when it can. Asked only after a run that launched nothing, so
+    a recording never pays for a driver initialisation in this process."""
+    from .device import device_count
+    from .errors import NoDriverError
+
+    try:
+        count = device_count()
+    except NoDriverError as error:
+        return str(error)
+    if count == 0:
+        return ("no GPU is visible to CUDA (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r}); record where nvidia-smi lists one")
+    return None
+
+
 @click.command("record", context_settings={"ignore_unknown_options": True})
 @click.option("-rdb", "--record-db-dir", "db", required=True, type=click.Path(path_type=Path),
               help="Recording database directory (created; may hold an earlier recording of the same range).")
@@ -178,7 +195,11 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
         reports.mkdir()
         env["MNEME_RECORD_REPORT_DIR"] = str(reports)
         code = subprocess.call([executable, *command[1:]], env=env)
-        click.echo(f"mneme record: {summarize_reports(reports)}", err=True)
+        summary = summarize_reports(reports)
+        if summary.startswith("nothing recorded: no kernel launch") and (why := missing_gpu()):
+            click.echo(f"mneme record: nothing recorded: {why}", err=True)
+            sys.exit(code if code > 0 else 1)  # a recording cannot have succeeded
+        click.echo(f"mneme record: {summary}", err=True)
     if code < 0:  # killed by a signal: exit as a shell would
         click.echo(f"mneme record: the application died of signal {-code}; "
                    "every instance recorded before that is complete", err=True)
