@@ -20,6 +20,10 @@ command -v ccache >/dev/null || need_apt+=(ccache)
 command -v git >/dev/null || need_apt+=(git)
 # PostgreSQL: the tests start a throw-away server to share a study (tests/tune/postgres_server.py).
 ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need_apt+=(postgresql)
+# Slurm and munge: a test starts a one-node cluster to run the --app job array
+# (tests/tune/slurm_cluster.py).
+[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null || need_apt+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need_apt+=(munge)
 
 # Python >= 3.11 (3.12 preferred: the GPU host's and the stable-ABI build's version).
 MNEME_PYTHON=""

@@ -205,11 +205,29 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--budget", metavar="TRIALS|SECONDS",
               help="--app: trials (600) or time (90s, 5m) for every kernel together "
                    "(default: 60 trials per kernel).")
+@click.option("--emit-slurm", "emit_slurm", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="--app across machines: write a Slurm job array (tune.sbatch), its report job "
+                   "(merge.sbatch) and submit.sh to DIR instead of tuning; needs --storage "
+                   "postgresql://...")
+@click.option("--slurm", "slurm_submit", is_flag=True,
+              help="--app: as --emit-slurm (default DIR ./mneme-slurm), then submit with sbatch.")
+@click.option("--slurm-tasks", type=click.IntRange(min=1), metavar="N",
+              help="--emit-slurm: tasks of the array (default: one per kernel to tune).")
+@click.option("--sbatch", "sbatch_options", multiple=True, metavar="OPTION",
+              help="--emit-slurm: an #SBATCH line of both jobs (--partition=gpu, --gres=gpu:1, "
+                   "--time=1:00:00); repeatable.")
+@click.option("--array-task", type=click.IntRange(min=0), metavar="I",
+              help="--app: task I of a job array on shared --storage: starts at kernel I, spends "
+                   "the budget in one round and writes no report (tune.sbatch passes it).")
+@click.option("--merge-report", is_flag=True,
+              help="--app: write the report folder from the studies in --storage, no new trial "
+                   "(merge.sbatch passes it).")
 @click.argument("app_command", nargs=-1, type=click.UNPROCESSED, metavar="[-- APP ARGS...]")
 def tune(database, record_id, spaces, trials, timeout, devices, workers_per_device, cpu_workers, storage,
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
          confirm_runs, probe, probe_workers, trial_timeout, compile_only, report_dir, plots, top,
-         confirm_in_app, whole_app, share, kernel_count, budget, app_command):
+         confirm_in_app, whole_app, share, kernel_count, budget, emit_slurm, slurm_submit, slurm_tasks,
+         sbatch_options, array_task, merge_report, app_command):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     # When the mneme process started (mneme.cli.main): the phase line counts the imports.
@@ -230,6 +248,9 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     if not whole_app and (share is not None or kernel_count is not None or budget is not None):
         raise TuneError("--share, --kernels and --budget choose and share out the kernels of --app: "
                         "add --app (or tune one instance with -rid)")
+    from .app.slurm import Cluster
+
+    cluster = Cluster.from_context(click.get_current_context(), whole_app)  # (--emit-slurm, ...)
     if whole_app:
         if record_id or study_name or confirm_in_app:
             raise TuneError("--app tunes every kernel that carries the time: -rid, --study and "
@@ -242,7 +263,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             storage=storage, grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache,
             trial_timeout=trial_timeout, screen=screen, confirm_runs=confirm_runs, probe=probe,
             probe_workers=probe_workers)
-        status = run_app(database, spaces, options, share, kernel_count, budget, report_dir, plots)
+        status = run_app(database, spaces, options, share, kernel_count, budget, report_dir, plots,
+                         cluster)
         if process.get("own_process"):
             end_process(status)
         if status:

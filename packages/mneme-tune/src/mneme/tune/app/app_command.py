@@ -22,6 +22,7 @@ from .app_tuning import AppTuneResult, Events, KernelRun, tune_application
 from .budget import Budget
 from .profile import rank
 from .selection import Selection, select
+from .slurm import Cluster, check_report_folder, emit
 
 __all__ = ["DEFAULT_REPORT", "run_app"]
 
@@ -81,8 +82,10 @@ def print_result(out: Console, result: AppTuneResult, data: dict) -> None:
 
 
 def run_app(database: str, spaces: str, options: TuneOptions, share: float | None, kernels: int | None,
-            budget_text: str | None, report_dir: Path | None, plots: str) -> int:
-    """The whole-application run; returns the exit status (0: a kernel completed)."""
+            budget_text: str | None, report_dir: Path | None, plots: str, cluster: Cluster | None = None) -> int:
+    """The whole-application run; returns the exit status (0: a kernel completed).
+    ``cluster``: the Slurm steps (slurm.py): write the scripts, run as a task, merge."""
+    cluster = cluster or Cluster()
     from mneme.replay.engine import open_database
 
     if share is not None and kernels is not None:
@@ -94,15 +97,24 @@ def run_app(database: str, spaces: str, options: TuneOptions, share: float | Non
     selection = select(db, ranking, share=share, top=kernels)
     budget = Budget.parse(budget_text, sum(1 for k in selection.kernels if k.tunable))
     report_dir = report_dir or DEFAULT_REPORT
+    if cluster.emits or cluster.merge:
+        check_report_folder(report_dir, ranking.database)
     from mneme.replay.files import writable_directory
 
-    writable_directory(report_dir, "write the report to", TuneError)
+    if cluster.task is None and not cluster.emits:  # (neither writes the report here)
+        writable_directory(report_dir, "write the report to", TuneError)
     out, err = console(), Console(stderr=True)
     print_selection(out, selection)
     if not any(k.tunable for k in selection.kernels):
         raise TuneError("none of the kernels that carry the time can be tuned (reasons above): "
                         "record the application built with mneme-clang++ or nvcc")
-    result = _tune(db, selection, spaces, options, budget, err)
+    if cluster.emits:
+        return emit(cluster, sum(1 for k in selection.kernels if k.tunable), report_dir, out)
+    result = _tune(db, selection, spaces, cluster.task_options(options), budget, err, cluster)
+    if cluster.task is not None:  # the merge job writes the report, from every task's trials
+        out.print(f"task {cluster.task}: done with the shared studies; the merge job writes the report",
+                  soft_wrap=True, markup=False)
+        return 0 if any(r.tuned for r in result.runs) else 1
     data = write_app_report(result, report_dir, plots={"wait": True, "off": False}.get(plots, plots))
     print_result(out, result, data)
     out.print(f"report: {report_dir} (apply it: mneme run --apply {report_dir} -- APP ARGS)", soft_wrap=True,
@@ -111,7 +123,7 @@ def run_app(database: str, spaces: str, options: TuneOptions, share: float | Non
 
 
 def _tune(db: Database, selection: Selection, spaces: str, options: TuneOptions, budget: Budget,
-          err: Console) -> AppTuneResult:
+          err: Console, cluster: Cluster) -> AppTuneResult:
     with Progress(TextColumn("[bold]{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failed {task.fields[failed]}  {task.fields[rate]:.1f} trials/s"),
                   TimeElapsedColumn(), console=err, transient=False) as progress:
@@ -135,4 +147,6 @@ def _tune(db: Database, selection: Selection, spaces: str, options: TuneOptions,
                 progress.console.print(f"  {run.choice.display_name[:60]}: {verdict(run.outcome)}",
                                        soft_wrap=True, markup=False)
 
-        return tune_application(db, selection, spaces, options, budget, Events(starts, update, done))
+        return tune_application(db, selection, spaces, options, budget, Events(starts, update, done),
+                                rotate=cluster.task or 0, rounds=1 if cluster.task is not None else 2,
+                                report_only=cluster.merge)

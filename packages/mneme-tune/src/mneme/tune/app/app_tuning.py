@@ -22,7 +22,7 @@ from mneme.replay.db import Database
 from ..errors import TuneError
 from ..tune_types import TuneOptions, TuneOutcome
 from ..tuner import Tuner
-from .budget import Budget, first_round, second_round
+from .budget import Budget, first_round, one_round, second_round
 from .selection import KernelChoice, Selection
 
 __all__ = ["AppTuneResult", "KernelRun", "promising", "tune_application"]
@@ -139,8 +139,22 @@ def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: 
         events.kernel_done(run, round_index)
 
 
+def _report_only(run: KernelRun, executor, events: Events) -> None:
+    """(--merge-report) The kernel's study as the shared storage holds it: no new trial."""
+    tuner = run.tuner
+    assert tuner is not None
+    run.trials = tuner._finished(tuner.study)
+    if run.trials == 0:
+        run.stopped = "no trials in its shared study"
+        return
+    _run_round(run, 0, Budget(trials=run.trials), executor, events, 1)
+
+
 def tune_application(db: Database, selection: Selection, spaces: str, options: TuneOptions,
-                     budget: Budget, events: Events | None = None) -> AppTuneResult:
+                     budget: Budget, events: Events | None = None, *, rotate: int = 0, rounds: int = 2,
+                     report_only: bool = False) -> AppTuneResult:
+    """``rotate``: start at that kernel (a job array's task index, slurm.py); ``rounds``: 1
+    spends the budget at once (tasks sharing the studies); ``report_only``: no new trial."""
     events = events or Events()
     started = time.monotonic()
     runs = [KernelRun(choice) for choice in selection.kernels]
@@ -158,9 +172,13 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
     result.devices = list(executor.device_info)
     try:
         shares = [r.choice.share for r in live]
-        first = first_round(budget, shares)
+        first = first_round(budget, shares) if rounds == 2 else one_round(budget, shares)
         spent = 0.0
-        for run, amount in zip(live, first, strict=True):
+        start = rotate % len(live)
+        for run, amount in zip(live[start:] + live[:start], first[start:] + first[:start], strict=True):
+            if report_only:
+                _report_only(run, executor, events)
+                continue
             if amount <= 0:
                 run.stopped = f"no budget left for it ({budget.describe(budget.total)} for {len(live)} kernels)"
                 continue
@@ -168,6 +186,9 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
             done_before = run.trials
             _run_round(run, amount, budget, executor, events, 1)
             spent += (run.trials - done_before) if budget.trials is not None else time.monotonic() - before
+        if rounds == 1 or report_only:  # (the second round needs every kernel's first, seen by one process)
+            result.seconds = time.monotonic() - started
+            return result
         hopeful = [promising(r.outcome) for r in live]
         for run, hope in zip(live, hopeful, strict=True):
             if run.outcome is not None and not hope and not run.stopped:

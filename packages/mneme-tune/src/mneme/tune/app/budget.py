@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import TuneError
 
-__all__ = ["MIN_SECONDS", "MIN_TRIALS", "Budget", "first_round", "second_round"]
+__all__ = ["MIN_SECONDS", "MIN_TRIALS", "Budget", "first_round", "one_round", "second_round"]
 
 #: trials a kernel needs before its result means anything
 MIN_TRIALS = 12
@@ -102,3 +102,10 @@ def second_round(budget: Budget, spent: float, shares: list[float], promising: l
     if not any(live) or left < 1:
         return [0.0] * len(shares)
     return _by_share(left, live, 0.0, budget.trials is not None)
+
+
+def one_round(budget: Budget, shares: list[float]) -> list[float]:
+    """The whole budget at once, by share: for the tasks of a job array (slurm.py), where no
+    process sees every kernel's first round to pick the promising ones. A budget below one
+    kernel's minimum goes to the largest."""
+    return _by_share(budget.total, shares, min(budget.minimum, budget.total), budget.trials is not None)
