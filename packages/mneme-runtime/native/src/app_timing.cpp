@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "stream_predecessors.hpp"  // json_escaped
 
@@ -14,6 +15,7 @@ namespace {
 constexpr uint64_t kTakeEvery = 4096;            // launches between summaries (bounded memory)
 constexpr size_t kMaxSamples = size_t(1) << 20;  // per key: plenty for a median
 constexpr size_t kMaxTagged = size_t(1) << 23;   // launches of instances' keys awaiting their tag
+constexpr std::string_view kOwnPrefix = "mneme_";  // snapshot_digest.cu's kernels
 
 std::string number(double v) {
   char buf[32];
@@ -46,8 +48,8 @@ void AppTiming::on_launch() {
       enabled_ = timer.start();
       if (!enabled_)
         std::fprintf(stderr, "mneme record: in-app kernel times not measured: %s\n", timer.reason().c_str());
-      else
-        tagging_ = timer.tag_launches();
+      else if (const char* tags = std::getenv("MNEME_RECORD_TAGS"); !tags || std::strcmp(tags, "0") != 0)
+        tagging_ = timer.tag_launches(tags && *tags ? tags : "filtered");
       return;
     }
     if (!enabled_ || ++launches_ % kTakeEvery) return;
@@ -111,11 +113,13 @@ void AppTiming::add(Stats& s, float ms, uint64_t start, bool snapshotted) {
 
 void AppTiming::absorb(const std::vector<rt::KernelRecord>& records) {
   for (const auto& r : records) {
-    LaunchKey key{r.name, {r.grid[0], r.grid[1], r.grid[2]}, {r.block[0], r.block[1], r.block[2]}, r.dynamic_shared};
+    // The recorder's own kernels (its snapshot digests) are no part of the application.
+    if (r.name.compare(0, kOwnPrefix.size(), kOwnPrefix) == 0) continue;
+    LaunchKey key{r.name, {r.grid[0], r.grid[1], r.grid[2]}, {r.block[0], r.block[1], r.block[2]}, r.dynamic_shared,
+                  r.device};
     float ms = float(r.duration_ms());
     bool snapshotted = in_snapshot(r.start_ns);
     Stats& s = stats_[key];
-    if (s.launches == 0) s.device = r.device;
     add(s, ms, r.start_ns, snapshotted);
     if (tagging_ && tagged_.size() < kMaxTagged && instance_keys_.count(key))
       tagged_.push_back({r.correlation, ms, r.start_ns, snapshotted});
@@ -180,7 +184,7 @@ std::string AppTiming::profile() const {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     out += i ? ", " : "";
-    out += "{\"name\": \"" + json_escaped(r.key->name) + "\", \"device\": " + std::to_string(r.stats->device) +
+    out += "{\"name\": \"" + json_escaped(r.key->name) + "\", \"device\": " + std::to_string(r.key->device) +
            ", \"grid\": " + dims(r.key->grid) + ", \"block\": " + dims(r.key->block) +
            ", \"shared_mem\": " + std::to_string(r.key->shared) + ", \"launches\": " +
            std::to_string(r.stats->launches) + ", \"snapshotted\": " + std::to_string(r.stats->snapshotted) +

@@ -29,10 +29,13 @@
 
 namespace mneme::recorder {
 
+// A kernel at one launch shape on one GPU (CUPTI's device id: the CUDA ordinal).
 struct LaunchKey {
   std::string name;
-  uint32_t grid[3], block[3], shared;
-  auto tie() const { return std::tie(name, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared); }
+  uint32_t grid[3], block[3], shared, device;
+  auto tie() const {
+    return std::tie(name, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, device);
+  }
   bool operator<(const LaunchKey& o) const { return tie() < o.tie(); }
 };
 
@@ -61,7 +64,6 @@ class AppTiming {
     // every launch, for the profile: unperturbed ones summed, perturbed ones apart
     uint64_t launches = 0;
     double unperturbed_ms = 0, perturbed_ms = 0;
-    uint32_t device = 0;
   };
   // A launch of a key that has instances, kept until its tag is known (at exit).
   struct Tagged {

@@ -30,6 +30,7 @@ using CallbackId = uint32_t;  // CUpti_CallbackId
 // cupti_driver_cbid.h / cupti_runtime_cbid.h: every function that launches one kernel.
 constexpr CallbackId kDriverLaunches[] = {307, 442, 477, 478, 652, 653};  // cuLaunchKernel{,_ptsz,Ex,...}
 constexpr CallbackId kRuntimeLaunches[] = {211, 214, 269, 270, 430, 431, 505, 506};  // cudaLaunchKernel...
+constexpr CallbackId kLastCallbackId = 1024;  // above every driver and runtime callback id of CUPTI 13
 constexpr uint32_t kFlushForced = 1;  // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
 
 struct Activity {  // CUpti_Activity: every record starts with its kind

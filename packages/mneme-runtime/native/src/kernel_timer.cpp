@@ -168,21 +168,36 @@ void KernelTimer::stop() {
   api.cuptiActivityDisable(cupti::kConcurrentKernel);
   if (tagging) {
     api.cuptiActivityDisable(cupti::kExternalCorrelation);
+    api.cuptiActivityDisable(cupti::kDriverApi);
+    api.cuptiActivityDisable(cupti::kRuntimeApi);
     for (auto cbid : cupti::kDriverLaunches) api.cuptiActivityEnableDriverApi(cbid, 0);
     for (auto cbid : cupti::kRuntimeLaunches) api.cuptiActivityEnableRuntimeApi(cbid, 0);
   }
 }
 
-bool KernelTimer::tag_launches() {
+bool KernelTimer::tag_launches(const std::string& api_records) {
   std::lock_guard lock(mutex_);
   if (tagging_) return true;
   if (!collecting_ || !api.cuptiActivityPushExternalCorrelationId || !api.cuptiActivityPopExternalCorrelationId ||
       !api.cuptiActivityEnableDriverApi || !api.cuptiActivityEnableRuntimeApi)
     return false;
   if (api.cuptiActivityEnable(cupti::kExternalCorrelation) != cupti::kSuccess) return false;
-  // API records of the launch functions only: CUPTI writes the tag's record beside them.
-  for (auto cbid : cupti::kDriverLaunches) api.cuptiActivityEnableDriverApi(cbid, 1);
-  for (auto cbid : cupti::kRuntimeLaunches) api.cuptiActivityEnableRuntimeApi(cbid, 1);
+  // CUPTI writes a tag's record beside the API record of the call made under it: the
+  // launch functions' records are needed, the others are overhead.
+  if (api_records != "launches") {
+    api.cuptiActivityEnable(cupti::kDriverApi);
+    api.cuptiActivityEnable(cupti::kRuntimeApi);
+  }
+  if (api_records != "all") {
+    if (api_records == "filtered")
+      for (cupti::CallbackId cbid = 1; cbid < cupti::kLastCallbackId; ++cbid) {
+        api.cuptiActivityEnableDriverApi(cbid, 0);
+        api.cuptiActivityEnableRuntimeApi(cbid, 0);
+      }
+    for (auto cbid : cupti::kDriverLaunches) api.cuptiActivityEnableDriverApi(cbid, 1);
+    for (auto cbid : cupti::kRuntimeLaunches) api.cuptiActivityEnableRuntimeApi(cbid, 1);
+  }
+  tag_api_ = api_records;
   tagging_ = true;
   return true;
 }

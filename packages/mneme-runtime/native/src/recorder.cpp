@@ -489,7 +489,8 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   KernelEntry* kernel = launch.kernel;
   rt::InstanceInfo& inst = launch.inst;
   uint64_t tag = timing_.instance(kernel->info.static_hash, launch.dyn,
-                                  {*device_name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, uint32_t(shmem)});
+                                  {*device_name, {grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, uint32_t(shmem),
+                                   uint32_t(slot().ordinal())});
   // CUPTI tags the kernel with its instance: its in-app time is its own launches' (app_timing.hpp).
   auto launch_tagged = [&] {
     if (!tag) return do_launch();
@@ -549,6 +550,7 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   timing_.snapshot_begins();
   int status = launch_tagged();
   if (status != 0) {
+    timing_.snapshot_ends();  // (else every later launch would count as perturbed)
     pipeline.abandon(*snap);
     return status;
   }

@@ -224,8 +224,9 @@ def output_json(baseline: PlainBaseline | None, comparisons: list[Comparison], c
 @click.command("run", context_settings={"ignore_unknown_options": True})
 @click.option("--apply", "apply_path", required=True, type=click.Path(path_type=Path),
               help="A best.json written by mneme tune --report, or a folder of them.")
-@click.option("--repeat", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Runs of the application plain and with the tuned kernels, alternating.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=None,
+              help="Runs of the application plain and with the tuned kernels, alternating "
+                   "(default 3; 5 for a whole-application report, every run timed).")
 @click.option("--check-output/--no-check-output", default=True, show_default=True,
               help="Compare the application's standard output with the plain run's.")
 @click.option("--output-filter", default=None,
@@ -251,6 +252,13 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             raise ApplyError(f"--output-filter {output_filter!r} is not a regular expression: {exc}") from None
     argv = resolve_command(command)
     swapper_library()  # (missing: one line, before anything is compiled)
+    from .app.app_report import read_app_report
+
+    app = read_app_report(apply_path)  # a whole-application report (mneme tune --app)
+    repeat = repeat or (5 if app else 3)
+    if app is not None and not any(r.get("significant") for r in app["kernels"]):
+        raise ApplyError(f"{apply_path}: no kernel of this report got a significant speedup, so "
+                         "there is nothing to swap in (app.json says per kernel why)")
     configs = configs_in(apply_path)
     from mneme.runtime import driver_available
 
@@ -271,18 +279,31 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
 
         plain_runs: list[Run] = []
         tuned_runs: list[Run] = []
+        report = directory / "report.txt"
         try:
             with console.status("running the application") as status:
                 for index in range(repeat):
                     status.update(f"running the application: plain and tuned, {index + 1}/{repeat}")
-                    plain_runs.append(run_once(argv, None))
-                    tuned_runs.append(run_once(argv, swap_env(plan)))
-                status.update("timing the tuned kernels inside the application")
-                report = directory / "report.txt"
-                measured = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_MODE="measure",
-                                                   MNEME_APPLY_REPORT=str(report)), report)
-                timed = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_REPORT=str(report)),
-                                 report)
+                    if app is None:
+                        plain_runs.append(run_once(argv, None))
+                        tuned_runs.append(run_once(argv, swap_env(plan)))
+                        continue
+                    # Every run timed (every kernel of the process, by CUPTI): plain ones measure
+                    # the original code, tuned ones run the winners.
+                    plain_runs.append(run_once(argv, swap_env(
+                        plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_TOTAL="1", MNEME_APPLY_MODE="measure",
+                        MNEME_APPLY_REPORT=str(report)), report))
+                    tuned_runs.append(run_once(argv, swap_env(
+                        plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_TOTAL="1", MNEME_APPLY_REPORT=str(report)),
+                        report))
+                if app is None:
+                    status.update("timing the tuned kernels inside the application")
+                    measured = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_MODE="measure",
+                                                       MNEME_APPLY_REPORT=str(report)), report)
+                    timed = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1",
+                                                    MNEME_APPLY_REPORT=str(report)), report)
+                else:
+                    measured, timed = plain_runs[-1], tuned_runs[-1]
                 replayed = {}
                 for k in kernels:
                     status.update(f"replaying {k.demangled_name[:40]}")
@@ -294,8 +315,9 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
     baseline, comparisons = None, []
     if check_output:
         # The measuring run runs the original code: one more plain run to learn from.
-        baseline, comparisons = compare_runs([r.output for r in [*plain_runs, measured]],
-                                             [r.output for r in [*tuned_runs, timed]], pattern)
+        plain_outputs = [r.output for r in plain_runs] + ([] if app else [measured.output])
+        tuned_outputs = [r.output for r in tuned_runs] + ([] if app else [timed.output])
+        baseline, comparisons = compare_runs(plain_outputs, tuned_outputs, pattern)
     differences = next((c.differences for c in comparisons if not c.equal), [])
 
     in_app_method = timing_method_of(measured.report, timed.report)
@@ -318,6 +340,26 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                      "replay_recorded_ms": replay_recorded, "replay_tuned_ms": replay_tuned,
                      "fidelity": fidelity})
     print_kernel_times(console, rows, in_app_method, replay_method)
+    from .apply_reasons import why_not_swapped
+
+    for k, row in zip(kernels, rows, strict=True):
+        why = why_not_swapped(k, timed.report.get(k.name))
+        row["not_swapped"] = why
+        if why:
+            console.print(f"{k.demangled_name}: swapped into no launch: {why}", soft_wrap=True, markup=False)
+    kernel_time = None
+    if app is not None:
+        from .app.app_measure import compare_kernel_time, print_kernel_time
+
+        plain_ms = [r.report.total_ms for r in plain_runs]
+        tuned_ms = [r.report.total_ms for r in tuned_runs]
+        if None in plain_ms or None in tuned_ms:
+            console.print("application kernel time: not measured (CUPTI could not time every run: "
+                          f"{measured.report.fallback or timed.report.fallback or 'no kernel timed'})",
+                          soft_wrap=True, markup=False)
+        else:
+            kernel_time = compare_kernel_time(plain_ms, tuned_ms, app)
+            print_kernel_time(console, kernel_time)
 
     plain_s = [r.seconds for r in plain_runs]
     tuned_s = [r.seconds for r in tuned_runs]
@@ -336,6 +378,6 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             "command": argv, "repeat": repeat, "plain_s": plain_s, "tuned_s": tuned_s,
             "speedup": speedup, "noise": noise, "significant": significant,
             **output_json(baseline, comparisons, check_output),
-            "kernels": rows}, indent=2))
+            "kernels": rows, "kernel_time": kernel_time}, indent=2))
     if differences:
         raise SystemExit(OUTPUT_DIFFERS_EXIT)

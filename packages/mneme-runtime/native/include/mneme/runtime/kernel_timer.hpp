@@ -59,7 +59,10 @@ class KernelTimer {
   // Tagging launches (CUPTI external correlation): after start(), asks CUPTI for a
   // LaunchTag of every kernel launched while a tag is pushed. False, with nothing changed,
   // where this CUPTI cannot (too old); then push_tag/pop_tag do nothing.
-  bool tag_launches();
+  // `api`: how CUPTI is asked for the API records the tags ride on: "launches" (the
+  // launch functions' records only), "filtered" (the driver and runtime kinds on, every
+  // other function off), "all" (every API record).
+  bool tag_launches(const std::string& api = "filtered");
   bool tagging() const;
   void push_tag(uint64_t tag);
   void pop_tag();
@@ -93,6 +96,7 @@ class KernelTimer {
   std::vector<KernelRecord> records_;
   std::vector<LaunchTag> tags_;
   bool tagging_ = false;
+  std::string tag_api_;
   std::vector<std::string> search_paths_;
   std::string reason_, library_;
   bool loaded_ = false, tried_ = false, registered_ = false, collecting_ = false;
