@@ -43,7 +43,7 @@ APPS = {
     "app_particles": ("cuda", ["40"]),
     "fidelity_jacobi": ("cuda", ["200"]),
     "fidelity_app_timings": ("cuda", []),
-    "torch_train_step": ("python", ["20"]),
+    "torch_train_step": ("python", ["4"]),
     "triton_direct": ("python", []),
 }
 GOAL_COVER, GOAL_AGREE, GOAL_FASTER = 0.9, 0.10, 0.10

@@ -12,15 +12,22 @@ fault, with the context intact; only a shape that passes is then replayed as it 
 The guard is checked once per session on the recorded launch shape: if it reports
 anything there (memory the recording does not hold, an access the application made
 itself), it is not trusted for this instance and the probe launches unguarded, as before.
+Where the guarded variant itself faults on the recorded shape (an access the guard's
+instrumentation got wrong), the context is lost: the worker that met it leaves a marker
+beside the database (``.mneme/guard/<static>/<dynamic>.json``), so that the workers after
+it probe that instance unguarded instead of meeting the same fault trial after trial.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..files import write_atomic
 from ..jit.config import GUARD_RANGES
 from .errors import (
     CONTEXT_POISONED,
@@ -135,6 +142,32 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
     return caught
 
 
+def _marker(instance) -> Path:
+    return (Path(instance.kernel.db.root) / ".mneme" / "guard" / instance.kernel.static_hash
+            / f"{instance.dynamic_hash}.json")
+
+
+def _untrusted(instance) -> str | None:
+    """Why an earlier worker found the guard unusable for ``instance`` (None: it did not)."""
+    path = _marker(instance)
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 16:
+            return None
+        return str(json.loads(path.read_text()).get("why") or "") or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _distrust(instance, why: str) -> None:
+    """Leave the marker (atomically; nothing where the database is read-only)."""
+    path = _marker(instance)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"why": why}).encode())
+    except OSError:
+        pass
+
+
 def check(session: ReplaySession, base=None, replay=None) -> None:
     """Try ``replay``'s launch shape with the guarded variant of ``base``'s code (a
     CompileConfig and a ReplayConfig; None: the recorded ones); raise OutOfBoundsError
@@ -150,11 +183,16 @@ def check(session: ReplaySession, base=None, replay=None) -> None:
         return
     try:
         if not session.guard_trusted:
+            if (earlier := _untrusted(session.instance)) is not None:
+                session.guard_note = f"{earlier}: launch shapes probed unguarded"
+                return
             recorded = replay.with_(grid=None, block=None, shared_mem=None)
             try:
                 caught = _launch(session, base, recorded)
             except ReplayError as error:  # the guard's own failure blames no probed shape
                 if error.kind == CONTEXT_POISONED:
+                    _distrust(session.instance, "the guarded variant faulted with the recorded launch "
+                                                f"shape ({str(error).splitlines()[0][:200]})")
                     raise
                 session.guard_note = (f"the guarded variant does not run with the recorded "
                                       f"launch shape ({error}): launch shapes probed unguarded")

@@ -46,6 +46,7 @@ class KernelRun:
     trials: int = 0  # finished trials of its study, this run's and earlier ones'
     seconds: float = 0.0
     stopped: str = ""  # why it got no second round
+    failed: bool = False  # its tuning raised (stopped says why): no further round
 
     @property
     def tuned(self) -> bool:
@@ -132,7 +133,17 @@ def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: 
     if events.kernel_starts:
         events.kernel_starts(run, round_index, amount)
     started = time.monotonic()
-    run.outcome = tuner.run(on_progress=events.progress, executor=executor)
+    try:
+        run.outcome = tuner.run(on_progress=events.progress, executor=executor)
+    except TuneError as error:
+        # One kernel that cannot be tuned (no launch shape runs its recorded code, say)
+        # costs that kernel, never the application's run: said in its row.
+        run.seconds += time.monotonic() - started
+        run.stopped = f"tuning failed: {error}"
+        run.failed = True
+        if events.kernel_done:
+            events.kernel_done(run, round_index)
+        return
     run.seconds += time.monotonic() - started
     run.trials = len([t for t in run.outcome.trials if t.state in ("complete", "failed")])
     if events.kernel_done:

@@ -92,7 +92,8 @@ def first_round(budget: Budget, shares: list[float]) -> list[float]:
     amount = budget.total * FIRST_ROUND
     # Every kernel its minimum where the whole budget allows it, even past the first half.
     amount = max(amount, min(budget.total, budget.minimum * len(shares)))
-    return _by_share(amount, shares, budget.minimum, budget.trials is not None)
+    # (a budget below one kernel's minimum goes whole to the largest kernel)
+    return _by_share(amount, shares, min(budget.minimum, amount), budget.trials is not None)
 
 
 def second_round(budget: Budget, spent: float, shares: list[float], promising: list[bool]) -> list[float]:
