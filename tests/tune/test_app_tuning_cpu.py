@@ -146,3 +146,52 @@ def test_bad_input_is_one_line(profiled, tmp_path):
     run = run_mneme("profile", EXAMPLES)
     assert run.returncode == 2 and "no application profile" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_report_folder_of_another_database_is_refused(profiled, tmp_path):
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "app.json").write_text(json.dumps({"database": "/elsewhere/other.rdb", "kernel_ms": 1.0,
+                                                 "kernels": []}))
+    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--report", report)
+    assert run.returncode == 2 and "/elsewhere/other.rdb" in run.stderr and "another --report" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_kernel_swapped_into_no_launch_is_named_with_its_reason(tmp_path):
+    """The swapper's report (launch_swap.cpp's line format) read back, and each way a tuned
+    kernel keeps the original code said in one line."""
+    from mneme.tune.apply_plan import read_report
+    from mneme.tune.apply_reasons import why_not_swapped
+
+    path = tmp_path / "report.txt"
+    path.write_text(
+        "mneme-apply-report 2\n"
+        "kernel _Z1av launches 40 swapped 0 refused 0 same_config 0 method cupti timed 40 time_s 0.1 first_ms 1"
+        " median_ms 1 same_config_timed 0 same_config_time_s 0 same_config_median_ms 0 other_dims 40"
+        " other_args 0 over_bound 0 attributes 0 cupti_launches 40\n"
+        "kernel _Z1bv launches 0 swapped 0 refused 0 same_config 0 method cupti timed 0 time_s 0 first_ms 0"
+        " median_ms 0 same_config_timed 0 same_config_time_s 0 same_config_median_ms 0 other_dims 0"
+        " other_args 0 over_bound 0 attributes 0 cupti_launches 12\n"
+        "kernel _Z1cv launches 5 swapped 0 refused 0 same_config 5 method cupti timed 5 time_s 0 first_ms 0"
+        " median_ms 0 same_config_timed 0 same_config_time_s 0 same_config_median_ms 0 other_dims 0"
+        " other_args 0 over_bound 0 attributes 0 cupti_launches 5\n"
+        "load_error _Z1cv its global lut is not registered with the CUDA runtime\n"
+        "kernel _Z1dv launches 9 swapped 3 refused 0 same_config 9 method cupti timed 9 time_s 0 first_ms 0"
+        " median_ms 0 same_config_timed 0 same_config_time_s 0 same_config_median_ms 0 other_dims 0"
+        " other_args 6 over_bound 0 attributes 0 cupti_launches 9\n"
+        "total kernel_ms 12.5 launches 66\n")
+    report = read_report(path)
+    assert report.total_ms == 12.5 and report.total_launches == 66
+
+    class Tuned:  # what why_not_swapped reads of a TunedKernel
+        recorded = ((64, 1, 1), (128, 1, 1), 0)
+        specialized_args = {2: b"\0"}
+        bound = 0
+
+    a = why_not_swapped(Tuned, report.get("_Z1av"))
+    assert "40 had other dimensions" in a and "(64, 1, 1)" in a
+    assert "through a path the swapper does not intercept" in why_not_swapped(Tuned, report.get("_Z1bv"))
+    assert "global lut is not registered" in why_not_swapped(Tuned, report.get("_Z1cv"))
+    assert why_not_swapped(Tuned, report.get("_Z1dv")) is None  # some launches ran the tuned code
+    assert "did not launch it" in why_not_swapped(Tuned, report.get("_Z9unlaunchedv"))

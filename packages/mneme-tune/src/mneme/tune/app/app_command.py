@@ -17,12 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..errors import TuneError
 from ..tune_types import TuneOptions
-from .app_report import write_app_report
+from .app_report import check_report_folder, write_app_report
 from .app_tuning import AppTuneResult, Events, KernelRun, tune_application
 from .budget import Budget
 from .profile import rank
 from .selection import Selection, select
-from .slurm import Cluster, check_report_folder, emit
+from .slurm import Cluster, emit
 
 __all__ = ["DEFAULT_REPORT", "run_app"]
 
@@ -97,7 +97,7 @@ def run_app(database: str, spaces: str, options: TuneOptions, share: float | Non
     selection = select(db, ranking, share=share, top=kernels)
     budget = Budget.parse(budget_text, sum(1 for k in selection.kernels if k.tunable))
     report_dir = report_dir or DEFAULT_REPORT
-    if cluster.emits or cluster.merge:
+    if cluster.task is None:  # (a task writes no report)
         check_report_folder(report_dir, ranking.database)
     from mneme.replay.files import writable_directory
 

@@ -28,7 +28,8 @@ from mneme.replay.files import write_atomic
 from ..errors import TuneError
 from .app_tuning import AppTuneResult, KernelRun
 
-__all__ = ["APP_REPORT", "AppReportError", "kernel_rows", "read_app_report", "write_app_report"]
+__all__ = ["APP_REPORT", "AppReportError", "check_report_folder", "kernel_rows", "read_app_report",
+           "write_app_report"]
 
 APP_REPORT = "app.json"
 VERSION = 1
@@ -145,3 +146,15 @@ def read_app_report(path: Path) -> dict[str, Any] | None:
         raise AppReportError(f"{file} is not a whole-application report of this version "
                              "(write it with mneme tune --app --report DIR)")
     return data
+
+
+def check_report_folder(report_dir: Path, database: Path) -> None:
+    """A report folder already written for another database is refused (its kernels are
+    not this database's)."""
+    data = read_app_report(report_dir)
+    if data is None:
+        return
+    theirs, ours = data.get("database"), str(Path(database).resolve())
+    if theirs != ours:
+        raise AppReportError(f"{report_dir} holds the report of {theirs}, not of {ours}: "
+                             "give another --report folder")

@@ -32,9 +32,8 @@ from click.core import ParameterSource
 
 from ..errors import TuneError
 from ..tune_types import TuneOptions
-from .app_report import AppReportError, read_app_report
 
-__all__ = ["Cluster", "SlurmError", "check_report_folder", "write_scripts"]
+__all__ = ["Cluster", "SlurmError", "write_scripts"]
 
 #: the tune command's parameters that shape the scripts, not the tuning the tasks run
 OWN = ("emit_slurm", "slurm_submit", "slurm_tasks", "sbatch_options", "array_task", "merge_report",
@@ -139,18 +138,6 @@ def task_arguments(ctx: click.Context) -> list[str]:
         elif value is not None:
             out += [flag, str(value)]
     return out
-
-
-def check_report_folder(report_dir: Path, database: Path) -> None:
-    """A report folder already written for another database is refused (its kernels are
-    not this database's)."""
-    data = read_app_report(report_dir)
-    if data is None:
-        return
-    theirs, ours = data.get("database"), str(Path(database).resolve())
-    if theirs != ours:
-        raise AppReportError(f"{report_dir} holds the report of {theirs}, not of {ours}: "
-                             "give another --report folder")
 
 
 def _script(lines: list[str]) -> str:
