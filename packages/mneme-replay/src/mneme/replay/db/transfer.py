@@ -14,6 +14,7 @@ after every one of its instances checked out at the destination.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -53,20 +54,21 @@ def _safe_node(db_root: Path, path: Path) -> None:
         raise CorruptDataError(f"{path} is not a directory")
 
 
+def _discard(db_root: Path, node: Path) -> None:
+    """Delete a kernel or instance node: atomically invisible, then deleted."""
+    _safe_node(db_root, node)
+    scratch = _scratch(db_root)
+    os.rename(node, scratch / node.name)
+    shutil.rmtree(scratch)
+
+
 def remove_kernel(kernel: Kernel) -> None:
     """Delete a kernel and all its instances (atomically invisible, then deleted)."""
-    _safe_node(kernel.db.root, kernel.path)
-    scratch = _scratch(kernel.db.root)
-    os.rename(kernel.path, scratch / kernel.static_hash)
-    shutil.rmtree(scratch)
+    _discard(kernel.db.root, kernel.path)
 
 
 def _remove_instance(instance: Instance) -> None:
-    root = instance.kernel.db.root
-    _safe_node(root, instance.path)
-    scratch = _scratch(root)
-    os.rename(instance.path, scratch / instance.dynamic_hash)
-    shutil.rmtree(scratch)
+    _discard(instance.kernel.db.root, instance.path)
 
 
 def remove_staging(db: Database) -> int:
@@ -209,10 +211,53 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
     Every node copied and every node already at the destination is compared with the
     source; a difference raises ``TransferError`` (``force``: the destination node is
     replaced). When this returns, every instance of ``kernel`` is at the destination and
-    identical to the source."""
+    identical to the source. When it raises, what this call committed is removed again
+    (the kernel node if it created it, else its new instances) and the destination's
+    content store is collected: the destination holds whole kernels only. A full disk
+    raises ``TransferError`` naming the destination."""
     problems = _kernel_problems(kernel)
     if problems:
         raise TransferError(f"source kernel {kernel.static_hash} is damaged, not copied: {problems[0]}")
+    committed: list[Path] = []
+    try:
+        return _copy_nodes(kernel, destination, force, committed)
+    except BaseException as exc:  # Ctrl-C too: an interrupted copy keeps whole kernels only
+        left = _roll_back(destination.root, committed)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise TransferError(_full_disk(exc, kernel, destination.root, left)) from None
+        raise
+
+
+def _roll_back(dst_root: Path, committed: list[Path]) -> Path | None:
+    """Remove the nodes one copy committed (a kernel node takes its instances with it),
+    then store entries nothing links to any more; returns a node that could not be
+    removed, None when all were."""
+    # A kernel node this call created is committed first, and holds every later node.
+    created_kernel = committed[:1] and committed[0].parent.name == layout.KERNELS
+    for node in committed[:1] if created_kernel else committed:
+        try:
+            _discard(dst_root, node)
+        except (OSError, DatabaseError):
+            return node
+    try:
+        content_store.collect(dst_root)
+    except OSError:
+        pass  # unreferenced entries only cost space; mneme clean collects them later
+    return None
+
+
+def _full_disk(exc: OSError, kernel: Kernel, dst_root: Path, left: Path | None) -> str:
+    kept = ("none of it was kept" if left is None
+            else f"its partial copy {left} could not be removed: run mneme clean {dst_root} "
+                 f"{kernel.static_hash}")
+    return (f"cannot copy kernel {kernel.static_hash} into {dst_root}: {exc.strerror} there "
+            f"({kept}; kernels reported copied before it are complete): free space on that "
+            "disk or copy to another destination")
+
+
+def _copy_nodes(kernel: Kernel, destination: DatabaseWriter, force: bool,
+                committed: list[Path]) -> int:
+    """copy_kernel's work; every node it commits is appended to ``committed``."""
     dst_root = destination.root
     dst_db = Database.open(dst_root)
     target = layout.kernel_dir(dst_root, kernel.static_hash)
@@ -239,7 +284,8 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
             (staged / layout.INSTANCES).mkdir()
             shutil.copyfile(kernel.path / layout.INSTANCES / "zarr.json",
                             staged / layout.INSTANCES / "zarr.json", follow_symlinks=False)
-            _commit(staged, target)
+            if _commit(staged, target):
+                committed.append(target)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         copied_kernel = Kernel(dst_db, kernel.static_hash)
@@ -272,6 +318,8 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
             staged = scratch / instance.dynamic_hash
             _copy_tree(instance.path, staged, shared=shared)
             mine = _commit(staged, final)
+            if mine:
+                committed.append(final)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         result = Instance(dst_kernel, instance.dynamic_hash)
@@ -279,6 +327,7 @@ def copy_kernel(kernel: Kernel, destination: DatabaseWriter, *, force: bool = Fa
         if reason is not None:
             if mine:
                 _remove_instance(result)
+                committed.remove(final)
             raise TransferError(f"instance {instance.id}: the copy does not check out ({reason})")
         copied += mine
     return copied
