@@ -54,3 +54,92 @@ def test_declared_dependencies_follow_the_order():
             if name.startswith("mneme-"):
                 other = name.removeprefix("mneme-")
                 assert ORDER.index(other) < ORDER.index(package), f"mneme-{package} -> {name}"
+
+
+# -- the library never imports the CLI ------------------------------------------------------
+
+
+def _cli_modules() -> set[str]:
+    """The click command modules: those each package's ``mneme.commands`` entry points
+    name (the ``mneme`` command's own package and ``__main__`` modules: _is_cli)."""
+    import tomllib
+
+    modules = set()
+    for pyproject in (ROOT / "packages").glob("mneme-*/pyproject.toml"):
+        meta = tomllib.loads(pyproject.read_text())
+        commands = meta["project"].get("entry-points", {}).get("mneme.commands", {})
+        modules |= {target.split(":")[0] for target in commands.values()}
+    return modules
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of every package, by dotted name."""
+    found = {}
+    for src in (ROOT / "packages").glob("mneme-*/src"):
+        for path in src.rglob("*.py"):
+            parts = path.relative_to(src).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imported(name: str, path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) of every import in module ``name``, relative ones resolved:
+    ``import a.b`` gives (a.b, None), ``from a import b`` (a, b), b being a name or a
+    submodule of a."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            found += [(node.lineno, base, a.name) for a in node.names]
+    return found
+
+
+def _is_cli(module: str, cli: set[str]) -> bool:
+    return module in cli or module.endswith(".__main__") or module.split(".")[:2] == ["mneme", "cli"]
+
+
+def test_no_library_module_imports_a_cli_module():
+    """What library code needs lives in library modules; the click command modules (and
+    ``python -m`` entry points) only import it. So mneme-replay works without its
+    commands, and moving a command never breaks the library."""
+    cli = _cli_modules()
+    modules = _modules()
+    assert {"mneme.replay.replay_command", "mneme.tune.apply_command"} <= cli <= set(modules)
+    bad = {
+        f"{path.relative_to(ROOT)}:{line} imports {target}"
+        for name, path in modules.items() if not _is_cli(name, cli)
+        for line, module, taken in _imported(name, path)
+        for target in (module, f"{module}.{taken}") if target in cli
+    }
+    assert not bad, "\n".join(sorted(bad))
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def test_no_module_takes_another_modules_private_names():
+    """An underscore name is its module's own: another module that needs it gets a public
+    name. A package's underscore modules (its native extensions) are imported by that
+    package only; other packages go through its public modules."""
+    modules = _modules()
+    bad = []
+    for name, path in sorted(modules.items()):
+        where = f"{path.relative_to(ROOT)}"
+        for line, module, taken in _imported(name, path):
+            if module.split(".")[0] != "mneme":
+                continue  # another project's private names are its own business
+            # from a package, a name is perhaps one of its modules (a native extension,
+            # not built here, among them): judged as a module
+            is_package = modules.get(module, ROOT).name == "__init__.py"
+            dotted = f"{module}.{taken}" if taken and is_package else module
+            if dotted.split(".")[:2] != name.split(".")[:2] and any(map(_private, dotted.split("."))):
+                bad.append(f"{where}:{line} imports {dotted}, private to its package")
+            if taken and not is_package and _private(taken):
+                bad.append(f"{where}:{line} takes {taken} from {module}")
+    assert not bad, "\n".join(bad)

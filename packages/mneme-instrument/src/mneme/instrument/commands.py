@@ -16,7 +16,7 @@ from .section import (
     Kernel,
     NotInstrumentedError,
     SectionError,
-    _bare_name,
+    bare_name,
     find_kernel,
     read_kernels,
 )
@@ -246,7 +246,7 @@ def _inspect_fatbin(
         names = [
             name
             for name, code in groups.items()
-            if ptx_kernel in (name, code[0].demangled) or _bare_name(code[0].demangled) == ptx_kernel
+            if ptx_kernel in (name, code[0].demangled) or bare_name(code[0].demangled) == ptx_kernel
         ]
         if not names:
             raise InspectError(

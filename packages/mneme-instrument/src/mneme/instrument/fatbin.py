@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .section import NotInstrumentedError, SectionError, _elf_sections
+from .section import NotInstrumentedError, SectionError, elf_sections
 
 __all__ = [
     "FATBIN_MAGIC",
@@ -527,7 +527,7 @@ def ptx_entries(ptx: str) -> list[tuple[str, int]]:
 
 def read_fatbin(path: str | os.PathLike) -> list[FatbinEntry]:
     """Every code entry of the fatbinaries in an ELF file; NoFatbinError if it has none."""
-    found = _elf_sections(Path(path), lambda name, _flags: name in SECTIONS)
+    found = elf_sections(Path(path), lambda name, _flags: name in SECTIONS)
     for name in SECTIONS:
         if name in found and found[name][1]:
             return parse_fatbin(found[name][1], f"{path}: {name}")

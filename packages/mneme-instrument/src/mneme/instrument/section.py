@@ -286,7 +286,7 @@ SHF_ALLOC = 0x2  # section flag: loaded into memory when the program runs
 SHT_NOBITS = 8  # section type: occupies memory but no file bytes (.bss)
 
 
-def _elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tuple[int, bytes]]:
+def elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tuple[int, bytes]]:
     """{name: (size, bytes)} of the sections `wanted(name, flags)` selects (bytes empty
     for SHT_NOBITS), in file order."""
     try:
@@ -351,14 +351,14 @@ def _elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tupl
 
 def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes | None:
     """Bytes of section `name` of an ELF file (None if the file has no such section)."""
-    found = _elf_sections(Path(path), lambda n, _flags: n == name)
+    found = elf_sections(Path(path), lambda n, _flags: n == name)
     return found[name][1] if name in found else None
 
 
 def loaded_sections(path: str | os.PathLike) -> dict[str, tuple[int, bytes]]:
     """{name: (size, bytes)} of every section loaded when the program runs (SHF_ALLOC;
     bytes empty for .bss-like sections): what an executable runs, apart from its file."""
-    return _elf_sections(Path(path), lambda _name, flags: bool(flags & SHF_ALLOC))
+    return elf_sections(Path(path), lambda _name, flags: bool(flags & SHF_ALLOC))
 
 
 def read_records(path: str | os.PathLike) -> list[Record]:
@@ -400,10 +400,10 @@ def find_kernel(kernels: list[Kernel], key: str) -> list[Kernel]:
     exact = [k for k in kernels if key in (k.name, k.demangled, k.static_hash)]
     if exact:
         return exact
-    return [k for k in kernels if _bare_name(k.demangled) == key]
+    return [k for k in kernels if bare_name(k.demangled) == key]
 
 
-def _bare_name(demangled: str) -> str:
+def bare_name(demangled: str) -> str:
     """`void ns::f<int>(float*)` -> `ns::f`; `f(int)` -> `f`."""
     head = demangled.split("(", 1)[0].split("<", 1)[0]
     return head.split(" ")[-1]

@@ -21,6 +21,7 @@ from .engine import (
     open_database,
     select_instance,
 )
+from .engine.config import check_config_arch, read_settings
 from .engine.restore import restore_bytes
 from .engine.session import derive_compile_config
 from .files import writable_directory
@@ -38,32 +39,6 @@ MAX_SHARED_MEM = {
 }
 #: Where the architecture is unknown: more than any GPU offers per block.
 MAX_SHARED_MEM_ANY = 256 << 10
-
-
-def read_settings(path: Path) -> tuple[ReplaySettings, str | None]:
-    """``--config FILE`` (bounded JSON, metadata.parse_json) and the ``arch`` its compile
-    section names, if any: the replay checks that it is the target it compiles for."""
-    from .db.metadata import read_json_file
-    from .engine import ReplayConfigError
-
-    data = read_json_file(path, error=ReplayConfigError)
-    settings = ReplaySettings.from_dict(data)
-    if isinstance(data, dict) and isinstance(data.get("configuration"), dict):
-        data = data["configuration"]
-    compile_part = data.get("compile", data) if isinstance(data, dict) else {}
-    arch = compile_part.get("arch") if isinstance(compile_part, dict) else None
-    return settings, arch
-
-
-def check_config_arch(path: Path, wanted: str | None, target: str) -> None:
-    """An ``arch`` in ``--config`` is honoured or refused, never silently replaced."""
-    from .engine import ReplayConfigError
-
-    if wanted is not None and wanted != target:
-        raise ReplayConfigError(
-            f"{path} compiles for {wanted}, but this replay targets {target}: set "
-            f'"arch": "{wanted}" in its replay section to compile for {wanted} anyway'
-        )
 
 
 def preflight(instance, compile_config, replay_config, shared_mem: int) -> None:

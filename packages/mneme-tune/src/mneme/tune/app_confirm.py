@@ -4,7 +4,7 @@ A replayed speedup is a prediction. ``mneme tune ... --confirm-in-app [N] -- ./a
 (``TuneOptions.confirm_in_app`` and ``app_command``) checks it where it counts: after the
 search and its replay confirmation, the unmodified application runs once per
 configuration through the ``mneme run --apply`` machinery (apply_plan.py: the
-configuration compiled into a plan; apply_command.py: ``libmneme_apply.so`` preloaded,
+configuration compiled into a plan; app_process.py: ``libmneme_apply.so`` preloaded,
 ``MNEME_APPLY_TIMING=1``, its report read back):
 
 - the recorded configuration first and last: the application's own code, timed without
@@ -42,7 +42,7 @@ from mneme.replay.tables import Column, print_table
 from rich.console import Console
 from rich.markup import escape
 
-from .apply_command import (
+from .app_process import (
     ApplicationFailed,
     resolve_command,
     run_once,

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from mneme.replay.engine import ReplaySession, open_database, select_instance
-from mneme.replay.engine.config import ReplaySettings
+from mneme.replay.engine.config import ReplaySettings, read_settings
 from mneme.replay.engine.session import derive_compile_config
 from mneme.replay.identity import check_kernel, database_of, read_identity, record_id_of
-from mneme.replay.replay_command import read_settings
 
 from .errors import TuneError
 

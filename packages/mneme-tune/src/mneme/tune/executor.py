@@ -51,7 +51,7 @@ from .probe_workers import ProbeWorkers
 from .process_reaper import ProcessReaper, describe_exit
 from .spares import SPARE_RESTORE_BYTES, SparePool
 from .worker import failure_kind, instance_key, precompile, resolved, worker_main
-from .worker_records import Restart, _Task, _Worker
+from .worker_records import Restart, TaskRecord, WorkerRecord
 
 __all__ = ["ReplayExecutor", "as_completed"]
 
@@ -167,7 +167,7 @@ class ReplayExecutor:
             slots = [d for d in self.devices for _ in range(max(1, workers_per_device))]
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
-        self._workers = [_Worker(i, d) for i, d in enumerate(slots)]
+        self._workers = [WorkerRecord(i, d) for i, d in enumerate(slots)]
         #: the instances the workers were sent and a task's settings for each, which
         #: spares prepare ahead
         self._sent: dict[str, tuple[Instance, str]] = {}
@@ -177,7 +177,7 @@ class ReplayExecutor:
         self.reaper = ProcessReaper()
         #: per slot, the restart whose next task has not been sent yet
         self._awaiting_task: dict[int, Restart] = {}
-        self._pending: collections.deque[_Task] = collections.deque()
+        self._pending: collections.deque[TaskRecord] = collections.deque()
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._wake_r, self._wake_w = self._context.Pipe(duplex=False)
@@ -208,7 +208,7 @@ class ReplayExecutor:
 
     # -- workers ---------------------------------------------------------------------------
 
-    def _spawn(self, worker: _Worker) -> None:
+    def _spawn(self, worker: WorkerRecord) -> None:
         parent, child = self._worker_context.Pipe()
         spec = {"device": worker.device, "cache_dir": self.cache_dir, **self._spec_extra}
         process = self._worker_context.Process(
@@ -271,7 +271,7 @@ class ReplayExecutor:
     def worker_count(self) -> int:
         return len(self._workers)
 
-    def _kill(self, worker: _Worker, *, kill: bool = True,
+    def _kill(self, worker: WorkerRecord, *, kill: bool = True,
               on_exit: Callable[[Any, float], None] | None = None) -> None:
         """Retire ``worker``'s process without waiting for it to exit (process_reaper.py):
         its pipe closed, the process killed (``kill=False``: one that closed its pipe is
@@ -291,7 +291,7 @@ class ReplayExecutor:
         if self._compile_pool is not None:
             self._compile_pool.shutdown(wait=False, cancel_futures=True)
 
-    def _fail_and_restart(self, worker: _Worker, kind: str, message: str | None,
+    def _fail_and_restart(self, worker: WorkerRecord, kind: str, message: str | None,
                           *, kill: bool = True) -> None:
         """``worker``'s process is done for: the slot goes to a spare (or a process started
         now) first, then the old process is retired without waiting for its exit. Its task
@@ -300,7 +300,7 @@ class ReplayExecutor:
         process_reaper.GRACE_SECONDS to exit by itself)."""
         task = worker.task
         began = time.monotonic()
-        old = _Worker(worker.slot, worker.device, process=worker.process, conn=worker.conn)
+        old = WorkerRecord(worker.slot, worker.device, process=worker.process, conn=worker.conn)
         worker.task = None
         worker.restarts += 1
         restart = Restart(None, False, ran=began - task.started if task is not None else None,
@@ -339,8 +339,8 @@ class ReplayExecutor:
 
     # -- spares --------------------------------------------------------------------------------
 
-    def _spawn_spare(self, device: int | None) -> _Worker:
-        spare = _Worker(-1, device)
+    def _spawn_spare(self, device: int | None) -> WorkerRecord:
+        spare = WorkerRecord(-1, device)
         self._spawn(spare)
         return spare
 
@@ -388,7 +388,7 @@ class ReplayExecutor:
         if self._closing:
             raise RuntimeError("the executor is shut down")
         key = instance_key(target)
-        task = _Task(next(self._ids), key, target, settings.to_json(), Future(), probe=probe,
+        task = TaskRecord(next(self._ids), key, target, settings.to_json(), Future(), probe=probe,
                      guard=(guard or probe) and bool(self.devices))  # (GPU workers only)
         task.future.set_running_or_notify_cancel()
         with self._lock:
@@ -433,12 +433,12 @@ class ReplayExecutor:
         for future in futures:
             yield future.result(timeout)
 
-    def _queue(self, task: _Task) -> None:
+    def _queue(self, task: TaskRecord) -> None:
         with self._lock:
             self._pending.append(task)
         self._wake_w.send(b"")
 
-    def _finish(self, task: _Task, result: ReplayResult | None = None,
+    def _finish(self, task: TaskRecord, result: ReplayResult | None = None,
                 error: TrialFailed | None = None) -> None:
         if task.future.done():
             return
@@ -481,7 +481,7 @@ class ReplayExecutor:
             if restart is not None:
                 restart.next_task = task.started - restart.began
 
-    def _receive(self, worker: _Worker) -> None:
+    def _receive(self, worker: WorkerRecord) -> None:
         try:
             message = worker.conn.recv()
         except (EOFError, OSError):

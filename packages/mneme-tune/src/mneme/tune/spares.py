@@ -64,7 +64,7 @@ def capacity(memory_free: int | None, instance_bytes: int, cores: int | None = N
 class SparePool:
     """Spare workers per device (None: the CPU workers).
 
-    ``spawn(device)`` starts a worker process (an executor's _Worker, not ready until its
+    ``spawn(device)`` starts a worker process (an executor's WorkerRecord, not ready until its
     hello), ``kill(worker)`` ends one. ``instance_bytes(instance)``: the device memory a
     restored instance holds."""
 

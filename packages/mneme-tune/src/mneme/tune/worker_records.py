@@ -9,11 +9,11 @@ from typing import Any
 
 from mneme.replay.db import Instance
 
-__all__ = ["Restart"]
+__all__ = ["Restart", "TaskRecord", "WorkerRecord"]
 
 
 @dataclass
-class _Task:
+class TaskRecord:
     id: int
     key: str  # worker.instance_key of the instance
     instance: Instance
@@ -30,14 +30,14 @@ class _Task:
 
 
 @dataclass
-class _Worker:
+class WorkerRecord:
     slot: int
     device: int | None
     process: Any = None
     conn: Any = None
     ready: bool = False
     hello: dict = field(default_factory=dict)
-    task: _Task | None = None
+    task: TaskRecord | None = None
     started: float = 0.0
     restarts: int = 0
     #: keys of the instances this worker process was sent

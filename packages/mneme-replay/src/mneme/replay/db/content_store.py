@@ -22,8 +22,8 @@ from .errors import CorruptDataError
 
 STORE = "chunks"
 
-try:  # the digest comes from the runtime's native module (the C++ writer's own code)
-    from mneme.runtime._native import chunk_digest as _digest
+try:  # the digest is the runtime's (the C++ writer's own code)
+    from mneme.runtime.digests import chunk_digest as _digest
 except ImportError:  # no native runtime: chunks are written plainly, not shared
     _digest = None
 

@@ -29,7 +29,7 @@ from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError
 from .instance import Instance
 from .integrity import Problem, check_instance, check_kernel_node
 from .reader import Database, Kernel
-from .writer import DatabaseWriter, _commit
+from .writer import DatabaseWriter, commit_node
 
 #: Bytes compared at a time when checking a copy against its source.
 _WINDOW = 64 << 20
@@ -284,7 +284,7 @@ def _copy_nodes(kernel: Kernel, destination: DatabaseWriter, force: bool,
             (staged / layout.INSTANCES).mkdir()
             shutil.copyfile(kernel.path / layout.INSTANCES / "zarr.json",
                             staged / layout.INSTANCES / "zarr.json", follow_symlinks=False)
-            if _commit(staged, target):
+            if commit_node(staged, target):
                 committed.append(target)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -317,7 +317,7 @@ def _copy_nodes(kernel: Kernel, destination: DatabaseWriter, force: bool,
         try:
             staged = scratch / instance.dynamic_hash
             _copy_tree(instance.path, staged, shared=shared)
-            mine = _commit(staged, final)
+            mine = commit_node(staged, final)
             if mine:
                 committed.append(final)
         finally:

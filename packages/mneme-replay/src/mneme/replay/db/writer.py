@@ -177,7 +177,7 @@ class DatabaseWriter:
             (node / layout.INSTANCES).mkdir()
             write_json(node / layout.INSTANCES / "zarr.json", group_metadata({}))
             write_json(node / "zarr.json", group_metadata({layout.ATTRS_KEY: kernel.attributes()}))
-            return _commit(node, final)
+            return commit_node(node, final)
 
     # -- instances ----------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ class DatabaseWriter:
         with self._staging() as stage:
             node = stage / dyn
             self._write_instance(node, dyn, record, regions, fmt)
-            if _commit(node, final):
+            if commit_node(node, final):
                 return dyn, True
         self._count_occurrence(final)
         return dyn, False
@@ -357,7 +357,7 @@ def _write_epilogue(path: Path, before: np.ndarray, after: np.ndarray, fmt: str,
     return "xor-prologue"
 
 
-def _commit(node: Path, final: Path) -> bool:
+def commit_node(node: Path, final: Path) -> bool:
     """Rename a finished node into place; False if another writer got there first."""
     try:
         os.rename(node, final)

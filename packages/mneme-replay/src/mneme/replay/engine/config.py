@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ..jit import CompileConfig, ConfigError
@@ -199,3 +200,26 @@ class ReplaySettings:
         except json.JSONDecodeError as error:
             raise ReplayConfigError(f"configuration is not valid JSON: {error}") from None
         return cls.from_dict(data)
+
+
+def read_settings(path: Path) -> tuple[ReplaySettings, str | None]:
+    """``--config FILE`` (bounded JSON, metadata.parse_json) and the ``arch`` its compile
+    section names, if any: the replay checks that it is the target it compiles for."""
+    from ..db.metadata import read_json_file  # (imported when a file is read)
+
+    data = read_json_file(path, error=ReplayConfigError)
+    settings = ReplaySettings.from_dict(data)
+    if isinstance(data, dict) and isinstance(data.get("configuration"), dict):
+        data = data["configuration"]
+    compile_part = data.get("compile", data) if isinstance(data, dict) else {}
+    arch = compile_part.get("arch") if isinstance(compile_part, dict) else None
+    return settings, arch
+
+
+def check_config_arch(path: Path, wanted: str | None, target: str) -> None:
+    """An ``arch`` in ``--config`` is honoured or refused, never silently replaced."""
+    if wanted is not None and wanted != target:
+        raise ReplayConfigError(
+            f"{path} compiles for {wanted}, but this replay targets {target}: set "
+            f'"arch": "{wanted}" in its replay section to compile for {wanted} anyway'
+        )

@@ -1,0 +1,105 @@
+"""The application as a child process under the launch swapper (``libmneme_apply.so``
+preloaded, following a plan that apply_plan.py wrote): find its executable, run it once,
+read the swapper's report, say how its kernels were timed. Shared by ``mneme run
+--apply`` (apply_command.py) and ``--confirm-in-app`` (app_confirm.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .apply_plan import ApplyError, SwapReport, read_report
+
+SWAPPER = "libmneme_apply.so"
+
+
+def swapper_library() -> Path:
+    import mneme.runtime
+
+    path = Path(mneme.runtime.__file__).with_name(SWAPPER)
+    if not path.is_file():
+        raise ApplyError(f"the launch swapper library is missing ({path}): reinstall mneme-runtime")
+    return path
+
+
+class ApplicationFailed(ApplyError):
+    """The application failed or was killed; ``code`` is its exit status (negative: the
+    signal that ended it)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Run:
+    seconds: float
+    output: str
+    report: SwapReport = field(default_factory=SwapReport)
+
+
+def resolve_command(command: Sequence[str]) -> list[str]:
+    """The application's argv with its executable found on PATH, or one line saying it is
+    not there."""
+    executable = shutil.which(command[0]) or command[0]
+    if not Path(executable).is_file():
+        raise ApplyError(f"{command[0]}: no such executable")
+    if not os.access(executable, os.X_OK):
+        raise ApplyError(f"{command[0]}: not executable")
+    return [executable, *command[1:]]
+
+
+def swap_env(plan: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with the swapper preloaded to follow ``plan``, plus
+    ``extra`` (MNEME_APPLY_TIMING, MNEME_APPLY_MODE, MNEME_APPLY_REPORT)."""
+    from mneme.runtime.kernel_timing import cupti_wheel_libraries
+
+    env = dict(os.environ)
+    if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
+        env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded swapper cannot ask Python
+    env["LD_PRELOAD"] = ":".join(filter(None, [str(swapper_library()), env.get("LD_PRELOAD", "")]))
+    env["MNEME_APPLY_PLAN"] = str(plan)
+    env.update(extra)
+    return env
+
+
+def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None,
+             timeout: float | None = None) -> Run:
+    """One run of the application; ApplicationFailed (one line: how it ended, the last
+    lines of its stderr) when it fails or outlives ``timeout`` seconds."""
+    swapped = " under the swap" if env and "MNEME_APPLY_PLAN" in env else ""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ApplicationFailed(f"{command[0]} did not finish in {timeout:.0f} s{swapped} (killed)",
+                                -signal.SIGKILL) from None
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        how = (f"died of signal {-done.returncode}" if done.returncode < 0
+               else f"exited with status {done.returncode}")
+        raise ApplicationFailed(
+            f"{command[0]} {how}{swapped}"
+            + (f": {' | '.join(tail)}" if tail else ""), done.returncode)
+    return Run(took, done.stdout.decode(errors="replace"), read_report(report) if report else SwapReport())
+
+
+def timing_method_of(*reports: SwapReport) -> str:
+    """How the in-app times were measured: "cupti", or events with the reason CUPTI did not
+    time (the swapper's report says it)."""
+    methods = {k.method for r in reports for k in r.kernels.values() if k.timed}
+    why = next((r.fallback for r in reports if r.fallback), "")
+    if methods == {"cupti"}:
+        return "cupti"
+    return f"events (CUPTI unusable: {why})" if why else ("events" if methods else "-")
+
+
+__all__ = ["SWAPPER", "ApplicationFailed", "Run", "resolve_command", "run_once", "swap_env",
+           "swapper_library", "timing_method_of"]
