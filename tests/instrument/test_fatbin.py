@@ -11,12 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from instrument_support import run_mneme
+from mneme.instrument._decompress import lz4, lz4_block
 from mneme.instrument.fatbin import (
     ENTRY,
     FatbinError,
     NoFatbinError,
-    _lz4,
-    _lz4_block,
     image_kind,
     parse_code_image,
     parse_fatbin,
@@ -210,14 +209,14 @@ def test_files_without_a_fatbinary(tmp_path):
 
 def test_lz4_block_decoder():
     # literals only; a match that overlaps its own output (run-length); a long literal run
-    assert _lz4_block(b"\x50hello", 5) == b"hello"
-    assert _lz4_block(b"\x1fa\x01\x00\x0b\x00", 31) == b"a" * 31
+    assert lz4_block(b"\x50hello", 5) == b"hello"
+    assert lz4_block(b"\x1fa\x01\x00\x0b\x00", 31) == b"a" * 31
     data = bytes(range(256)) * 2
     block = bytes([0xF0, 255, 512 - 15 - 255]) + data  # 15 + 255 + 242 literals
-    assert _lz4_block(block, 512) == data
+    assert lz4_block(block, 512) == data
     for bad in (b"\x1fa\x05\x00", b"\x1fa\x01", b"\xf0", b"\x50hel"):
         with pytest.raises(ValueError):
-            _lz4_block(bad, 31)
+            lz4_block(bad, 31)
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +230,7 @@ def test_both_lz4_decoders_agree_on_nvccs_entries(section):
     for e in entries:
         header = ENTRY.unpack_from(section, e.offset)
         stored = section[e.offset + header[2] :][: header[4]]  # compressed size
-        assert _lz4_block(stored, e.size) == _lz4(stored, e.size) == e.data
+        assert lz4_block(stored, e.size) == lz4(stored, e.size) == e.data
 
 
 def test_damaged_sizes_are_one_line(section):

@@ -31,18 +31,17 @@ damaged or hostile file gives one FatbinError line.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
-import shutil
 import struct
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .section import NotInstrumentedError, SectionError, elf_sections
+from ._cubin import cubin_arch, parse_cubin, ptx_entries
+from ._decompress import lz4, zstd_frame
+from .demangle import demangle
+from .section import FatbinError, NoFatbinError, SectionError, elf_sections
 
 __all__ = [
     "FATBIN_MAGIC",
@@ -71,17 +70,6 @@ FLAG_ZSTD = 0x8000
 #: Largest uncompressed entry we decompress, and largest section we read.
 MAX_ENTRY_BYTES = 256 << 20
 MAX_ENTRIES = 100_000
-STO_CUDA_ENTRY = 0x10  # st_other bit of a kernel's symbol in a cubin
-EIATTR_FRAME_SIZE, EIATTR_REGCOUNT = 0x11, 0x2F
-EIFMT_SVAL = 0x04
-
-
-class FatbinError(SectionError):
-    """The fatbinary is damaged, or an entry cannot be decompressed."""
-
-
-class NoFatbinError(FatbinError, NotInstrumentedError):
-    """The file holds no CUDA fatbinary (not nvcc-built, or host code only)."""
 
 
 @dataclass(frozen=True)
@@ -135,138 +123,6 @@ class FatbinEntry:
         out = {k: v for k, v in self.__dict__.items() if k not in ("data", "kernels")}
         out["kernels"] = [k.name for k in self.kernels]
         return out
-
-
-# -- decompression ------------------------------------------------------------------
-
-
-_LZ4_LIB: list = []
-
-
-def _lz4(src: bytes, size: int) -> bytes:
-    """One LZ4 block of ``size`` bytes: the system's liblz4 (Debian's liblz4-1, always
-    installed) where it loads, else the decoder below (pure Python, slower)."""
-    if not _LZ4_LIB:
-        try:
-            lib = ctypes.CDLL(ctypes.util.find_library("lz4") or "liblz4.so.1")
-            lib.LZ4_decompress_safe.argtypes = [
-                ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int
-            ]
-            lib.LZ4_decompress_safe.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            lib = None
-        _LZ4_LIB.append(lib)
-    lib = _LZ4_LIB[0]
-    if lib is None or len(src) >= 1 << 31:
-        return _lz4_block(src, size)
-    buffer = ctypes.create_string_buffer(max(size, 1))
-    written = lib.LZ4_decompress_safe(src, buffer, len(src), size)
-    if written < 0:
-        raise ValueError("damaged LZ4 block")
-    return _checked(buffer.raw[:written], size)
-
-
-def _lz4_block(src: bytes, size: int) -> bytes:
-    """Decode one LZ4 block whose output is exactly ``size`` bytes (pure Python)."""
-    out = bytearray()
-    pos, end = 0, len(src)
-    while pos < end:
-        token = src[pos]
-        pos += 1
-        literals = token >> 4
-        if literals == 15:
-            while True:
-                if pos >= end:
-                    raise ValueError("truncated literal length")
-                extra = src[pos]
-                pos += 1
-                literals += extra
-                if extra != 255:
-                    break
-        if pos + literals > end or len(out) + literals > size:
-            raise ValueError("literals run past the block")
-        out += src[pos : pos + literals]
-        pos += literals
-        if pos >= end:
-            break  # the last sequence has literals only
-        if pos + 2 > end:
-            raise ValueError("truncated match offset")
-        offset = src[pos] | src[pos + 1] << 8
-        pos += 2
-        if offset == 0 or offset > len(out):
-            raise ValueError("match offset outside the output")
-        length = token & 15
-        if length == 15:
-            while True:
-                if pos >= end:
-                    raise ValueError("truncated match length")
-                extra = src[pos]
-                pos += 1
-                length += extra
-                if extra != 255:
-                    break
-        length += 4
-        if len(out) + length > size:
-            raise ValueError("match runs past the declared size")
-        start = len(out) - offset
-        if length <= offset:
-            out += out[start : start + length]
-        else:  # overlapping copy: the pattern repeats
-            pattern = bytes(out[start:])
-            out += (pattern * (length // offset + 1))[:length]
-    if len(out) != size:
-        raise ValueError(f"{len(out)} bytes decoded, {size} declared")
-    return bytes(out)
-
-
-def _zstd_system():
-    name = ctypes.util.find_library("zstd") or "libzstd.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError:
-        return None
-    lib.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    lib.ZSTD_decompress.restype = ctypes.c_size_t
-    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
-    lib.ZSTD_isError.restype = ctypes.c_uint
-    return lib
-
-
-_ZSTD_LIB: list = []
-
-
-def _zstd(src: bytes, size: int) -> bytes:
-    """One zstd frame whose content is ``size`` bytes."""
-    try:
-        from compression import zstd  # Python >= 3.14
-
-        return _checked(zstd.decompress(src), size)
-    except ImportError:
-        pass
-    try:
-        import zstandard  # optional
-
-        return _checked(zstandard.ZstdDecompressor().decompress(src, max_output_size=size), size)
-    except ImportError:
-        pass
-    if not _ZSTD_LIB:
-        _ZSTD_LIB.append(_zstd_system())
-    lib = _ZSTD_LIB[0]
-    if lib is None:
-        raise ModuleNotFoundError(
-            "zstd-compressed entry: install libzstd1 (apt) or the zstandard module (pip)"
-        )
-    buffer = ctypes.create_string_buffer(max(size, 1))
-    written = lib.ZSTD_decompress(buffer, size, src, len(src))
-    if lib.ZSTD_isError(written):
-        raise ValueError("damaged zstd frame")
-    return _checked(buffer.raw[:written], size)
-
-
-def _checked(data: bytes, size: int) -> bytes:
-    if len(data) != size:
-        raise ValueError(f"{len(data)} bytes decoded, {size} declared")
-    return data
 
 
 # -- fatbinary ----------------------------------------------------------------------
@@ -376,7 +232,7 @@ def _entry(
             )
         else:
             try:
-                decode = _zstd if compression == "zstd" else _lz4
+                decode = zstd_frame if compression == "zstd" else lz4
                 data = decode(stored, uncompressed_size)
             except ModuleNotFoundError as exc:
                 data, error = None, str(exc)
@@ -415,113 +271,6 @@ def _entry(
     )
 
 
-# -- cubin (ELF) and PTX ------------------------------------------------------------
-
-_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
-_SECTION = struct.Struct("<IIQQQQIIQQ")
-_SYMBOL = struct.Struct("<IBBHQQ")
-SHT_SYMTAB = 2
-
-
-def parse_cubin(elf: bytes) -> list[tuple[str, int, int | None, int | None]]:
-    """(name, SASS bytes, registers, frame bytes) of each kernel of a 64-bit cubin: its
-    FUNC symbols marked as entries (STO_CUDA_ENTRY), sized by their .text section;
-    registers and frame from the cubin's .nv.info attributes."""
-    try:
-        if len(elf) < _ELF_HEADER.size or elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
-            raise FatbinError("cubin entry is not a 64-bit little-endian ELF")
-        header = _ELF_HEADER.unpack_from(elf, 0)
-        shoff, shentsize, shnum, shstrndx = header[6], header[11], header[12], header[13]
-        if shnum == 0 or shentsize < _SECTION.size or shoff + shnum * shentsize > len(elf):
-            raise FatbinError("cubin section table runs past the entry")
-        sections = [_SECTION.unpack_from(elf, shoff + i * shentsize) for i in range(shnum)]
-
-        def data(i: int) -> bytes:
-            if not 0 <= i < shnum:
-                raise FatbinError(f"cubin refers to section {i} of {shnum}")
-            s = sections[i]
-            if s[1] == 8:  # SHT_NOBITS
-                return b""
-            if s[4] + s[5] > len(elf):
-                raise FatbinError("a cubin section runs past the entry")
-            return elf[s[4] : s[4] + s[5]]
-
-        def string(table: bytes, offset: int) -> str:
-            stop = table.find(b"\0", offset)
-            return table[offset : stop if stop >= 0 else None].decode(errors="replace")
-
-        names = data(shstrndx)
-        section_names = [string(names, s[0]) for s in sections]
-        text_sizes = {n: s[5] for n, s in zip(section_names, sections, strict=True)}
-        kernels: list[tuple[str, int]] = []
-        symbol_index: dict[int, str] = {}
-        for i, s in enumerate(sections):
-            if s[1] != SHT_SYMTAB:
-                continue
-            table, strings = data(i), data(s[6])
-            step = s[9] or _SYMBOL.size
-            if step < _SYMBOL.size:
-                raise FatbinError("cubin symbol entries are too small")
-            for n in range(len(table) // step):
-                st_name, info, other, shndx, _value, _size = _SYMBOL.unpack_from(table, n * step)
-                name = string(strings, st_name)
-                symbol_index[n] = name
-                if info & 0xF == 2 and other & STO_CUDA_ENTRY:  # STT_FUNC, kernel
-                    kernels.append((name, text_sizes.get(f".text.{name}", _size)))
-        registers, frames = _nv_info(
-            data(section_names.index(".nv.info")) if ".nv.info" in section_names else b"",
-            symbol_index,
-        )
-        return [(name, size, registers.get(name), frames.get(name)) for name, size in kernels]
-    except struct.error:
-        raise FatbinError("truncated cubin entry") from None
-
-
-def _nv_info(info: bytes, symbols: dict[int, str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Register counts and frame sizes per function from .nv.info attribute records
-    (u8 format, u8 attribute, then u16 size + value for EIFMT_SVAL, else a u16 value)."""
-    registers: dict[str, int] = {}
-    frames: dict[str, int] = {}
-    pos = 0
-    while pos + 4 <= len(info):
-        fmt, attr, value = info[pos], info[pos + 1], int.from_bytes(info[pos + 2 : pos + 4], "little")
-        if fmt != EIFMT_SVAL:
-            pos += 4
-            continue
-        payload = info[pos + 4 : pos + 4 + value]
-        pos += 4 + value
-        if len(payload) == 8 and attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE):
-            symbol, amount = struct.unpack("<II", payload)
-            if symbol in symbols:
-                (registers if attr == EIATTR_REGCOUNT else frames)[symbols[symbol]] = amount
-    return registers, frames
-
-
-_PTX_ENTRY = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.entry[ \t]+([\w$.%]+)", re.M)
-
-
-def ptx_entries(ptx: str) -> list[tuple[str, int]]:
-    """(name, bytes of its text) of each ``.entry`` (kernel) of a PTX module; the text
-    runs from the directive to the closing brace of its body."""
-    found = []
-    for match in _PTX_ENTRY.finditer(ptx):
-        body = ptx.find("{", match.end())
-        stop = len(ptx)
-        if body >= 0:
-            depth = 0
-            for i in range(body, len(ptx)):
-                c = ptx[i]
-                if c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0:
-                        stop = i + 1
-                        break
-        found.append((match.group(1), len(ptx[match.start() : stop].encode())))
-    return found
-
-
 # -- files --------------------------------------------------------------------------
 
 
@@ -538,16 +287,6 @@ def read_fatbin(path: str | os.PathLike) -> list[FatbinEntry]:
 
 EM_CUDA = 190
 MAX_IMAGE_BYTES = 1 << 30
-
-
-def cubin_arch(elf: bytes) -> str:
-    """'sm_90' from a cubin's ELF header: e_flags bits 8-15 (ELF ABI version 8, CUDA 12+),
-    bits 0-7 before."""
-    if len(elf) < _ELF_HEADER.size:
-        raise FatbinError("truncated cubin")
-    flags = _ELF_HEADER.unpack_from(elf, 0)[7]
-    sm = (flags >> 8) & 0xFF if elf[8] >= 8 else flags & 0xFF
-    return f"sm_{sm}"
 
 
 def image_kind(image: bytes) -> str | None:
@@ -628,29 +367,3 @@ def read_code_file(path: str | os.PathLike) -> list[FatbinEntry]:
 def fatbin_kernels(entries: list[FatbinEntry]) -> list[FatbinKernel]:
     """Every kernel of every entry, in entry order (one per code object it is in)."""
     return [k for e in entries for k in e.kernels]
-
-
-def _demangler() -> list[str] | None:
-    for tool in ("llvm-cxxfilt-22", "llvm-cxxfilt", "c++filt"):
-        found = shutil.which(tool)
-        if found:
-            return [found]
-    return None
-
-
-def demangle(names: list[str]) -> list[str]:
-    """Itanium-demangled names (llvm-cxxfilt or c++filt, one process for all); names
-    it does not know, or all of them where no demangler is installed, stay as they are."""
-    tool = _demangler()
-    if not names or tool is None or any("\n" in n for n in names):
-        return list(names)
-    try:
-        result = subprocess.run(
-            tool, input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return list(names)
-    lines = result.stdout.splitlines()
-    if result.returncode != 0 or len(lines) != len(names):
-        return list(names)
-    return lines

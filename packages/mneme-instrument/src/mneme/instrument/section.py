@@ -41,6 +41,8 @@ HEADER = struct.Struct("<8sIIQQQ")  # magic, version, header size, json size, da
 assert HEADER.size == HEADER_SIZE
 
 __all__ = [
+    "FatbinError",
+    "NoFatbinError",
     "FORMAT_VERSION",
     "MAGIC",
     "SECTION_NAME",
@@ -68,6 +70,15 @@ class SectionError(Exception):
 
 class NotInstrumentedError(SectionError):
     """The file has no mneme section: it was not built with mneme-clang/mneme-clang++."""
+
+
+
+class FatbinError(SectionError):
+    """The fatbinary is damaged, or an entry cannot be decompressed."""
+
+
+class NoFatbinError(FatbinError, NotInstrumentedError):
+    """The file holds no CUDA fatbinary (not nvcc-built, or host code only)."""
 
 
 @dataclass(frozen=True)

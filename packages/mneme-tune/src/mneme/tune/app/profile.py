@@ -103,7 +103,7 @@ def tunable_of(kernel: Kernel | None) -> str:
 
 
 def _demangled(names: list[str]) -> dict[str, str]:
-    from mneme.instrument.fatbin import demangle
+    from mneme.instrument.demangle import demangle
 
     return dict(zip(names, demangle(names), strict=True))
 
