@@ -3,7 +3,7 @@
 #   build it with the mneme wrapper through the CMake package -> inspect it -> record it (GPU)
 #   -> list/show/check the recording -> replay its SpMV kernel with verification (GPU;
 #   compile-only without) -> tune it for a short budget -> show the report -> replay the best
-#   configuration.
+#   configuration -> the whole application: profile, tune --app, run --apply (GPU).
 # Without a GPU every step that needs none runs on the shipped recording
 # tests/data/examples.rdb, and the steps skipped are listed at the end with the reason.
 #
@@ -89,6 +89,22 @@ if [ "$gpu" = 1 ]; then
   run mneme replay -rdb "$rdb" -rid "$rid" --config "$work/report/best.json"
 else
   run mneme replay -rdb "$rdb" -rid "$rid" --config "$work/report/best.json" --compile-only
+fi
+
+# 7. the whole application: where its GPU time goes, every kernel that matters tuned under
+#    one budget, all winners applied at once and measured (GPU)
+if [ "$gpu" = 1 ]; then
+  run mneme profile "$rdb" --plot "$work/profile.png"
+  run mneme tune -rdb "$rdb" --app --share 0.9 --budget 120 --storage "$storage" \
+      --report "$work/app-report" --plots off
+  if python -c 'import json, sys; sys.exit(not any(k["significant"] for k in json.load(open(sys.argv[1]))["kernels"]))' \
+      "$work/app-report/app.json"; then
+    run mneme run --apply "$work/app-report" -- "$exe"
+  else
+    echo "no kernel of the application got a significant speedup: nothing to apply (app.json says why per kernel)"
+  fi
+else
+  skipped+=("the whole application (mneme profile, tune --app, run --apply): no NVIDIA GPU, and the shipped recording predates the application profile the recorder writes")
 fi
 
 echo
