@@ -17,6 +17,8 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +68,43 @@ std::string env(const char* name, const char* fallback) {
   return v ? v : fallback;
 }
 
+namespace {
+[[noreturn]] void not_a_number(const char* name, const std::string& text, const std::string& what) {
+  fatal(std::string(name) + "=" + text + " is not " + what + "; unset it or give one", 2);
+}
+}  // namespace
+
+int64_t env_integer(const char* name, int64_t fallback, int64_t low, int64_t high) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 0);
+  if (errno || end == text || *end || value < low || value > high)
+    not_a_number(name, text, "a whole number in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+  return value;
+}
+
+uint64_t env_unsigned(const char* name, uint64_t fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 0);
+  if (errno || end == text || *end || *text == '-') not_a_number(name, text, "a whole number of bytes");
+  return value;
+}
+
+double env_seconds(const char* name, double fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (errno || end == text || *end || !(value >= 0)) not_a_number(name, text, "a number of seconds");
+  return value;
+}
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string item;
@@ -78,10 +117,10 @@ Recorder::Recorder() {
   active_ = !env("MNEME_RECORD_DB").empty() && rank_selected(env("MNEME_RECORD_RANKS", "0"));
   if (!active_) return;
   db_ = env("MNEME_RECORD_DB");
-  vass_ = std::strtoull(env("MNEME_RECORD_VASS", "274877906944").c_str(), nullptr, 0);
-  base_ = std::strtoull(env("MNEME_RECORD_BASE", "0").c_str(), nullptr, 0);
+  vass_ = env_unsigned("MNEME_RECORD_VASS", 274877906944ull);
+  base_ = env_unsigned("MNEME_RECORD_BASE", 0);
   if (!base_) base_ = rt::kDefaultBase;
-  max_ = std::atoi(env("MNEME_RECORD_MAX", "0").c_str());
+  max_ = int(env_integer("MNEME_RECORD_MAX", 0, 0, INT32_MAX));
   std::string filter = env("MNEME_RECORD_FILTER");
   if (!filter.empty()) filter_ = std::make_unique<std::regex>(filter);
   epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
@@ -90,9 +129,9 @@ Recorder::Recorder() {
   prestage_ = env("MNEME_RECORD_PRESTAGE", "1") != "0";
   options_.digests = env("MNEME_RECORD_DIGESTS", "1") != "0";
   // Negative levels are zstd's fast modes: less compression, more throughput.
-  zstd_level_ = std::atoi(env("MNEME_RECORD_ZSTD_LEVEL", std::to_string(MNEME_RECORDING_DEFAULT_ZSTD_LEVEL).c_str()).c_str());
+  zstd_level_ = int(env_integer("MNEME_RECORD_ZSTD_LEVEL", MNEME_RECORDING_DEFAULT_ZSTD_LEVEL, -131072, 22));
   // Room for managed memory after the device range (0: the driver's managed memory).
-  managed_size_ = std::strtoull(env("MNEME_RECORD_MANAGED_SIZE", "1099511627776").c_str(), nullptr, 0);
+  managed_size_ = env_unsigned("MNEME_RECORD_MANAGED_SIZE", 1099511627776ull);
   // How managed memory is served (managed_arena.hpp): the driver's placed in that room,
   // host memory mapped there, or the driver's wherever it puts it.
   managed_mode_ = env("MNEME_RECORD_MANAGED", "placed");
@@ -101,9 +140,9 @@ Recorder::Recorder() {
   std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
   if (!host_memory.empty() && !(options_.host_memory = rt::parse_size(host_memory)))
     fatal("MNEME_RECORD_HOST_MEMORY=" + host_memory + " is not a size (bytes, or e.g. 512M, 8G)", 2);
-  options_.threads = unsigned(std::max(0, std::atoi(env("MNEME_RECORD_THREADS", "0").c_str())));
+  options_.threads = unsigned(env_integer("MNEME_RECORD_THREADS", 0, 0, 4096));
   stats_ = !env("MNEME_RECORD_STATS").empty() && env("MNEME_RECORD_STATS") != "0";
-  crash_wait_ = std::strtod(env("MNEME_RECORD_CRASH_WAIT", "60").c_str(), nullptr);
+  crash_wait_ = env_seconds("MNEME_RECORD_CRASH_WAIT", 60);
   load_manifest(env("MNEME_RECORD_MANIFEST"));
   std::atexit(at_exit);  // the statistics line, or why nothing was recorded, even then
 }

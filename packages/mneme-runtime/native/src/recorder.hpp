@@ -51,6 +51,12 @@ bool synchronize_device();
 // One line on stderr, then exit with `code` (instances captured so far are committed first).
 [[noreturn]] void fatal(const std::string& message, int code = 70);
 std::string env(const char* name, const char* fallback = "");
+// Numbers from the environment, whole or refused: a value that is not a number in
+// [low, high] (written by hand: `mneme record` passes checked ones) ends the process with
+// one line naming the variable, never a silent 0. Base 0: 0x... is hexadecimal.
+int64_t env_integer(const char* name, int64_t fallback, int64_t low, int64_t high);
+uint64_t env_unsigned(const char* name, uint64_t fallback);
+double env_seconds(const char* name, double fallback);
 std::vector<std::string> split(const std::string& s, char sep);
 
 using Clock = std::chrono::steady_clock;

@@ -1,0 +1,50 @@
+"""The recorder's numeric settings from the environment (issue 36: a malformed number used
+to become 0 silently, atoi): a value that is not a number in range ends the recorded
+process with one line naming the variable (status 2). Runs without a GPU: an instrumented
+executable registers its kernels with the preloaded recorder before main, which reads its
+settings then."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import mneme.runtime
+import pytest
+from record_support import executable
+
+RECORDER = Path(mneme.runtime.__file__).with_name("libmneme_recorder.so")
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    return executable("lut_kernels", tmp_path_factory.mktemp("env"))
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("MNEME_RECORD_MAX", "abc", "is not a whole number in [0, 2147483647]"),
+    ("MNEME_RECORD_MAX", "-3", "is not a whole number in [0, 2147483647]"),
+    ("MNEME_RECORD_VASS", "12G", "is not a whole number of bytes"),
+    ("MNEME_RECORD_BASE", "-1", "is not a whole number of bytes"),
+    ("MNEME_RECORD_THREADS", "8x", "is not a whole number in [0, 4096]"),
+    ("MNEME_RECORD_ZSTD_LEVEL", "fast", "is not a whole number in [-131072, 22]"),
+    ("MNEME_RECORD_CRASH_WAIT", "soon", "is not a number of seconds"),
+])
+def test_a_malformed_number_is_one_line_not_a_silent_zero(program, tmp_path, name, value, says):
+    env = {**os.environ, "MNEME_RECORD_DB": str(tmp_path / "x.rdb"), name: value,
+           "LD_PRELOAD": str(RECORDER)}
+    done = subprocess.run([str(program)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("mneme record:")]
+    assert lines == [f"mneme record: {name}={value} {says}; unset it or give one"]
+
+
+def test_well_formed_numbers_pass_the_settings(program, tmp_path):
+    """Hexadecimal bases, negative zstd levels: read; the run then stops at what a hand
+    preload lacks (the kernel manifest), not at the numbers."""
+    env = {**os.environ, "MNEME_RECORD_DB": str(tmp_path / "x.rdb"), "MNEME_RECORD_BASE": "0x200000000000",
+           "MNEME_RECORD_ZSTD_LEVEL": "-5", "MNEME_RECORD_MAX": "3", "LD_PRELOAD": str(RECORDER)}
+    done = subprocess.run([str(program)], capture_output=True, text=True, env=env, timeout=60)
+    assert "is not a" not in done.stderr
+    assert "kernel manifest" in done.stderr
