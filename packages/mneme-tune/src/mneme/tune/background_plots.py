@@ -50,7 +50,7 @@ def draw_in_background(outcome, directory: Path) -> int:
 
 
 def _draw(directory: Path) -> None:
-    from .report import write_plots
+    from .plots import write_plots
 
     with open(directory / HANDOVER, "rb") as f:
         handover = pickle.load(f)
