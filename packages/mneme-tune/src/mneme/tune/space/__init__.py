@@ -20,7 +20,7 @@ and presets), ``bound`` (SpaceContext, BoundSpace: spaces bound to an instance) 
 """
 
 from .base import FunctionSpace, Space, settings_with, space
-from .bound import ENUMERATE_LIMIT, FEASIBILITY_SAMPLES, BoundSpace, SpaceContext
+from .bound import ENUMERATE_LIMIT, FEASIBILITY_SAMPLES, BoundSpace
 from .builtin import (
     BUILTIN_SPACES,
     PASS_SEQUENCES,
@@ -35,6 +35,7 @@ from .builtin import (
     SpecializeSpace,
     TransformSpace,
 )
+from .context import SpaceContext
 from .parameters import Categorical, Constraint, Dim3, IntParam, Parameter, Point
 from .resolve import resolve_space, resolve_spaces
 

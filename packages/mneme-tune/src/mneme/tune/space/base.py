@@ -13,7 +13,7 @@ from ..errors import SpaceError
 from .parameters import Constraint, Parameter, Point
 
 if TYPE_CHECKING:
-    from .bound import SpaceContext
+    from .context import SpaceContext
 
 
 def settings_with(settings: ReplaySettings, compile: dict | None = None,

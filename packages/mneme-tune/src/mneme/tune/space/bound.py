@@ -1,5 +1,5 @@
-"""Spaces bound to one instance: the recorded launch and device limits they build their
-parameters from (SpaceContext), and their combination as a study samples it (BoundSpace)."""
+"""Spaces bound to one instance: their combination as a study samples it (BoundSpace),
+built from the instance's SpaceContext (context.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from mneme.replay.engine import ReplaySettings
 
 from ..errors import SpaceError
-from .parameters import Constraint, Dim3, Parameter, Point
+from .context import SpaceContext
+from .parameters import Constraint, Parameter, Point
 
 if TYPE_CHECKING:
     from .base import Space
@@ -23,66 +24,6 @@ if TYPE_CHECKING:
 #: points enumerated exhaustively when checking feasibility (else sampled)
 ENUMERATE_LIMIT = 200_000
 FEASIBILITY_SAMPLES = 20_000
-
-
-@dataclass(frozen=True)
-class SpaceContext:
-    """The recorded launch and the device limits a space builds its parameters from."""
-
-    grid: Dim3
-    block: Dim3
-    shared_mem: int = 0
-    #: indices of the kernel's scalar (non-pointer) parameters
-    scalar_params: tuple[int, ...] = ()
-    max_threads_per_block: int = 1024
-    warp_size: int = 32
-    multiprocessor_count: int = 132
-    max_registers_per_thread: int = 255
-    #: dynamic shared memory a block may use (the opt-in limit; 48 KiB without a device)
-    max_shared_memory_per_block: int = 48 * 1024
-    #: the recorded launch's thread-block cluster shape (None: no clusters); every grid
-    #: tried must be a whole number of clusters
-    cluster: Dim3 | None = None
-
-    @classmethod
-    def from_instance(cls, instance, properties=None) -> SpaceContext:
-        kernel = instance.kernel
-        limits = {}
-        if properties is not None:
-            limits = {
-                "max_threads_per_block": int(properties.max_threads_per_block),
-                "warp_size": int(properties.warp_size),
-                "multiprocessor_count": int(properties.multiprocessor_count),
-            }
-            optin = int(getattr(properties, "max_shared_memory_per_block_optin", 0) or 0)
-            if optin or getattr(properties, "max_shared_memory_per_block", 0):
-                limits["max_shared_memory_per_block"] = optin or int(
-                    properties.max_shared_memory_per_block)
-        return cls(
-            grid=tuple(int(v) for v in instance.grid),
-            block=tuple(int(v) for v in instance.block),
-            shared_mem=int(instance.shared_mem),
-            cluster=getattr(instance, "cluster", None),
-            scalar_params=tuple(i for i, p in enumerate(kernel.params) if not p.is_pointer),
-            **limits,
-        )
-
-    @property
-    def shared_per_thread(self) -> int | None:
-        """Bytes of dynamic shared memory per thread when the recorded amount is a whole
-        multiple of the block size (``extern __shared__ T s[]`` sized by blockDim): a
-        launch with another block size gets that many bytes per thread, not the recorded
-        total (which would overrun or starve the kernel's indexing)."""
-        threads = math.prod(self.block)
-        if self.shared_mem > 0 and threads > 1 and self.shared_mem % threads == 0:
-            return self.shared_mem // threads
-        return None
-
-    @property
-    def dimensions(self) -> int:
-        """How many axes the recorded launch uses (1, 2 or 3)."""
-        used = [g > 1 or b > 1 for g, b in zip(self.grid, self.block, strict=True)]
-        return 3 if used[2] else 2 if used[1] else 1
 
 
 @dataclass

@@ -11,7 +11,7 @@ from mneme.replay.jit import OPT_LEVELS
 
 from ..errors import SpaceError
 from .base import Space, settings_with
-from .bound import SpaceContext
+from .context import SpaceContext
 from .parameters import Categorical, Constraint, Dim3, IntParam, Parameter, Point
 
 
