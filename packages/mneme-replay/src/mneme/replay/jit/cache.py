@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..files import write_atomic
 
 if TYPE_CHECKING:
-    from .compiler import CompileResult
+    from .result import CompileResult
 
 CACHE_ENV = "MNEME_COMPILE_CACHE"
 FORMAT_VERSION = 1
@@ -97,7 +97,7 @@ class CompileCache:
         return folder / f"{key}.json", folder / f"{key}.bin"
 
     def _read(self, key: str) -> CompileResult | None:
-        from .compiler import CompileResult
+        from .result import CompileResult
 
         meta_path, binary_path = self._paths(key)
         try:

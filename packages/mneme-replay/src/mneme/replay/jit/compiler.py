@@ -7,8 +7,7 @@ once per candidate configuration; a `CompileCache` makes repeats free.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from . import _llvm
 from .cache import CompileCache, compile_key
@@ -16,47 +15,10 @@ from .config import GUARD_RANGES, CompileConfig
 from .errors import JitError, SpecializationError
 from .ir import kernel_names, needs_libdevice, parse_module
 from .ptxas import StaticMetrics, assembler_id, run_ptxas
+from .result import CompileResult
 from .toolchain import find_libdevice
 
 Module = _llvm.Module
-
-
-@dataclass(frozen=True)
-class CompileResult:
-    """One compiled kernel. `binary` is a cubin (NVPTX) or an ELF code object (AMDGPU)."""
-
-    kernel: str
-    config: CompileConfig
-    binary: bytes
-    ptx: str | None = None
-    metrics: StaticMetrics | None = None
-    #: seconds per stage: parse, prepare (libdevice, specialization), passes, codegen, ptxas, total
-    timings: dict[str, float] = field(default_factory=dict)
-    key: str = ""
-    from_cache: bool = False
-
-    def to_cache_entry(self) -> dict[str, Any]:
-        return {
-            "kernel": self.kernel,
-            "config": self.config.to_dict(),
-            "ptx": self.ptx,
-            "metrics": self.metrics.to_dict() if self.metrics else None,
-            "timings": self.timings,
-            "key": self.key,
-        }
-
-    @classmethod
-    def from_cache_entry(cls, entry: dict[str, Any], binary: bytes) -> CompileResult:
-        metrics = entry["metrics"]
-        return cls(
-            kernel=entry["kernel"],
-            config=CompileConfig.from_dict(entry["config"]),
-            binary=binary,
-            ptx=entry["ptx"],
-            metrics=StaticMetrics.from_dict(metrics) if metrics else None,
-            timings=dict(entry["timings"]),
-            key=entry["key"],
-        )
 
 
 def select_kernel(module: Module, kernel: str | None) -> str:

@@ -19,10 +19,10 @@ import time
 from dataclasses import fields, replace
 
 from .cache import CompileCache, compile_key
-from .compiler import CompileResult
 from .config import CompileConfig
 from .errors import ConfigError, JitError, PtxasError, SpecializationError
 from .ptxas import StaticMetrics, assembler_id, default_assembler, needs_relocatable, run_ptxas
+from .result import CompileResult
 
 #: CompileConfig fields a PTX kernel takes; the others need the kernel's LLVM IR.
 PTX_FIELDS = ("arch", "ptxas_opt_level", "max_threads", "min_blocks", "max_registers")
