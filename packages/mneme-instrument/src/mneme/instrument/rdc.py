@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from . import toolchain
+from .object_records import embed
 from .section import SectionError, parse_section, read_elf_section
 
 
@@ -95,8 +96,6 @@ def resolve(objects: list[str], llvm: toolchain.Llvm, work: Path) -> bytes:
 
 
 def link_with_resolution(compiler: list[str], inv, llvm: toolchain.Llvm) -> int:
-    from .wrapper import embed
-
     objects = [path for _, path, kind in inv.inputs if kind == "object" and os.path.isfile(path)]
     with tempfile.TemporaryDirectory(prefix="mneme-ld-") as tmp:
         work = Path(tmp)
