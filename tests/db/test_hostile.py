@@ -256,6 +256,7 @@ def test_unwritable_destination_source_and_cache_dir(golden, tmp_path):
 # -- bounded cost -----------------------------------------------------------------------
 
 
+@pytest.mark.exclusive  # wall-clock bounds
 def test_a_chunk_grid_of_a_billion_chunks_is_checked_in_moments(golden):
     inst = first_instance(golden)
     name = inst.regions[0].name
@@ -271,6 +272,7 @@ def test_a_chunk_grid_of_a_billion_chunks_is_checked_in_moments(golden):
     assert "missing" in text or "declares" in text or "overlap" in text
 
 
+@pytest.mark.exclusive  # wall-clock bounds
 def test_a_chunk_that_inflates_beyond_its_declared_size(golden):
     inst = first_instance(golden)
     name = inst.regions[0].name
@@ -652,6 +654,7 @@ def test_inspect_forged_section_size(tmp_path):
     one_line("inspect", binary, needles=("damaged ELF section table",))
 
 
+@pytest.mark.exclusive  # wall-clock bounds
 def test_inspect_skips_64_mib_of_padding_quickly(tmp_path):
     from mneme.instrument.section import encode_record
 

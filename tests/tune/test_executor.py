@@ -23,6 +23,9 @@ from tune_support import (
     refuse_on_poison,
 )
 
+# spares must be ready in time and hand-overs are timed: no other test beside them
+pytestmark = pytest.mark.exclusive
+
 
 def settings(level="O3", block=None, registers=None):
     return ReplaySettings(CompileConfig.for_level(level, max_registers=registers),

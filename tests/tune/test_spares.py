@@ -21,6 +21,9 @@ from tune_support import (
     slow_prepare,
 )
 
+# spares must be ready in time and hand-overs are timed: no other test beside them
+pytestmark = pytest.mark.exclusive
+
 
 def _poison(pool) -> None:
     with pytest.raises(TrialFailed):
