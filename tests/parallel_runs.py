@@ -15,12 +15,13 @@ the `hatch run test` script); without xdist every hook here is a no-op.
 * Exclusive tests. A test marked `exclusive` (it asserts wall-clock bounds) or `gpu`
   (it times or shares the device) runs its body while no other worker runs a test: the
   other workers hold a shared lock around each of their tests, it takes the exclusive one
-  around its call (not its setup: a GPU test skipped there waits for nobody).
+  at its call (not its setup: a GPU test skipped there waits for nobody). The tests
+  marked exclusive form one unit and the lock stays held from one to the next, so the
+  other workers stop once for all of them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -108,7 +109,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shared: set[str] = set()
     for item in items:
         groups.find(item.nodeid)
-        for key in _shared_fixtures(item):
+        # exclusive tests back to back on one worker: the others wait for them once
+        marks = ["marker:exclusive"] if item.get_closest_marker("exclusive") else []
+        for key in _shared_fixtures(item) + marks:
             groups.union(item.nodeid, key)
             shared.add(key)
     shared_roots = {groups.find(key) for key in shared}
@@ -146,44 +149,52 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return UnitScheduling(config, log)
 
 
-@contextlib.contextmanager
-def _locked(mode: int):
-    """Hold the run's lock in `mode` (fcntl.LOCK_SH or LOCK_EX). A turnstile lock taken
-    first keeps a waiting exclusive test from starving behind a stream of shared ones."""
+def _lock(mode: int):
+    """The run's lock taken in `mode` (fcntl.LOCK_SH or LOCK_EX): its open file, to be
+    closed to release it. A turnstile lock taken first keeps a waiting exclusive test from
+    starving behind a stream of shared ones."""
     folder = _run_dir()
     if folder is None:
-        yield
-        return
-    with open(folder / "turnstile", "a") as turnstile, open(folder / "lock", "a") as lock:
+        return None
+    with open(folder / "turnstile", "a") as turnstile:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(lock, mode)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        lock = open(folder / "lock", "a")  # held past this function: closing releases it
+        fcntl.flock(lock, mode)
+    return lock
 
 
-def _exclusive(item: pytest.Item) -> bool:
-    return item.get_closest_marker("exclusive") is not None or \
-        item.get_closest_marker("gpu") is not None
+def _exclusive(item: pytest.Item | None) -> bool:
+    return item is not None and (item.get_closest_marker("exclusive") is not None
+                                 or item.get_closest_marker("gpu") is not None)
+
+
+#: the exclusive lock, held from an exclusive test's call through the next tests of this
+#: worker while they are exclusive too (one wait for the other workers, not one each)
+_held = None
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    if _exclusive(item):
-        yield
+    global _held
+    if not _exclusive(item):
+        lock = _lock(fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.close()
         return
-    with _locked(fcntl.LOCK_SH):
+    try:
         yield
+    finally:
+        if _held is not None and not _exclusive(nextitem):
+            _held.close()
+            _held = None
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    if not _exclusive(item):
-        yield
-        return
-    with _locked(fcntl.LOCK_EX):
-        yield
+    global _held
+    if _exclusive(item) and _held is None:
+        _held = _lock(fcntl.LOCK_EX)
+    yield
