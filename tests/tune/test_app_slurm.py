@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,11 +17,10 @@ import optuna
 import postgres_server
 import pytest
 import slurm_cluster
-from mneme.replay.db import Database
+from app_profiles import profiled_copy
 from mneme.tune.app.budget import Budget, one_round
 from mneme.tune.tune_types import TRIAL_ATTR
 from optuna.trial import TrialState
-from test_app_tuning_cpu import EXAMPLES, profile_json
 from tune_support import one_line_error, run_mneme
 
 native = pytest.importorskip("mneme.runtime._native")
@@ -34,12 +32,7 @@ JOBS_TIMEOUT = 150
 
 @pytest.fixture
 def profiled(tmp_path) -> Path:
-    path = tmp_path / "app.rdb"
-    shutil.copytree(EXAMPLES, path)
-    db = Database.open(path)
-    writer = native.RecordingWriter(str(path), db.info.vas_base, db.info.vas_size)
-    writer.set_root_attribute("app_profile", json.dumps(profile_json(db)))
-    return path
+    return profiled_copy(tmp_path)
 
 
 def counted(trials) -> int:
