@@ -115,7 +115,7 @@ class WorkingSet:
         new = self.fill("activations", self.regions[out][2].size)
         regions = []
         touched = set(self.rng.choice(self.small, min(len(self.small), 8), replace=False).tolist()) if self.small else set()
-        for j, (address, kind, data) in enumerate(self.regions):
+        for j, (address, _kind, data) in enumerate(self.regions):
             after = new if j == out else data
             if j in touched:  # a counter or a small buffer the kernel writes
                 after = self.rng.integers(0, 256, data.size, dtype=np.uint8)
