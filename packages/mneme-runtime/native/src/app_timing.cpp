@@ -31,6 +31,14 @@ double quantile(const std::vector<float>& sorted, double q) {
   return sorted[low] + (at - double(low)) * (sorted[high] - sorted[low]);
 }
 
+// The median of `ms` (a sorted copy), or -1 when it is empty.
+double median_of(const std::vector<float>& ms) {
+  if (ms.empty()) return -1;
+  std::vector<float> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  return quantile(sorted, 0.5);
+}
+
 std::string dims(const uint32_t (&d)[3]) {
   return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + "]";
 }
@@ -143,9 +151,8 @@ std::string AppTiming::summary(const Stats& s, const char* scope, const Stats* k
                     ", \"first_ms\": " + first + ", \"snapshotted\": " + std::to_string(s.snapshotted) +
                     ", \"scope\": \"" + scope + "\"";
   if (key) {
-    std::vector<float> all = key->ms;
-    std::sort(all.begin(), all.end());
-    out += ", \"key_median_ms\": " + (all.empty() ? std::string("null") : number(quantile(all, 0.5))) +
+    double median = median_of(key->ms);
+    out += ", \"key_median_ms\": " + (median < 0 ? std::string("null") : number(median)) +
            ", \"key_launches\": " + std::to_string(key->launches);
   }
   return out + "}";
@@ -165,11 +172,8 @@ std::string AppTiming::profile() const {
   double kernel_ms = 0;
   uint64_t launches = 0;
   for (const auto& [key, s] : stats_) {
-    std::vector<float> sorted = s.ms;
-    std::sort(sorted.begin(), sorted.end());
-    double median = sorted.empty() ? -1 : quantile(sorted, 0.5);
-    uint64_t perturbed = s.snapshotted;
-    double total = median >= 0 ? s.unperturbed_ms + double(perturbed) * median : s.unperturbed_ms + s.perturbed_ms;
+    double median = median_of(s.ms);
+    double total = median >= 0 ? s.unperturbed_ms + double(s.snapshotted) * median : s.unperturbed_ms + s.perturbed_ms;
     rows.push_back({&key, &s, total, median});
     kernel_ms += total;
     launches += s.launches;

@@ -161,8 +161,7 @@ void KernelTimer::stop() {
     std::lock_guard lock(mutex_);
     if (!collecting_) return;
     collecting_ = false;
-    tagging = tagging_;
-    tagging_ = false;
+    tagging = tagging_.exchange(false);
   }
   api.cuptiActivityFlushAll(cupti::kFlushForced);  // calls completed(): not under the lock
   api.cuptiActivityDisable(cupti::kConcurrentKernel);
@@ -202,10 +201,7 @@ bool KernelTimer::tag_launches(const std::string& api_records) {
   return true;
 }
 
-bool KernelTimer::tagging() const {
-  std::lock_guard lock(mutex_);
-  return tagging_;
-}
+bool KernelTimer::tagging() const { return tagging_.load(std::memory_order_relaxed); }
 
 void KernelTimer::push_tag(uint64_t tag) {
   if (tagging()) api.cuptiActivityPushExternalCorrelationId(cupti::kCustom0, tag);

@@ -8,6 +8,7 @@
 // events instead (docs/replay.md, "Timing and fidelity").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -95,7 +96,8 @@ class KernelTimer {
   mutable std::mutex mutex_;
   std::vector<KernelRecord> records_;
   std::vector<LaunchTag> tags_;
-  bool tagging_ = false;
+  // read without the mutex: push_tag/pop_tag run around every tagged launch
+  std::atomic<bool> tagging_{false};
   std::string tag_api_;
   std::vector<std::string> search_paths_;
   std::string reason_, library_;
