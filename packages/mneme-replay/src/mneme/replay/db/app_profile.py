@@ -59,9 +59,8 @@ class ProfileEntry:
 
     @property
     def shape(self) -> str:
-        """'grid 64x1x1 block 256x1x1 shared 0'."""
-        return (f"grid {'x'.join(map(str, self.grid))} block {'x'.join(map(str, self.block))}"
-                f" shared {self.shared_mem}")
+        """'64x1x1 / 256x1x1 / 0': grid, block, dynamic shared memory."""
+        return f"{'x'.join(map(str, self.grid))} / {'x'.join(map(str, self.block))} / {self.shared_mem}"
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,8 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
     significant = bool(c.get("significant")) and bool(speedup) and speedup > 1
     studied = {i.id for i in choice.instances}
     shapes = [r for r in choice.rows if studied & set(r.instances)]
-    if _launch_changed(run):
+    launch_changed = _launch_changed(run)
+    if launch_changed:
         first = choice.instances[0].id if choice.instances else None
         shapes = [r for r in shapes if first in r.instances]
     applies_ms = sum(r.entry.total_ms for r in shapes)
@@ -78,7 +79,7 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
         "trials": run.trials, "seconds": run.seconds, "stopped": run.stopped,
         "verdict": verdict(run.outcome) if run.outcome else (choice.skipped or run.stopped or "not tuned"),
         "speedup": speedup, "noise": c.get("noise"), "significant": significant,
-        "launch_changed": _launch_changed(run),
+        "launch_changed": launch_changed,
         "applies_to_ms": applies_ms, "predicted_saving_ms": saving,
         "predicted_saving_share": saving / kernel_ms if kernel_ms else 0.0,
         "report": None,

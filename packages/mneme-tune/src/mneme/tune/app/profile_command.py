@@ -15,7 +15,7 @@ from .profile import TUNABLE, Ranking, rank
 __all__ = ["profile"]
 
 COLUMNS = (
-    Column("#", justify="right"), Column("kernel", role="name"), Column("shape"),
+    Column("#", justify="right"), Column("kernel", role="name"), Column("grid / block / smem"),
     Column("launches", justify="right"), Column("total ms", justify="right"),
     Column("share", justify="right"), Column("cumul.", justify="right"),
     Column("tunable"), Column("app if 2x", justify="right"), Column("instances", role="id"),
@@ -29,8 +29,7 @@ def _rows(ranking: Ranking, top: int | None) -> list[list[str]]:
         e = row.entry
         instances = row.instances[0] if len(row.instances) == 1 else (
             f"{row.instances[0]} +{len(row.instances) - 1}" if row.instances else "-")
-        out.append([str(index + 1), row.display_name, e.shape.replace("grid ", "").replace(" block ", " / ")
-                    .replace(" shared ", " / "), str(e.launches), f"{e.total_ms:.3f}",
+        out.append([str(index + 1), row.display_name, e.shape, str(e.launches), f"{e.total_ms:.3f}",
                     f"{100 * row.share:.1f}%", f"{100 * row.cumulative:.1f}%", row.tunable,
                     f"{ranking.kernel_ms / row.bound_2x:.3f}x" if row.bound_2x > 0 else "-", instances])
     return out
