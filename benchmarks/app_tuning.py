@@ -16,9 +16,12 @@ predicted and measured saving within +-10 points of the kernel time on every app
 one application >= 10 % faster beyond its noise; every kernel swapped into no launch named.
 ``--ten`` also times ``--app`` over the ten kernels of ``app_particles``, 60 trials each
 (goal: <= 60 s on one GPU), and ``--devices 0,1`` runs the same on two GPUs.
+``--scaling 0,1`` (issue 38) tunes every application's recording (and, with ``--ten``,
+the ten kernels) once on the first GPU alone and once on all GPUs listed, from fresh
+studies, and prints both times, their ratio (goal >= 1.7x) and whether the verdicts agree.
 
     python benchmarks/app_tuning.py [--prebuilt DIR] [--apps app_blur_pipeline ...]
-                                    [--devices 0] [--ten] [--json out.json] [--work DIR]
+                                    [--devices 0] [--ten] [--scaling 0,1] [--json out.json] [--work DIR]
 
 Needs a GPU; CUDA executables come from DIR/<program>/<program> or are built with
 mneme-clang++.
@@ -43,6 +46,7 @@ APPS = {
     "app_particles": ("cuda", ["40"]),
     "fidelity_jacobi": ("cuda", ["200"]),
     "fidelity_app_timings": ("cuda", []),
+    "app_halo_two_gpus": ("cuda", ["60"]),
     "torch_train_step": ("python", ["4"]),
     "triton_direct": ("python", []),
 }
@@ -67,7 +71,8 @@ def command_of(name: str, prebuilt: Path | None, work: Path) -> tuple[list[str],
     return [str(built.executable), *args], None
 
 
-def one_app(name: str, prebuilt: Path | None, work: Path, devices: str, share: float) -> dict:
+def one_app(name: str, prebuilt: Path | None, work: Path, devices: str, share: float,
+            budget: str | None = None) -> dict:
     command, cwd = command_of(name, prebuilt, work)
     out: dict = {"app": name}
     db, report = work / f"{name}.rdb", work / f"{name}.report"
@@ -90,7 +95,8 @@ def one_app(name: str, prebuilt: Path | None, work: Path, devices: str, share: f
     out["recorded_share"] = sum(r["share"] for r in profile["rows"] if r["instances"])
     out["library_share"] = sum(r["share"] for r in profile["rows"] if r["tunable"] in ("cubin", "none"))
     started = time.monotonic()
-    tune = mneme("tune", "-rdb", db, "--app", "--share", share, "--devices", devices, "--report", report,
+    tune = mneme("tune", "-rdb", db, "--app", "--share", share, *(("--budget", budget) if budget else ()),
+                 "--devices", devices, "--report", report,
                  "--storage", f"sqlite:///{work / (name + '.sqlite3')}", "--plots", "off")
     out["tune_s"] = time.monotonic() - started
     out["tune_tail"] = (tune.stdout + tune.stderr).strip().splitlines()[-12:]
@@ -140,6 +146,56 @@ def ten_kernels(prebuilt: Path | None, work: Path, devices: str) -> dict:
             "tail": (run.stdout + run.stderr).strip().splitlines()[-6:]}
 
 
+def tune_app_timed(db: Path, work: Path, tag: str, devices: str, *extra: str) -> dict:
+    """``mneme tune --app`` from a fresh study, timed from outside: seconds, verdicts."""
+    report = work / f"{tag}.report"
+    started = time.monotonic()
+    run = mneme("tune", "-rdb", db, "--app", *extra, "--devices", devices, "--report", report,
+                "--storage", f"sqlite:///{work / (tag + '.sqlite3')}", "--plots", "off")
+    seconds = time.monotonic() - started
+    app = json.loads((report / "app.json").read_text()) if (report / "app.json").is_file() else {}
+    return {"seconds": seconds, "rc": run.returncode,
+            "verdicts": {r["kernel"]: bool(r.get("significant")) for r in app.get("kernels", [])},
+            "trials": sum(r.get("trials") or 0 for r in app.get("kernels", [])),
+            "gpus": sorted({d for r in app.get("kernels", []) for d in r.get("devices") or []}),
+            "tail": (run.stdout + run.stderr).strip().splitlines()[-4:]}
+
+
+def scaling(names: list[str], prebuilt: Path | None, work: Path, devices: str, share: float,
+            ten: bool, budget: str | None = None) -> list[dict]:
+    """Each recording tuned on the first GPU of ``devices`` and on all of them."""
+    first = devices.split(",")[0]
+    cases = []
+    for name in names:
+        db = work / f"{name}.rdb"
+        if not db.is_dir():
+            command, cwd = command_of(name, prebuilt, work)
+            if mneme("record", "-rdb", db, "--", *command, cwd=cwd).returncode != 0:
+                cases.append({"app": name, "error": "record failed"})
+                continue
+        cases.append((name, db, ("--share", str(share), *(("--budget", budget) if budget else ()))))
+    if ten:
+        db = work / "ten.rdb"
+        if not db.is_dir():
+            command, _ = command_of("app_particles", prebuilt, work)
+            mneme("record", "-rdb", db, "--", *command)
+        cases.append(("ten kernels", db, ("--kernels", "10", "--budget", "600")))
+    out = []
+    for case in cases:
+        if isinstance(case, dict):
+            out.append(case)
+            continue
+        name, db, extra = case
+        tag = name.replace(" ", "_")
+        one = tune_app_timed(db, work, f"{tag}.scale1", first, *extra)
+        many = tune_app_timed(db, work, f"{tag}.scale{devices.count(',') + 1}", devices, *extra)
+        out.append({"app": name, "one_gpu": one, "all_gpus": many,
+                    "ratio": one["seconds"] / many["seconds"] if many["seconds"] else None,
+                    "same_verdicts": one["verdicts"] == many["verdicts"]})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prebuilt", type=Path, default=os.environ.get("MNEME_RECORD_PREBUILT"))
@@ -147,15 +203,36 @@ def main() -> int:
     parser.add_argument("--devices", default="0")
     parser.add_argument("--share", type=float, default=0.9)
     parser.add_argument("--ten", action="store_true", help="also time --app over ten kernels x 60 trials")
+    parser.add_argument("--scaling", metavar="DEVICES",
+                        help="time --app on the first of DEVICES alone and on all of them (e.g. 0,1)")
+    parser.add_argument("--budget", help="the applications' --budget (default: 60 trials a kernel)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--work", type=Path)
     options = parser.parse_args()
     work = options.work or Path(tempfile.mkdtemp(prefix="mneme-app-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if options.scaling:
+        rows = scaling(options.apps, options.prebuilt, work, options.scaling, options.share, options.ten,
+                       options.budget)
+        gpus = options.scaling.count(",") + 1
+        print(f"\n{'application':24} {'1 GPU s':>8} {f'{gpus} GPUs s':>9} {'ratio':>6}  verdicts")
+        for r in rows:
+            if "error" in r:
+                print(f"{r['app']:24} error: {r['error']}")
+                continue
+            print(f"{r['app']:24} {r['one_gpu']['seconds']:8.1f} {r['all_gpus']['seconds']:9.1f} "
+                  f"{r['ratio']:5.2f}x  {'same' if r['same_verdicts'] else 'DIFFER'} "
+                  f"(GPUs used {r['all_gpus']['gpus']})")
+        timed = [r for r in rows if "error" not in r]
+        met = bool(timed) and all(r["ratio"] >= 1.7 for r in timed)
+        print(f"\ngoal {gpus} GPUs >= 1.7x faster on every application: {'met' if met else 'NOT met'}")
+        if options.json:
+            options.json.write_text(json.dumps({"scaling": rows}, indent=2))
+        return 0
     results = []
     for name in options.apps:
         try:
-            result = one_app(name, options.prebuilt, work, options.devices, options.share)
+            result = one_app(name, options.prebuilt, work, options.devices, options.share, options.budget)
         except (subprocess.TimeoutExpired, OSError, ValueError, KeyError) as error:
             result = {"app": name, "error": f"{type(error).__name__}: {error}"}
         results.append(result)

@@ -38,3 +38,15 @@ def mneme_record(db: Path, exe: Path, *options: str, args=None, env=None) -> sub
         [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), *options, "--", str(exe), *argv],
         capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})},
     )
+
+
+def require_two_gpus() -> None:
+    """Skips unless GPUs 0 and 1 exist and reach each other's memory (peer access)."""
+    from mneme.runtime import can_access_peer, device_count, driver_available
+
+    if not driver_available():
+        pytest.skip("no usable CUDA driver")
+    if device_count() < 2:
+        pytest.skip("needs two GPUs (nvidia-h100-x2 / nvidia-h200-x2)")
+    if not (can_access_peer(0, 1) and can_access_peer(1, 0)):
+        pytest.skip("GPUs 0 and 1 cannot reach each other's memory")

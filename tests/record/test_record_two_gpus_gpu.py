@@ -16,20 +16,9 @@ import pytest
 from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, replay
 from mneme.replay.jit import CompileConfig
-from record_support import corpus_build, executable, mneme_record
+from record_support import corpus_build, executable, mneme_record, require_two_gpus
 
 pytestmark = pytest.mark.gpu
-
-
-def _two_gpus_that_reach_each_other() -> None:
-    from mneme.runtime import can_access_peer, device_count, driver_available
-
-    if not driver_available():
-        pytest.skip("no usable CUDA driver")
-    if device_count() < 2:
-        pytest.skip("needs two GPUs (nvidia-h100-x2 / nvidia-h200-x2)")
-    if not (can_access_peer(0, 1) and can_access_peer(1, 0)):
-        pytest.skip("GPUs 0 and 1 cannot reach each other's memory")
 
 
 def _build(build: str, folder):
@@ -48,7 +37,7 @@ def _build(build: str, folder):
 
 @pytest.fixture(scope="module", params=["clang", "nvcc-shared", "nvcc-static"])
 def recording(request, tmp_path_factory):
-    _two_gpus_that_reach_each_other()
+    require_two_gpus()
     folder = tmp_path_factory.mktemp(f"two-gpus-{request.param}")
     exe = _build(request.param, folder)
     db = folder / "two_gpus.rdb"

@@ -100,6 +100,24 @@ def test_tune_app_compile_only_writes_one_report(profiled, tmp_path):
     assert (report / "profile.png").is_file()
 
 
+def test_a_budget_in_seconds_bounds_the_run(profiled, tmp_path):
+    """--budget 8s is the run's wall time: rounds keep back their confirmation's time, and
+    a kernel whose turn comes too late is skipped with its reason (not run past it)."""
+    report = tmp_path / "report"
+    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--budget", "8s",
+                    "--storage", f"sqlite:///{tmp_path / 's.sqlite3'}", "--seed", "1",
+                    "--report", report, "--plots", "off")
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((report / "app.json").read_text())
+    # (measured: 5.7 s; 9.8 s when rounds ignored the budget's end; the slack: trials in
+    # flight when a search's time is up finish)
+    assert data["seconds"] <= 8 + 1.5, data["seconds"]
+    tuned = [r for r in data["kernels"] if r["trials"]]
+    assert tuned and tuned[0]["share"] == max(r["share"] for r in data["kernels"])
+    for row in data["kernels"]:
+        assert row["trials"] or row["skipped"] or row["stopped"], row  # never silently untouched
+
+
 def test_bad_input_is_one_line(profiled, tmp_path):
     run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--share", "1.5",
                     "--report", tmp_path / "r")
@@ -145,10 +163,15 @@ def test_a_kernel_swapped_into_no_launch_is_named_with_its_reason(tmp_path):
         "load_error _Z1cv its global lut is not registered with the CUDA runtime\n"
         "kernel _Z1dv launches 9 swapped 3 refused 0 same_config 9 method cupti timed 9 time_s 0 first_ms 0"
         " median_ms 0 same_config_timed 0 same_config_time_s 0 same_config_median_ms 0 other_dims 0"
-        " other_args 6 over_bound 0 attributes 0 cupti_launches 9\n"
-        "total kernel_ms 12.5 launches 66\n")
+        " other_args 6 over_bound 0 attributes 0 cupti_launches 9 swapped_on 0:2,1:1\n"
+        "total kernel_ms 12.5 launches 66\n"
+        "total_device 0 kernel_ms 10 launches 50\n"
+        "total_device 1 kernel_ms 2.5 launches 16\n")
     report = read_report(path)
     assert report.total_ms == 12.5 and report.total_launches == 66
+    # a two-GPU application: swapped launches and kernel time per GPU
+    assert report.get("_Z1dv").swapped_on == {0: 2, 1: 1} and report.get("_Z1av").swapped_on == {}
+    assert report.device_ms == {0: 10.0, 1: 2.5} and report.device_launches == {0: 50, 1: 16}
 
     class Tuned:  # what why_not_swapped reads of a TunedKernel
         recorded = ((64, 1, 1), (128, 1, 1), 0)
@@ -161,3 +184,23 @@ def test_a_kernel_swapped_into_no_launch_is_named_with_its_reason(tmp_path):
     assert "global lut is not registered" in why_not_swapped(Tuned, report.get("_Z1cv"))
     assert why_not_swapped(Tuned, report.get("_Z1dv")) is None  # some launches ran the tuned code
     assert "did not launch it" in why_not_swapped(Tuned, report.get("_Z9unlaunchedv"))
+
+
+def test_kernel_time_is_compared_per_gpu_when_kernels_ran_on_several():
+    from types import SimpleNamespace
+
+    from mneme.tune.app.app_measure import compare_devices
+    from mneme.tune.apply_plan import SwapReport
+
+    def run(gpu0, gpu1=None):
+        devices = {0: gpu0} if gpu1 is None else {0: gpu0, 1: gpu1}
+        return SimpleNamespace(report=SwapReport(total_ms=sum(devices.values()), device_ms=devices))
+
+    app = {"predicted_saving_share": 0.2, "kernel_ms": 20.0}
+    plain = [run(10.0, 10.1), run(10.2, 10.0), run(10.1, 10.05)]
+    tuned = [run(8.0, 10.1), run(8.1, 10.0), run(8.05, 10.05)]
+    devices = compare_devices(plain, tuned, app)
+    assert set(devices) == {"0", "1"}
+    assert devices["0"]["significant"] and devices["0"]["measured_saving_share"] > 0.15
+    assert not devices["1"]["significant"]  # GPU 1's kernels kept their time
+    assert compare_devices([run(1.0)], [run(0.5)], app) == {}  # one GPU: nothing per GPU

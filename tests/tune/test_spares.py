@@ -170,7 +170,7 @@ def _never_beside_a_slot(monkeypatch) -> tuple[list[str], dict]:
                     runs[worker.task.id].append(run)
 
     monkeypatch.setattr(executor.ReplayExecutor, "_assign", checked)
-    monkeypatch.setattr(executor, "_usable_cores", lambda: 8)  # (4 spares: CPU_SPARES)
+    monkeypatch.setattr(executor, "usable_cores", lambda: 8)  # (4 spares: CPU_SPARES)
     return overlaps, runs
 
 

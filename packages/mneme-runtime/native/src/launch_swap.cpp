@@ -75,12 +75,18 @@ struct Plan {
   bool dims_exact = false;
   std::vector<std::pair<unsigned, std::string>> args;        // index, raw bytes
   std::vector<std::pair<std::string, size_t>> globals;       // name, size
-  // loaded lazily, on the first launch it applies to
-  CUmodule module = nullptr;
-  CUfunction tuned = nullptr;
-  std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
+  // The tuned code, loaded lazily into each context on the first launch there that it
+  // applies to (a multi-GPU application launches the kernel on every GPU).
+  struct Loaded {
+    CUmodule module = nullptr;
+    CUfunction tuned = nullptr;
+    bool failed = false;  // said once; that context's launches run the original
+    std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
+  };
+  std::map<CUcontext, Loaded> loaded;
   // what happened, for the report
   unsigned long long launches = 0, swapped = 0, refused = 0, same_config = 0;
+  std::map<int, unsigned long long> swapped_on;  // swapped launches per GPU ordinal
   // launches that ran the original code, by why: the recorded dimensions were compiled in
   // and this launch has others; a specialised argument differs; the block exceeds the
   // compiled-in bound; launch attributes (clusters, cooperative, priority) were set
@@ -121,6 +127,7 @@ std::string unhex(const std::string& hex) {
 struct Timing {
   Plan* plan;
   bool same_config;
+  CUcontext context;  // the events' (they go back to its pool)
   CUevent start, stop;
 };
 
@@ -142,6 +149,8 @@ struct Driver {
   decltype(&cuEventDestroy_v2) event_destroy = driver_function<decltype(&cuEventDestroy_v2)>("cuEventDestroy_v2");
   decltype(&cuStreamIsCapturing) is_capturing = driver_function<decltype(&cuStreamIsCapturing)>("cuStreamIsCapturing");
   decltype(&cuFuncGetName) func_name = driver_function<decltype(&cuFuncGetName)>("cuFuncGetName");
+  decltype(&cuCtxGetCurrent) current_context = driver_function<decltype(&cuCtxGetCurrent)>("cuCtxGetCurrent");
+  decltype(&cuCtxGetDevice) context_device = driver_function<decltype(&cuCtxGetDevice)>("cuCtxGetDevice");
 };
 
 void at_exit();
@@ -200,32 +209,34 @@ class Swapper {
     if (same) ++plan.same_config;
     Dims new_grid = grid, new_block = block;
     size_t new_shared = shared;
+    CUcontext context = current_context();
     // Loaded before the timing starts: a module load is not the kernel's time.
-    bool swap = false;
+    Plan::Loaded* code = nullptr;
     if (!measure_only_) {
       Fit fit = applies(plan, grid, block, shared, args, new_grid, new_block, new_shared);
       if (fit == Fit::kOtherDims) ++plan.other_dims;
       else if (fit == Fit::kOtherArgs) ++plan.other_args;
       else if (fit == Fit::kOverBound) ++plan.over_bound;
-      swap = fit == Fit::kApplies && load(plan);
+      if (fit == Fit::kApplies) code = load(plan, context);
     }
     bool timed = timing_ && !capturing(stream);
     CUevent start = nullptr, stop = nullptr;
     if (timed) {
       start_cupti();
       harvest(false);
-      start = event();
-      stop = event();
+      start = event(context);
+      stop = event(context);
       driver_.event_record(start, stream);
     }
     int status = CUDA_ERROR_NOT_FOUND;
-    if (swap) {
-      for (auto& [app, mine] : plan.global_pairs) driver_.copy(mine, app, global_sizes_[mine], stream);
-      status = driver_.launch(plan.tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0], new_block.v[1],
+    if (code) {
+      for (auto& [app, mine] : code->global_pairs) driver_.copy(mine, app, global_sizes_[mine], stream);
+      status = driver_.launch(code->tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0], new_block.v[1],
                               new_block.v[2], unsigned(new_shared), stream, args, nullptr);
       if (status == CUDA_SUCCESS) {
         ++plan.swapped;
-        for (auto& [app, mine] : plan.global_pairs) driver_.copy(app, mine, global_sizes_[mine], stream);
+        ++plan.swapped_on[device_of(context)];
+        for (auto& [app, mine] : code->global_pairs) driver_.copy(app, mine, global_sizes_[mine], stream);
       } else {
         refused(plan, CUresult(status), new_grid, new_block, new_shared);
       }
@@ -235,7 +246,7 @@ class Swapper {
     if (status != CUDA_SUCCESS) status = original();
     if (timed) {
       driver_.event_record(stop, stream);
-      pending_.push_back({&plan, same, start, stop});
+      pending_.push_back({&plan, same, context, start, stop});
     }
     return status;
   }
@@ -288,10 +299,21 @@ class Swapper {
           << Durations::total(d.same_config) * 1e-3 << " same_config_median_ms "
           << Durations::steady(d.same_config) << " other_dims " << p.other_dims << " other_args " << p.other_args
           << " over_bound " << p.over_bound << " attributes " << p.attributes << " cupti_launches "
-          << (cupti_ && it != gpu.end() ? it->second.all.size() : 0) << "\n";
+          << (cupti_ && it != gpu.end() ? it->second.all.size() : 0);
+      if (!p.swapped_on.empty()) {  // per GPU: "0:40,1:40"
+        out << " swapped_on ";
+        const char* sep = "";
+        for (auto& [device, count] : p.swapped_on) {
+          out << sep << device << ":" << count;
+          sep = ",";
+        }
+      }
+      out << "\n";
       if (!p.load_error.empty()) out << "load_error " << name << " " << p.load_error << "\n";
     }
     if (total_) out << "total kernel_ms " << total_ms_ << " launches " << total_launches_ << "\n";
+    for (auto& [device, sums] : device_totals_)  // (CUPTI's device ids: the driver's ordinals)
+      out << "total_device " << device << " kernel_ms " << sums.first << " launches " << sums.second << "\n";
     if (!fallback.empty()) out << "fallback " << fallback << "\n";
   }
 
@@ -368,16 +390,33 @@ class Swapper {
     return Fit::kApplies;
   }
 
-  bool load(Plan& p) {
-    if (p.tuned) return true;
-    if (p.module) return false;  // failed before: said so once
-    // The runtime creates its context lazily: make sure it is current before the driver loads.
+  // The context launches run in (the runtime's, created lazily, made current first).
+  CUcontext current_context() {
     static auto runtime_free = real<cudaError_t (*)(void*)>("cudaFree");
+    CUcontext context = nullptr;
+    if (driver_.current_context && driver_.current_context(&context) == CUDA_SUCCESS && context) return context;
     runtime_free(nullptr);
+    if (driver_.current_context) driver_.current_context(&context);
+    return context;
+  }
+
+  int device_of(CUcontext context) {
+    auto it = devices_.find(context);
+    if (it != devices_.end()) return it->second;
+    CUdevice device = 0;
+    if (driver_.context_device) driver_.context_device(&device);  // (context is current here)
+    return devices_[context] = int(device);
+  }
+
+  // The tuned code in `context`, loaded on first use there; null where it cannot load.
+  Plan::Loaded* load(Plan& p, CUcontext context) {
+    Plan::Loaded& code = p.loaded[context];
+    if (code.tuned) return &code;
+    if (code.failed) return nullptr;  // failed before: said so once
     std::ifstream in(p.cubin, std::ios::binary);
     std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CUresult r = image.empty() ? CUDA_ERROR_FILE_NOT_FOUND : driver_.load(&p.module, image.data());
-    if (r == CUDA_SUCCESS) r = driver_.get_function(&p.tuned, p.module, p.function.c_str());
+    CUresult r = image.empty() ? CUDA_ERROR_FILE_NOT_FOUND : driver_.load(&code.module, image.data());
+    if (r == CUDA_SUCCESS) r = driver_.get_function(&code.tuned, code.module, p.function.c_str());
     for (auto& [name, size] : p.globals) {
       if (r != CUDA_SUCCESS) break;
       auto var = vars_.find(name);
@@ -390,26 +429,27 @@ class Swapper {
                              "runtime; this kernel runs unchanged\n", p.kernel.c_str(), name.c_str());
         p.load_error = "its global " + name + " is not registered with the CUDA runtime";
         r = CUDA_ERROR_NOT_FOUND;
-      } else if ((r = driver_.get_global(&mine, &mine_size, p.module, name.c_str())) == CUDA_SUCCESS) {
-        p.global_pairs.push_back({CUdeviceptr(app), mine});
+      } else if ((r = driver_.get_global(&mine, &mine_size, code.module, name.c_str())) == CUDA_SUCCESS) {
+        code.global_pairs.push_back({CUdeviceptr(app), mine});
         global_sizes_[mine] = std::min(size, mine_size);
       }
     }
     unsigned long long most_shared = std::max(p.tuned_shared, p.shared_per_thread * p.tuned_block.threads());
     if (r == CUDA_SUCCESS && most_shared > 48 * 1024)
-      r = driver_.set_attribute(p.tuned, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(most_shared));
+      r = driver_.set_attribute(code.tuned, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(most_shared));
+    int device = device_of(context);
     if (r != CUDA_SUCCESS) {
       const char* why = "?";
       if (auto name = driver_function<decltype(&cuGetErrorName)>("cuGetErrorName")) name(r, &why);
-      std::fprintf(stderr, "mneme run: the tuned code of %s did not load (%s); it runs unchanged\n",
-                   p.kernel.c_str(), why);
+      std::fprintf(stderr, "mneme run: the tuned code of %s did not load on GPU %d (%s); it runs unchanged there\n",
+                   p.kernel.c_str(), device, why);
       if (p.load_error.empty()) p.load_error = std::string("the tuned code did not load (") + why + ")";
-      if (!p.module) p.module = reinterpret_cast<CUmodule>(1);  // remembered as failed
-      p.tuned = nullptr;
-      return false;
+      code.failed = true;
+      code.tuned = nullptr;
+      return nullptr;
     }
-    std::fprintf(stderr, "mneme run: %s runs its tuned code\n", p.kernel.c_str());
-    return true;
+    std::fprintf(stderr, "mneme run: %s runs its tuned code on GPU %d\n", p.kernel.c_str(), device);
+    return &code;
   }
 
   bool capturing(CUstream stream) const {
@@ -418,11 +458,13 @@ class Swapper {
            status != CU_STREAM_CAPTURE_STATUS_NONE;
   }
 
-  CUevent event() {
+  // An event of `context` (events belong to one; `context` is current).
+  CUevent event(CUcontext context) {
+    std::vector<CUevent>& spare = spare_[context];
     CUevent e = nullptr;
-    if (!spare_.empty()) {
-      e = spare_.back();
-      spare_.pop_back();
+    if (!spare.empty()) {
+      e = spare.back();
+      spare.pop_back();
     } else {
       driver_.event_create(&e, CU_EVENT_DEFAULT);
     }
@@ -438,8 +480,8 @@ class Swapper {
       else if (driver_.event_query(t.stop) != CUDA_SUCCESS) break;
       float ms = 0;
       if (driver_.elapsed(&ms, t.start, t.stop) == CUDA_SUCCESS) t.plan->event_times.push_back({ms, t.same_config});
-      spare_.push_back(t.start);
-      spare_.push_back(t.stop);
+      spare_[t.context].push_back(t.start);
+      spare_[t.context].push_back(t.stop);
       pending_.pop_front();
     }
   }
@@ -459,6 +501,8 @@ class Swapper {
       if (total_) {
         total_ms_ += r.duration_ms();
         ++total_launches_;
+        device_totals_[r.device].first += r.duration_ms();
+        ++device_totals_[r.device].second;
       }
       if (timed_names_.count(r.name)) records_.push_back(std::move(r));
     }
@@ -491,6 +535,8 @@ class Swapper {
   bool active_ = false, timing_ = false, measure_only_ = false, finished_ = false, total_ = false;
   double total_ms_ = 0;
   unsigned long long total_launches_ = 0;
+  std::map<uint32_t, std::pair<double, unsigned long long>> device_totals_;  // ms, launches per GPU
+  std::unordered_map<CUcontext, int> devices_;  // each context's GPU ordinal
   bool cupti_tried_ = false, cupti_ = false;
   std::vector<KernelRecord> records_;
   std::unordered_set<std::string> timed_names_;  // the planned kernels' and their tuned entry points'
@@ -501,7 +547,7 @@ class Swapper {
   std::unordered_map<cudaKernel_t, const void*> handles_;
   std::unordered_map<CUdeviceptr, size_t> global_sizes_;
   std::deque<Timing> pending_;
-  std::vector<CUevent> spare_;
+  std::unordered_map<CUcontext, std::vector<CUevent>> spare_;  // per context
 };
 
 void at_exit() { Swapper::get().finish(); }

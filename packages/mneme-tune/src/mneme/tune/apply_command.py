@@ -252,6 +252,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
         fidelity = replay_recorded / same if replay_recorded and same else None
         rows.append({"kernel": k.demangled_name, "name": k.name, "instance": k.instance_id,
                      "launches": tuned.launches, "swapped": tuned.swapped, "refused": tuned.refused,
+                     "swapped_on": {str(d): n for d, n in sorted(tuned.swapped_on.items())},
                      "in_app_method": in_app_method, "replay_method": replay_method,
                      "in_app_original_first_ms": original.first_ms, "in_app_tuned_first_ms": tuned.first_ms,
                      "in_app_original_ms": original.median_ms, "in_app_tuned_ms": tuned.median_ms,
@@ -269,7 +270,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             console.print(f"{k.demangled_name}: swapped into no launch: {why}", soft_wrap=True, markup=False)
     kernel_time = None
     if app is not None:
-        from .app.app_measure import compare_kernel_time, print_kernel_time
+        from .app.app_measure import compare_devices, compare_kernel_time, print_kernel_time
 
         plain_ms = [r.report.total_ms for r in plain_runs]
         tuned_ms = [r.report.total_ms for r in tuned_runs]
@@ -279,6 +280,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                           soft_wrap=True, markup=False)
         else:
             kernel_time = compare_kernel_time(plain_ms, tuned_ms, app)
+            kernel_time["devices"] = compare_devices(plain_runs, tuned_runs, app)
             print_kernel_time(console, kernel_time)
 
     plain_s = [r.seconds for r in plain_runs]

@@ -198,6 +198,8 @@ class KernelReport:
     #: launches of the kernel CUPTI saw (with timing): more than ``launches`` means the
     #: application launched it through a path the swapper does not intercept
     cupti_launches: int = 0
+    #: swapped launches per GPU ordinal (a multi-GPU application's kernel runs on several)
+    swapped_on: dict[int, int] = field(default_factory=dict)
     #: why the tuned code did not load ("" when it did or was never tried)
     load_error: str = ""
 
@@ -220,6 +222,9 @@ class SwapReport:
     #: every kernel of the process summed by CUPTI (MNEME_APPLY_TOTAL): ms and launches
     total_ms: float | None = None
     total_launches: int = 0
+    #: the same per GPU ordinal: ms and launches
+    device_ms: dict[int, float] = field(default_factory=dict)
+    device_launches: dict[int, int] = field(default_factory=dict)
 
     def get(self, name: str) -> KernelReport:
         return self.kernels.get(name, KernelReport())
@@ -241,6 +246,10 @@ def read_report(path: Path) -> SwapReport:
             totals = dict(zip(words[1::2], words[2::2], strict=False))
             out.total_ms = float(totals.get("kernel_ms", 0))
             out.total_launches = int(totals.get("launches", 0))
+        if len(words) >= 6 and words[0] == "total_device":
+            totals = dict(zip(words[2::2], words[3::2], strict=False))
+            out.device_ms[int(words[1])] = float(totals.get("kernel_ms", 0))
+            out.device_launches[int(words[1])] = int(totals.get("launches", 0))
         if len(words) >= 3 and words[0] == "load_error":
             errors[words[1]] = line.split(None, 2)[2]
         if len(words) < 2 or words[0] != "kernel":
@@ -261,7 +270,9 @@ def read_report(path: Path) -> SwapReport:
             same_config_median_ms=ms("same_config_median_ms", same_timed),
             other_dims=int(values.get("other_dims", 0)), other_args=int(values.get("other_args", 0)),
             over_bound=int(values.get("over_bound", 0)), attributes=int(values.get("attributes", 0)),
-            cupti_launches=int(values.get("cupti_launches", 0)))
+            cupti_launches=int(values.get("cupti_launches", 0)),
+            swapped_on={int(d): int(n) for d, n in (pair.split(":") for pair in
+                                                    values.get("swapped_on", "").split(",") if pair)})
     for name, why in errors.items():
         if name in out.kernels:
             out.kernels[name].load_error = why

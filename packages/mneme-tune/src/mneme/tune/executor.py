@@ -53,7 +53,7 @@ from .spares import SPARE_RESTORE_BYTES, SparePool
 from .worker import failure_kind, instance_key, precompile, resolved, worker_main
 from .worker_records import Restart, TaskRecord, WorkerRecord
 
-__all__ = ["ReplayExecutor", "as_completed"]
+__all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
 
 #: seconds a starting worker may take to report its device
 START_TIMEOUT = 120.0
@@ -80,7 +80,7 @@ def _worker_context():
     return context
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
     """CPU cores this process may run on (its affinity mask, else the machine's)."""
     try:
         return len(os.sched_getaffinity(0))
@@ -190,14 +190,14 @@ class ReplayExecutor:
         self._compile_pool = None
         self.archs: set[str | None] = set()
         self.spares = SparePool(slots, self._spawn_spare, self._kill, _instance_bytes, spares,
-                                _usable_cores())
+                                usable_cores())
         #: per device, the spares lent to try probe tasks beside each other
         self.probes = ProbeWorkers(slots, probe_workers if spares else 0, self.spares)
         if compile_workers is None:
             # GPU workers get compiles done ahead; CPU workers compile themselves.
             # Every core the GPU workers leave: compiling is what bounds fresh-compile
             # spaces (PTX -> cubin runs in process through nvJitLink).
-            compile_workers = (max(1, _usable_cores() - len(self._workers))
+            compile_workers = (max(1, usable_cores() - len(self._workers))
                                if self.devices is not None else 0)
         self.compile_workers = compile_workers
         self._start_all(compile_workers)
@@ -254,8 +254,9 @@ class ReplayExecutor:
 
     @property
     def device_info(self) -> list[dict]:
-        """What each worker reported at start (device name, arch, limits)."""
-        return [w.hello for w in self._workers]
+        """What each worker reported at start (device name, arch, limits), with its GPU's
+        ordinal (``device``; None for a CPU worker)."""
+        return [{**w.hello, "device": w.device} for w in self._workers]
 
     @property
     def restarts(self) -> int:

@@ -150,6 +150,27 @@ def poisoned_exit(conn) -> None:
         os._exit(POISONED_EXIT_STATUS)
 
 
+#: GPUs listed behind a worker's own when the parent saw every GPU of the machine
+MAX_VISIBLE_GPUS = 64
+
+
+def worker_visible_devices(ordinal: int, inherited: str | None) -> str:
+    """CUDA_VISIBLE_DEVICES of a worker on GPU ``ordinal`` (an index among the GPUs the
+    parent sees: ``inherited``, as Slurm sets it, or all): that GPU first, so that it is
+    the worker's device 0, then the parent's others in their order, onto which an instance
+    that read other GPUs' memory (peer regions) restores it. Without an inherited list the
+    ordinals run up to MAX_VISIBLE_GPUS: CUDA shows those before the first index that does
+    not exist. An ordinal beyond the inherited list leaves the worker no GPU (never one
+    the parent was not given)."""
+    if inherited is not None and inherited.strip():
+        entries = [e.strip() for e in inherited.split(",") if e.strip()]
+    else:
+        entries = [str(n) for n in range(max(MAX_VISIBLE_GPUS, ordinal + 1))]
+    if not 0 <= ordinal < len(entries):
+        return "-1"  # not a GPU the parent was given: the worker sees none and says so
+    return ",".join([entries[ordinal]] + entries[:ordinal] + entries[ordinal + 1:])
+
+
 def worker_main(conn, spec: dict[str, Any]) -> None:
     """Entry point of a worker process (``spec``: device, cache_dir, before_run,
     before_prepare)."""
@@ -158,8 +179,10 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
     try:
         if device_ordinal is not None:
             # One GPU per process: the fixed-address reservation is per process, and a
-            # fault in one worker's context cannot touch another's.
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(device_ordinal)
+            # fault in one worker's context cannot touch another's. The others stay
+            # visible behind it, for instances that read another GPU's memory.
+            os.environ["CUDA_VISIBLE_DEVICES"] = worker_visible_devices(
+                device_ordinal, os.environ.get("CUDA_VISIBLE_DEVICES"))
             from mneme.runtime import Device
 
             device = Device(0)

@@ -23,12 +23,14 @@ if TYPE_CHECKING:  # (tuner.py imports this module)
 __all__ = ["WorkerStart", "make_executor", "prepare_baseline"]
 
 
-def make_executor(tuner: Tuner) -> ReplayExecutor:
-    """The executor of a tuner's run (its workers started: returns once they answered)."""
-    return _executor_factory(tuner)()
+def make_executor(tuner: Tuner, **overrides) -> ReplayExecutor:
+    """The executor of a tuner's run (its workers started: returns once they answered).
+    ``overrides``: ReplayExecutor arguments other than the tuner's options give (one GPU
+    of several, as ``mneme tune --app`` runs a kernel per GPU)."""
+    return _executor_factory(tuner, overrides)()
 
 
-def _executor_factory(tuner: Tuner):
+def _executor_factory(tuner: Tuner, overrides: dict | None = None):
     """A function that makes the tuner's executor, its arguments read now (on the caller's
     thread: the tuner is not read from the starting thread)."""
     o = tuner.options
@@ -37,11 +39,12 @@ def _executor_factory(tuner: Tuner):
                   timeout=o.trial_timeout, before_run=o.before_run,
                   expect_failures=launch_probe.probe_estimate(tuner),
                   probe_workers=o.probe_workers if o.probe else 0)
+    kwargs.update(overrides or {})
     db = tuner.db
     # GPU workers get the recorded configuration ready (compiled, loaded, restored, the
     # clock started) while the study opens: the baseline then pays only its launches.
     baseline = ([(i, tuner.base_settings(n)) for n, i in enumerate(tuner.instances)]
-                if o.devices else [])
+                if kwargs["devices"] else [])
 
     def make() -> ReplayExecutor:
         executor = ReplayExecutor(db, **kwargs)

@@ -127,15 +127,16 @@ def _tune(db: Database, selection: Selection, spaces: str, options: TuneOptions,
     with Progress(TextColumn("[bold]{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failed {task.fields[failed]}  {task.fields[rate]:.1f} trials/s"),
                   TimeElapsedColumn(), console=err, transient=False) as progress:
-        task = None
+        tasks: dict[int, object] = {}  # each kernel's bar (kernels run side by side on several GPUs)
 
         def starts(run: KernelRun, round_index: int, amount: float) -> None:
-            nonlocal task
-            label = f"round {round_index}: {run.choice.display_name[:40]} ({budget.describe(amount)})"
+            where = f"GPU {','.join(map(str, run.running_on))} " if len(options.devices or []) > 1 else ""
+            label = f"{where}round {round_index}: {run.choice.display_name[:40]} ({budget.describe(amount)})"
             total = int(amount) if budget.trials is not None else None
-            task = progress.add_task("kernel", total=total, label=label, failed=0, rate=0.0)
+            tasks[id(run)] = progress.add_task("kernel", total=total, label=label, failed=0, rate=0.0)
 
-        def update(p) -> None:
+        def update(run: KernelRun, p) -> None:
+            task = tasks.get(id(run))
             if task is not None:
                 progress.update(task, completed=p.done, total=p.total if budget.trials is not None else None,
                                 failed=p.failed, rate=p.rate)

@@ -20,7 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["compare_kernel_time", "print_kernel_time"]
+__all__ = ["compare_devices", "compare_kernel_time", "print_kernel_time"]
 
 
 def _stderr(values: list[float]) -> float:
@@ -45,6 +45,21 @@ def compare_kernel_time(plain_ms: list[float], tuned_ms: list[float], app: dict[
             "prediction_within_10pct": abs(saving - predicted) <= 0.10}
 
 
+def compare_devices(plain_runs, tuned_runs, app: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per GPU, the same comparison (only when the application's kernels ran on more than
+    one): each GPU's kernel time plain and tuned. The predicted saving stays the whole
+    application's (the report predicts no split)."""
+    devices = sorted({d for r in [*plain_runs, *tuned_runs] for d in r.report.device_ms})
+    if len(devices) < 2:
+        return {}
+    out = {}
+    for device in devices:
+        plain = [r.report.device_ms.get(device, 0.0) for r in plain_runs]
+        tuned = [r.report.device_ms.get(device, 0.0) for r in tuned_runs]
+        out[str(device)] = compare_kernel_time(plain, tuned, app)
+    return out
+
+
 def print_kernel_time(console: Console, result: dict[str, Any]) -> None:
     runs = len(result["plain_kernel_ms"])
     verdict = ("significant" if result["significant"] else "not significant (inside the noise)")
@@ -53,6 +68,11 @@ def print_kernel_time(console: Console, result: dict[str, Any]) -> None:
         f"{result['tuned_median_ms']:.3f} ms tuned (median of {runs} each): "
         f"{100 * result['measured_saving_share']:+.1f}% saved, noise ±{100 * result['noise']:.1f}%, {verdict}",
         soft_wrap=True, markup=False)
+    for device, each in (result.get("devices") or {}).items():
+        console.print(
+            f"  GPU {device}: {each['plain_median_ms']:.3f} ms plain, {each['tuned_median_ms']:.3f} ms tuned: "
+            f"{100 * each['measured_saving_share']:+.1f}% saved, noise ±{100 * each['noise']:.1f}%, "
+            f"{'significant' if each['significant'] else 'not significant'}", soft_wrap=True, markup=False)
     console.print(
         f"predicted by the report: {100 * result['predicted_saving_share']:.1f}% saved "
         f"(of {result['recorded_kernel_ms']:.3f} ms recorded); measured minus predicted "

@@ -76,7 +76,7 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
         "share": choice.share, "in_app_ms": choice.total_ms,
         "instances": [i.id for i in choice.instances],
         "spaces": run.spaces, "note": run.note, "skipped": choice.skipped,
-        "trials": run.trials, "seconds": run.seconds, "stopped": run.stopped,
+        "trials": run.trials, "seconds": run.seconds, "devices": run.devices, "stopped": run.stopped,
         "verdict": verdict(run.outcome) if run.outcome else (choice.skipped or run.stopped or "not tuned"),
         "speedup": speedup, "noise": c.get("noise"), "significant": significant,
         "launch_changed": launch_changed,

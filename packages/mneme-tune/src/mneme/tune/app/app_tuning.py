@@ -1,6 +1,7 @@
 """Tuning a whole application: every selected kernel a study (over the instances that
-carry its time), all on one pool of workers (every GPU given), under one budget spent in
-two rounds (budget.py).
+carry its time), under one budget spent in two rounds (budget.py). With one GPU every
+kernel runs in turn on one pool of workers; with several, kernels run side by side, one
+per GPU (lanes.py), each kernel's trials on one GPU.
 
     result = tune_application(db, selection, "launch,pipeline", options, budget, events)
     result.kernels[0].outcome.confirmation["speedup"]
@@ -13,6 +14,7 @@ Studies are named per kernel, so a second run on the same storage resumes them.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,13 +24,21 @@ from mneme.replay.db import Database
 from ..errors import TuneError
 from ..tune_types import TuneOptions, TuneOutcome
 from ..tuner import Tuner
-from .budget import Budget, first_round, one_round, second_round
+from .budget import MIN_SECONDS, Budget, first_round, one_round, second_round
+from .lanes import make_lanes, run_on_lanes
 from .selection import KernelChoice, Selection
 
 __all__ = ["AppTuneResult", "KernelRun", "promising", "tune_application"]
 
 #: spaces a kernel without LLVM IR falls back to, in order
 NO_IR_SPACES = ("launch,bounds", "launch")
+#: a lane joins a running kernel only while at least this much of its round is left
+JOIN_MIN_TRIALS = 8
+JOIN_MIN_SECONDS = 3.0
+#: (a budget in seconds) what a kernel's round costs beyond its search: the baseline, the
+#: confirmation, the report. Kept back from its search time so that the run ends within
+#: the budget; a kernel whose turn comes with less than MIN_SECONDS of search left is skipped
+ROUND_OVERHEAD_SECONDS = 2.0
 #: a first round whose best is this much better than the recorded configuration, or that
 #: improved this much in its second half, is promising (besides a significant speedup)
 IMPROVING = 0.02
@@ -45,6 +55,13 @@ class KernelRun:
     outcome: TuneOutcome | None = None
     trials: int = 0  # finished trials of its study, this run's and earlier ones'
     seconds: float = 0.0
+    devices: list[int] = field(default_factory=list)  # the GPUs its rounds ran on
+    running_on: list[int] = field(default_factory=list)  # the GPUs of the round running now
+    #: the round running now: its study's trial target (None: a time budget) and when its
+    #: seconds end; round_ready once its baseline is measured (lanes that join it wait)
+    round_target: int | None = None
+    round_deadline: float | None = None
+    round_ready: threading.Event = field(default_factory=threading.Event)
     stopped: str = ""  # why it got no second round
     failed: bool = False  # its tuning raised (stopped says why): no further round
 
@@ -67,7 +84,7 @@ class Events:
     """What the command shows while the run goes on (all optional)."""
 
     kernel_starts: Callable[[KernelRun, int, float], None] | None = None  # run, round, amount
-    progress: Callable | None = None  # Tuner.run's on_progress
+    progress: Callable | None = None  # (run, Tuner.run's Progress); from a lane's thread
     kernel_done: Callable[[KernelRun, int], None] | None = None
 
 
@@ -121,21 +138,40 @@ def _build(db: Database, run: KernelRun, spaces: str, options: TuneOptions) -> N
 
 
 def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: Events,
-               round_index: int) -> None:
+               round_index: int, deadline: float | None = None) -> None:
+    """``deadline`` (a budget in seconds): the run's end, monotonic; the round's search
+    ends in time for it, or the round is skipped, said in the kernel's row."""
     tuner = run.tuner
     assert tuner is not None
+    if deadline is not None:
+        left = deadline - time.monotonic() - ROUND_OVERHEAD_SECONDS
+        if left < MIN_SECONDS:
+            run.round_ready.set()
+            if not run.stopped:
+                run.stopped = (f"the budget's {budget.describe(budget.total)} were spent before its "
+                               f"{'turn' if round_index == 1 else 'second round'}")
+            return
+        amount = min(amount, left)
     if budget.trials is not None:
         target = run.trials + int(amount)
         tuner.options = dataclasses.replace(tuner.options, trials=max(target, 1), timeout=None)
     else:
         # seconds: as many trials as fit, the study's total far ahead of what is done
         tuner.options = dataclasses.replace(tuner.options, trials=run.trials + 1_000_000, timeout=amount)
+    run.round_target = tuner.options.trials if budget.trials is not None else None
+    run.round_deadline = time.monotonic() + amount if budget.seconds is not None else None
+    run.running_on = list(executor.devices or [])
+    run.devices += [d for d in run.running_on if d not in run.devices]
     if events.kernel_starts:
         events.kernel_starts(run, round_index, amount)
     started = time.monotonic()
+    progress = events.progress
     try:
-        run.outcome = tuner.run(on_progress=events.progress, executor=executor)
+        # Lanes may join once its baseline is in the study (on_start), not measured twice.
+        run.outcome = tuner.run(on_progress=(lambda p: progress(run, p)) if progress else None,
+                                on_start=lambda _: run.round_ready.set(), executor=executor)
     except TuneError as error:
+        run.round_ready.set()
         # One kernel that cannot be tuned (no launch shape runs its recorded code, say)
         # costs that kernel, never the application's run: said in its row.
         run.seconds += time.monotonic() - started
@@ -150,6 +186,37 @@ def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: 
         events.kernel_done(run, round_index)
 
 
+def _join(run: KernelRun, lane, budget: Budget) -> None:
+    """A lane with no kernel of its own left joins ``run``'s round: a second tuner on the
+    same study (the storage shares trials and the budget between them, as tuners of a job
+    array do), searching until the round's target or deadline. Its trials count in the
+    kernel's study; the kernel's own lane confirms the best on its GPU, so the verdict
+    stays like with like. Skipped when little of the round is left."""
+    if not run.round_ready.wait(timeout=120) or run.tuner is None or run.failed:
+        return
+    main = run.tuner
+    if budget.seconds is not None:
+        left = (run.round_deadline or 0.0) - time.monotonic()
+        if left < JOIN_MIN_SECONDS:
+            return
+        goal = dataclasses.replace(main.options, trials=main.options.trials, timeout=left)
+    else:
+        goal = dataclasses.replace(main.options, trials=run.round_target or 0, timeout=None)
+    helper_options = dataclasses.replace(goal, probe=False, confirm_runs=0, confirm_in_app=0)
+    try:
+        helper = Tuner(main.db, main.instances, run.spaces, helper_options)
+    except TuneError:
+        return
+    if budget.trials is not None and goal.trials - helper._finished(helper.study) < JOIN_MIN_TRIALS:
+        helper.study.close()
+        return
+    run.devices += [d for d in (lane.devices or []) if d not in run.devices]
+    try:
+        helper.run(executor=lane)
+    except TuneError:
+        pass  # the kernel's own lane goes on (and says what failed, if it fails there too)
+
+
 def _report_only(run: KernelRun, executor, events: Events) -> None:
     """(--merge-report) The kernel's study as the shared storage holds it: no new trial."""
     tuner = run.tuner
@@ -159,6 +226,22 @@ def _report_only(run: KernelRun, executor, events: Events) -> None:
         run.stopped = "no trials in its shared study"
         return
     _run_round(run, 0, Budget(trials=run.trials), executor, events, 1)
+
+
+def _round(jobs: list[tuple[KernelRun, float]], lanes, budget: Budget, events: Events,
+           round_index: int, deadline: float | None) -> float:
+    """One round of ``jobs`` ((kernel, amount); amounts <= 0 skipped) on the lanes: the
+    trials (or lane-seconds) it spent."""
+    jobs = [(run, amount) for run, amount in jobs if amount > 0]
+    before = {id(run): (run.trials, run.seconds) for run, _ in jobs}
+    for run, _ in jobs:
+        run.round_ready.clear()
+    run_on_lanes(jobs, lanes, lambda run, amount, lane: _run_round(run, amount, budget, lane, events,
+                                                                 round_index, deadline),
+                 join=lambda run, lane: _join(run, lane, budget))
+    if budget.trials is not None:
+        return float(sum(run.trials - before[id(run)][0] for run, _ in jobs))
+    return sum(run.seconds - before[id(run)][1] for run, _ in jobs)
 
 
 def tune_application(db: Database, selection: Selection, spaces: str, options: TuneOptions,
@@ -177,27 +260,30 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
     if not live:
         result.seconds = time.monotonic() - started
         return result
-    from ..worker_start import make_executor
-
-    executor = make_executor(live[0].tuner)
-    result.devices = list(executor.device_info)
+    lanes = make_lanes([r.tuner for r in live if r.tuner is not None], options.devices,
+                       options.compile_workers, options.workers_per_device)
+    result.devices = [info for lane in lanes for info in lane.device_info]
+    # A budget in seconds is wall time: with a kernel per GPU, each GPU spends all of it.
+    capacity = (budget if budget.seconds is None or len(lanes) == 1
+                else dataclasses.replace(budget, seconds=budget.seconds * len(lanes)))
     try:
         shares = [r.choice.share for r in live]
-        first = first_round(budget, shares) if rounds == 2 else one_round(budget, shares)
-        spent = 0.0
+        first = first_round(capacity, shares) if rounds == 2 else one_round(capacity, shares)
         start = rotate % len(live)
-        for run, amount in zip(live[start:] + live[:start], first[start:] + first[:start], strict=True):
-            if report_only:
-                _report_only(run, executor, events)
-                continue
+        order = list(zip(live[start:] + live[:start], first[start:] + first[:start], strict=True))
+        if report_only:
+            run_on_lanes([(run, 0.0) for run, _ in order], lanes,
+                         lambda run, _, lane: _report_only(run, lane, events))
+            result.seconds = time.monotonic() - started
+            return result
+        for run, amount in order:
             if amount <= 0:
-                run.stopped = f"no budget left for it ({budget.describe(budget.total)} for {len(live)} kernels)"
-                continue
-            before = time.monotonic()
-            done_before = run.trials
-            _run_round(run, amount, budget, executor, events, 1)
-            spent += (run.trials - done_before) if budget.trials is not None else time.monotonic() - before
-        if rounds == 1 or report_only:  # (the second round needs every kernel's first, seen by one process)
+                run.stopped = (f"no budget left for it ({capacity.describe(capacity.total)} for "
+                               f"{len(live)} kernels)")
+        # A budget in seconds is the run's wall time: no round runs past it.
+        deadline = started + budget.seconds if budget.seconds is not None else None
+        spent = _round(order, lanes, budget, events, 1, deadline)
+        if rounds == 1:  # (the second round needs every kernel's first, seen by one process)
             result.seconds = time.monotonic() - started
             return result
         hopeful = [promising(r.outcome) for r in live]
@@ -205,11 +291,12 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
             if run.outcome is not None and not hope and not run.stopped:
                 run.stopped = (f"stopped after {run.trials} trials: nothing beyond its noise floor and "
                                "no longer improving")
-        second = second_round(budget, spent, shares, hopeful)
-        for run, amount in zip(live, second, strict=True):
-            if amount >= 1 or (budget.seconds is not None and amount > 0.5):
-                _run_round(run, amount, budget, executor, events, 2)
+        second = second_round(capacity, spent, shares, hopeful)
+        _round([(run, amount) for run, amount in zip(live, second, strict=True)
+                if amount >= 1 or (budget.seconds is not None and amount > 0.5)], lanes, budget, events, 2,
+               deadline)
     finally:
-        executor.shutdown(wait=False, cancel_futures=True)
+        for lane in lanes:
+            lane.shutdown(wait=False, cancel_futures=True)
     result.seconds = time.monotonic() - started
     return result
