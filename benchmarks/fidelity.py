@@ -145,11 +145,11 @@ def replay_pool(devices=(0,), **options):
 
 def replayed(pool, instance, settings):
     """(ReplayResult, "") or (None, why it failed: kind and message)."""
-    from mneme.tune.errors import TrialFailed
+    from mneme.tune.errors import TrialFailedError
 
     try:
         return pool.submit(settings, instance).result(), ""
-    except TrialFailed as failure:
+    except TrialFailedError as failure:
         return None, f"{failure.kind}: {failure.message}"
 
 
@@ -170,7 +170,7 @@ def verified_candidates(pool, instance, wanted: int = 5):
     verified (a kernel that hard-codes its block size fails most, some by faulting), and
     the others with why they failed."""
     from mneme.replay.engine.config import ReplaySettings
-    from mneme.tune.errors import TrialFailed
+    from mneme.tune.errors import TrialFailedError
 
     grid, block = tuple(instance.grid), tuple(instance.block)
     tried = []
@@ -184,7 +184,7 @@ def verified_candidates(pool, instance, wanted: int = 5):
     for new_block, settings, future in tried:
         try:
             future.result()
-        except TrialFailed as failure:
+        except TrialFailedError as failure:
             failed.append({"block": list(new_block), "failure": failure.kind, "reason": failure.message})
             continue
         if len(out) < wanted:

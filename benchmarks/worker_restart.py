@@ -61,7 +61,7 @@ def _wait_for_spare(pool, device, timeout: float = 120.0, count: int = 1) -> Non
 
 def restart_costs(db, rid, devices, spares: bool, rounds: int) -> tuple[list[float], list[float], float]:
     """(next result after each failure, each hand-over's swap, a candidate alone), seconds."""
-    from mneme.tune import ReplayExecutor, TrialFailed
+    from mneme.tune import ReplayExecutor, TrialFailedError
 
     compile_only = devices is None
     device = devices[0] if devices else None
@@ -81,7 +81,7 @@ def restart_costs(db, rid, devices, spares: bool, rounds: int) -> tuple[list[flo
                 _wait_for_spare(pool, device)
             try:
                 pool.submit(_settings(compile_only, poison=True)).result(timeout=300)
-            except TrialFailed:
+            except TrialFailedError:
                 pass
             start = time.perf_counter()
             pool.submit(_settings(compile_only)).result(timeout=300)
@@ -95,7 +95,7 @@ def burst_cost(db, rid, devices, burst: int, pool_kept: bool) -> tuple[float, in
     (seconds from the burst's submission to that candidate's result, restarts, hand-overs
     by a spare, of them by a prepared spare, the median seconds a failed process took to
     exit: reaped off the dispatcher, which no longer waits for it)."""
-    from mneme.tune import ReplayExecutor, TrialFailed
+    from mneme.tune import ReplayExecutor, TrialFailedError
 
     compile_only = devices is None
     device = devices[0] if devices else None
@@ -111,7 +111,7 @@ def burst_cost(db, rid, devices, burst: int, pool_kept: bool) -> tuple[float, in
         for future in failing:
             try:
                 future.result(timeout=600)
-            except TrialFailed:
+            except TrialFailedError:
                 pass
         after.result(timeout=600)
         seconds = time.perf_counter() - start

@@ -247,7 +247,7 @@ from pathlib import Path
 
 from mneme.replay.db import Database
 from mneme.replay.engine import ReplaySession
-from mneme.replay.jit import ToolchainError
+from mneme.replay.jit import JitToolchainError
 from mneme.replay.jit.nvjitlink import load_nvjitlink
 from mneme.replay.jit.toolchain import find_libdevice, find_ptxas
 
@@ -261,7 +261,7 @@ for lib in ("libLLVM.so.22.1", "libLLVM-22.so", "libLLVM.so"):
 for find in (find_ptxas, find_libdevice):
     try:
         find()
-    except ToolchainError:
+    except JitToolchainError:
         out["hidden"].append(find.__name__)
 out["hidden"] += [t for t in ("clang-22", "ptxas", "nvcc") if shutil.which(t) is None]
 

@@ -9,7 +9,7 @@ from jit_support import LEVELS
 from mneme.replay.jit import (
     CompileCache,
     CompileConfig,
-    ConfigError,
+    JitConfigError,
     PtxasError,
     compile_kernel,
     default_cache_dir,
@@ -92,15 +92,15 @@ def test_config_round_trips_and_validates():
     assert config.block_dim == (128, 1, 1)
     assert hash(config) == hash(CompileConfig.from_json(config.to_json()))
     assert json.loads(config.to_json())["specialize_args"]["3"] == "10000000"
-    with pytest.raises(ConfigError, match="unknown compile configuration field"):
+    with pytest.raises(JitConfigError, match="unknown compile configuration field"):
         CompileConfig.from_dict({"pipelin": "default<O3>"})
-    with pytest.raises(ConfigError, match="neither an NVIDIA 'sm_XX' nor an AMD"):
+    with pytest.raises(JitConfigError, match="neither an NVIDIA 'sm_XX' nor an AMD"):
         CompileConfig(arch="volta")
-    with pytest.raises(ConfigError, match="codegen_opt_level must be 0, 1, 2 or 3"):
+    with pytest.raises(JitConfigError, match="codegen_opt_level must be 0, 1, 2 or 3"):
         CompileConfig(codegen_opt_level=5)
-    with pytest.raises(ConfigError, match="unknown optimization level 'O4'"):
+    with pytest.raises(JitConfigError, match="unknown optimization level 'O4'"):
         CompileConfig.for_level("O4")
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(JitConfigError, match="not valid JSON"):
         CompileConfig.from_json("{")
 
 

@@ -7,7 +7,7 @@ import pytest
 from mneme.replay.engine.guarded_probe import REPORT_SYMBOL, TABLE_SYMBOL, describe, range_table
 from mneme.replay.jit import (
     CompileConfig,
-    ConfigError,
+    JitConfigError,
     SpecializationError,
     compile_kernel,
     parse_module,
@@ -79,9 +79,9 @@ def test_a_module_is_guarded_once(kernels):
 def test_the_guard_is_part_of_the_configuration_only_when_asked_for():
     assert "guard" not in CompileConfig().to_dict()  # (stored settings and cache keys as before)
     assert CompileConfig.from_json(CompileConfig(guard=True).to_json()).guard is True
-    with pytest.raises(ConfigError, match="NVIDIA"):
+    with pytest.raises(JitConfigError, match="NVIDIA"):
         CompileConfig(arch="gfx90a", guard=True)
-    with pytest.raises(ConfigError, match="true or false"):
+    with pytest.raises(JitConfigError, match="true or false"):
         CompileConfig(guard="yes")
 
 

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from mneme.replay.jit import (
     CompileConfig,
-    ToolchainError,
+    JitToolchainError,
     compile_kernel,
     kernel_names,
     parse_module,
@@ -119,7 +119,7 @@ def test_environment_picks_the_assembler(no_environment, kernels):
     assert run_ptxas(ptx, "sm_90").assembler == "ptxas"
     assert toolchain_id(CompileConfig()).endswith(assembler_id("ptxas"))
     no_environment.setenv("MNEME_PTX_ASSEMBLER", "nvcc")
-    with pytest.raises(ToolchainError, match="MNEME_PTX_ASSEMBLER='nvcc': use one of"):
+    with pytest.raises(JitToolchainError, match="MNEME_PTX_ASSEMBLER='nvcc': use one of"):
         run_ptxas(ptx, "sm_90")
 
 
@@ -128,7 +128,7 @@ def test_missing_library_falls_back_to_ptxas(no_environment, tmp_path, kernels):
     no_environment.setenv("MNEME_NVJITLINK", str(tmp_path / "libnvJitLink.so.13"))
     nvjitlink_module._load.cache_clear()
     assert not nvjitlink_module.nvjitlink_available()
-    with pytest.raises(ToolchainError, match="pip install 'nvidia-nvjitlink"):
+    with pytest.raises(JitToolchainError, match="pip install 'nvidia-nvjitlink"):
         nvjitlink_module.load_nvjitlink()
     assert default_assembler() == "ptxas"
     result = compile_kernel(kernels["saxpy"], CompileConfig(), "_Z5saxpyfPKfPfi")
@@ -138,7 +138,7 @@ def test_missing_library_falls_back_to_ptxas(no_environment, tmp_path, kernels):
     # a file that is not the library: one line naming it
     (tmp_path / "libnvJitLink.so.13").write_bytes(b"not a library")
     nvjitlink_module._load.cache_clear()
-    with pytest.raises(ToolchainError, match="cannot load nvJitLink from"):
+    with pytest.raises(JitToolchainError, match="cannot load nvJitLink from"):
         nvjitlink_module.load_nvjitlink()
 
 
@@ -183,7 +183,7 @@ def test_no_assembler_at_all_says_what_to_install(no_environment, tmp_path, kern
     nvjitlink_module._load.cache_clear()
     toolchain.find_ptxas.cache_clear()
     try:
-        with pytest.raises(ToolchainError, match="no PTX assembler: pip install 'nvidia-nvjitlink"):
+        with pytest.raises(JitToolchainError, match="no PTX assembler: pip install 'nvidia-nvjitlink"):
             run_ptxas(ptx, "sm_90")
     finally:
         toolchain.find_ptxas.cache_clear()

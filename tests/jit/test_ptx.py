@@ -10,7 +10,7 @@ from jit_support import KERNELS_DIR
 from mneme.replay.jit import (
     CompileCache,
     CompileConfig,
-    ConfigError,
+    JitConfigError,
     PtxasError,
     SpecializationError,
     compile_ptx,
@@ -116,10 +116,10 @@ def test_fields_that_need_ir_are_refused_in_one_line(nvcc_modules):
         (CompileConfig(specialize_args={3: b"\x00\x01\x00\x00"}), "specialize_args"),
         (CompileConfig(block_dim=(128, 1, 1), codegen_opt_level=2), "codegen_opt_level, block_dim"),
     ]:
-        with pytest.raises(ConfigError, match=f"^{named} needs? the kernel's LLVM IR") as error:
+        with pytest.raises(JitConfigError, match=f"^{named} needs? the kernel's LLVM IR") as error:
             compile_ptx(ptx, config, "_Z5saxpyfPKfPfi")
         assert "\n" not in str(error.value)
-    with pytest.raises(ConfigError, match="NVIDIA architectures, not gfx90a"):
+    with pytest.raises(JitConfigError, match="NVIDIA architectures, not gfx90a"):
         compile_ptx(ptx, CompileConfig(arch="gfx90a"), "_Z5saxpyfPKfPfi")
     # the defaults of those fields are fine, and link_libdevice means nothing here
     compile_ptx(ptx, CompileConfig(link_libdevice=False), "_Z5saxpyfPKfPfi")

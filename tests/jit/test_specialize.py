@@ -5,7 +5,7 @@ import struct
 import pytest
 from mneme.replay.jit import (
     CompileConfig,
-    ConfigError,
+    JitConfigError,
     SpecializationError,
     compile_kernel,
     parse_module,
@@ -125,9 +125,9 @@ def test_specialization_errors_are_clear(kernels):
         module.set_launch_bounds(SAXPY, max_threads=-1)
     with pytest.raises(SpecializationError, match="at least 1"):
         module.specialize_launch_dims(SAXPY, block=(0, 1, 1))
-    with pytest.raises(ConfigError, match="max_threads must be a positive integer or None, not -5"):
+    with pytest.raises(JitConfigError, match="max_threads must be a positive integer or None, not -5"):
         CompileConfig(max_threads=-5)
-    with pytest.raises(ConfigError, match="block_dim must be three positive integers"):
+    with pytest.raises(JitConfigError, match="block_dim must be three positive integers"):
         CompileConfig(block_dim=(32, 0, 1))
     with pytest.raises(SpecializationError, match="defines: "):
         compile_kernel(kernels["saxpy"], CompileConfig(), "missing_kernel")

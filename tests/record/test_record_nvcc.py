@@ -30,7 +30,7 @@ from mneme.replay.db import (
 from mneme.replay.db.errors import NotFoundError
 from mneme.replay.db.integrity import check_database
 from mneme.replay.engine import ReplayConfig, ReplaySession
-from mneme.replay.jit import CompileConfig, ConfigError
+from mneme.replay.jit import CompileConfig, JitConfigError
 from record_support import corpus_build, executable, mneme_record
 
 SOURCE = Path(__file__).resolve().parents[1] / "instrument" / "sources" / "fatbin_kernels.cu"
@@ -126,13 +126,13 @@ def test_a_kernel_stored_with_its_fatbinary(tmp_path, fatbin):
     with ReplaySession(inst, gpu=False) as session:
         result = session.run(CompileConfig(max_registers=32), ReplayConfig(compile_only=True))
         assert result.compile_only and result.registers and result.binary_size
-        with pytest.raises(ConfigError, match="LLVM IR"):
+        with pytest.raises(JitConfigError, match="LLVM IR"):
             session.run(CompileConfig(pipeline="default<O1>"), ReplayConfig(compile_only=True))
     with ReplaySession(inst, gpu=False, code="cubin") as session:
         result = session.run(CompileConfig(arch="sm_90"), ReplayConfig(compile_only=True))
         image = next(e for e in kernel.code_images() if e.kind == "cubin")
         assert result.binary_size == len(image.data)
-        with pytest.raises(ConfigError, match="launch overrides only"):
+        with pytest.raises(JitConfigError, match="launch overrides only"):
             session.run(CompileConfig(arch="sm_90", max_registers=32), ReplayConfig(compile_only=True))
 
 

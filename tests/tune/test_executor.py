@@ -9,7 +9,7 @@ import pytest
 from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
-from mneme.tune import ReplayExecutor, TrialFailed, TuneError, as_completed
+from mneme.tune import ReplayExecutor, TrialFailedError, TuneError, as_completed
 from mneme.tune.executor import SPARE_AFTER_TASKS
 from tune_support import (
     GOLDEN,
@@ -74,7 +74,7 @@ def test_an_invalid_configuration_fails_only_its_task():
     with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1) as pool:
         bad = pool.submit(settings(block=(2048, 1, 1)))
         good = pool.submit(settings())
-        with pytest.raises(TrialFailed) as failure:
+        with pytest.raises(TrialFailedError) as failure:
             bad.result()
         assert failure.value.kind == "launch-refused" and "exceeds CUDA's limit" in failure.value.message
         assert good.result().registers > 0
@@ -87,7 +87,7 @@ def test_a_worker_that_dies_costs_one_task_and_is_restarted():
         poison = pool.submit(settings(registers=POISON_REGISTERS))
         after = [pool.submit(settings(level)) for level in ("O1", "O2")]
         assert before.result().registers > 0
-        with pytest.raises(TrialFailed) as failure:
+        with pytest.raises(TrialFailedError) as failure:
             poison.result()
         assert failure.value.kind == "crashed" and "SIGABRT" in failure.value.message
         assert all(f.result().registers > 0 for f in after)
@@ -99,7 +99,7 @@ def test_the_watchdog_kills_a_hung_worker():
                         before_run=hang_on_poison) as pool:
         hung = pool.submit(settings(registers=POISON_REGISTERS))
         after = pool.submit(settings())
-        with pytest.raises(TrialFailed) as failure:
+        with pytest.raises(TrialFailedError) as failure:
             hung.result(timeout=60)
         assert failure.value.kind == "timeout" and "no answer within 3 s" in failure.value.message
         assert after.result(timeout=60).registers > 0
@@ -114,7 +114,7 @@ def test_compiles_ahead_into_the_cache_the_workers_read():
         assert all(r.compile_cached for r in results)
         bad = pool.submit(ReplaySettings(CompileConfig(pipeline="no-such-pass"),
                                          ReplayConfig(compile_only=True)))
-        with pytest.raises(TrialFailed) as failure:
+        with pytest.raises(TrialFailedError) as failure:
             bad.result(timeout=120)
         assert failure.value.kind == "compile" and "no-such-pass" in failure.value.message
 
@@ -127,14 +127,14 @@ def test_a_refused_launch_costs_no_worker_a_fault_does():
         refused = [pool.submit(settings(registers=REFUSED_REGISTERS)) for _ in range(3)]
         after = pool.submit(settings("O1"))
         for future in refused:
-            with pytest.raises(TrialFailed) as failure:
+            with pytest.raises(TrialFailedError) as failure:
                 future.result(timeout=120)
             assert failure.value.kind == "launch-refused"
             assert "the launch was refused" in failure.value.message
         assert after.result(timeout=120).registers > 0
         assert pool.restarts == 0 and pool.failures["launch-refused"] == 3
         faulted = pool.submit(settings(registers=POISON_REGISTERS))
-        with pytest.raises(TrialFailed) as failure:
+        with pytest.raises(TrialFailedError) as failure:
             faulted.result(timeout=120)
         assert failure.value.kind == "context-poisoned" and "unusable" in failure.value.message
         assert pool.submit(settings("O2")).result(timeout=120).registers > 0
@@ -194,7 +194,7 @@ def test_a_ready_spare_takes_a_failed_workers_place_at_once():
                    for f in [pool.submit(settings()) for _ in range(SPARE_AFTER_TASKS)])
         _spare_ready(pool)
         (spare_pid,) = _spare_pids(pool)
-        with pytest.raises(TrialFailed):
+        with pytest.raises(TrialFailedError):
             pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
         assert pool.submit(settings("O1")).result(timeout=120).registers > 0
         assert pool._workers[0].process.pid == spare_pid
@@ -203,7 +203,7 @@ def test_a_ready_spare_takes_a_failed_workers_place_at_once():
         # The next failure finds the next spare once it is up.
         _spare_ready(pool)
         assert spare_pid not in _spare_pids(pool)
-        with pytest.raises(TrialFailed):
+        with pytest.raises(TrialFailedError):
             pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
         assert pool.submit(settings("O2")).result(timeout=120).registers > 0
         assert [r.by_spare for r in pool.restart_log] == [True, True] and pool.restarts == 2
@@ -247,7 +247,7 @@ def test_a_failure_hands_the_slot_to_the_spare_without_waiting_for_the_old_proce
         slow.add(pool._workers[0].process.pid)
         failed = pool.submit(settings(registers=POISON_REGISTERS))
         after = pool.submit(settings())
-        with pytest.raises(TrialFailed) as failure:
+        with pytest.raises(TrialFailedError) as failure:
             failed.result(timeout=120)
         start = time.monotonic()
         assert after.result(timeout=120).registers > 0
@@ -284,7 +284,7 @@ def test_retired_workers_are_all_reaped_by_shutdown(monkeypatch):
         failed = [pool.submit(settings(registers=POISON_REGISTERS)) for _ in range(3)]
         assert pool.submit(settings()).result(timeout=120).registers > 0
         for future in failed:
-            with pytest.raises(TrialFailed, match="SIGABRT"):
+            with pytest.raises(TrialFailedError, match="SIGABRT"):
                 future.result(timeout=120)
         pool.expect_failures(0)  # (the extra spares are stopped)
         assert pool.submit(settings("O1")).result(timeout=120).registers > 0

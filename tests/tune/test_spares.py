@@ -8,7 +8,7 @@ import pytest
 from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySession, ReplaySettings
 from mneme.replay.jit import CompileCache, CompileConfig
-from mneme.tune import ReplayExecutor, TrialFailed, TuneOptions, Tuner
+from mneme.tune import ReplayExecutor, TrialFailedError, TuneOptions, Tuner
 from mneme.tune.spares import CONTEXT_BYTES, CPU_SPARES, MAX_SPARES, SPARE_RESTORE_BYTES, capacity
 from test_executor import _spare_pids, _spare_ready, settings
 from tune_support import (
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.exclusive
 
 
 def _poison(pool) -> None:
-    with pytest.raises(TrialFailed):
+    with pytest.raises(TrialFailedError):
         pool.submit(settings(registers=POISON_REGISTERS)).result(timeout=120)
 
 
@@ -192,7 +192,7 @@ def test_probe_tasks_are_tried_beside_each_other_and_replayed_alone_when_they_ru
         bad = [pool.submit(settings(block=(b, 1, 1), registers=POISON_REGISTERS), probe=True)
                for b in (96, 128, 160, 192)]
         for future in bad:
-            with pytest.raises(TrialFailed, match="SIGABRT"):
+            with pytest.raises(TrialFailedError, match="SIGABRT"):
                 future.result(timeout=120)
         results = [f.result(timeout=120) for f in good]
         assert [r.launch["block"][0] for r in results] == [32, 64]

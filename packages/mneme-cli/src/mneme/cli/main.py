@@ -2,9 +2,9 @@
 
 Subcommands come from the ``mneme.commands`` entry-point group so that each
 distribution owns its commands and the CLI stays a thin shell. User errors are
-exceptions whose class sets ``mneme_user_error = True`` (each package defines its
-own base class, so none depends on this one); they become one line on stderr and
-exit status 2 instead of a traceback.
+exceptions whose class sets ``mneme_user_error = True`` (mneme.instrument.errors, the
+root of every package's errors, says so through ``is_user_error``); they become one
+line on stderr and exit status 2 instead of a traceback.
 
 Commands find when the ``mneme`` process started in ``ctx.obj["started"]`` (a
 time.monotonic() value; absent when ``cli`` is invoked in another program), so that the
@@ -21,12 +21,9 @@ import time
 from importlib.metadata import entry_points, version
 
 import click
+from mneme.instrument.errors import is_user_error
 
 USER_ERROR_EXIT = 2
-
-
-def is_user_error(exc: BaseException) -> bool:
-    return bool(getattr(type(exc), "mneme_user_error", False))
 
 
 class MnemeGroup(click.Group):

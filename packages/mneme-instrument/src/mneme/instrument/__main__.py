@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from .commands import config, inspect
+from .errors import is_user_error
 
 USER_ERROR_EXIT = 2
 
@@ -17,7 +18,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except Exception as exc:
             # user errors (ToolchainError, SectionError, ...) in one line, as `mneme` prints them
-            if getattr(type(exc), "mneme_user_error", False):
+            if is_user_error(exc):
                 click.echo(f"mneme: error: {exc}", err=True)
                 ctx.exit(USER_ERROR_EXIT)
             raise

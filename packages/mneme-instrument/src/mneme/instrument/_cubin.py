@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import struct
 
-from .section import FatbinError
+from .errors import FatbinError
 
 STO_CUDA_ENTRY = 0x10  # st_other bit of a kernel's symbol in a cubin
 EIATTR_FRAME_SIZE, EIATTR_REGCOUNT = 0x11, 0x2F

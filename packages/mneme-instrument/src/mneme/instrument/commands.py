@@ -11,15 +11,16 @@ from pathlib import Path
 import click
 
 from . import toolchain
-from .fatbin import FatbinEntry, FatbinKernel, NoFatbinError, image_kind, read_code_file
-from .section import (
-    Kernel,
+from .errors import (
+    ConfigError,
+    InspectError,
+    NoFatbinError,
     NotInstrumentedError,
     SectionError,
-    bare_name,
-    find_kernel,
-    read_kernels,
+    ToolchainError,
 )
+from .fatbin import FatbinEntry, FatbinKernel, image_kind, read_code_file
+from .section import Kernel, bare_name, find_kernel, read_kernels
 
 CONFIG_KEYS = (
     "cc",
@@ -32,14 +33,6 @@ CONFIG_KEYS = (
     "ldflags",
     "cuda-arch",
 )
-
-
-class InspectError(SectionError):
-    """A bad `mneme inspect` request (unknown kernel, ...)."""
-
-
-class ConfigError(Exception):
-    mneme_user_error = True
 
 
 def _size(n: int) -> str:
@@ -100,7 +93,7 @@ def ir_text(bitcode: bytes) -> str:
     nothing of the other mneme packages)."""
     try:
         dis = toolchain.find_llvm().tool("llvm-dis")
-    except toolchain.ToolchainError:
+    except ToolchainError:
         raise InspectError(
             "printing IR needs llvm-dis-22 (apt-get install llvm-22, or set LLVM_INSTALL_PATH "
             "to an LLVM 22 root)"
@@ -346,5 +339,5 @@ def config(key: str | None) -> None:
     for k in CONFIG_KEYS:
         try:
             click.echo(f"{k}: {config_value(k)}")
-        except (toolchain.ToolchainError, ConfigError) as exc:
+        except (ToolchainError, ConfigError) as exc:
             click.echo(f"{k}: (unavailable: {exc})")

@@ -41,7 +41,8 @@ from typing import Any
 from ._cubin import cubin_arch, parse_cubin, ptx_entries
 from ._decompress import lz4, zstd_frame
 from .demangle import demangle
-from .section import FatbinError, NoFatbinError, SectionError, elf_sections
+from .errors import FatbinError, NoFatbinError, SectionError
+from .section import elf_sections
 
 __all__ = [
     "FATBIN_MAGIC",

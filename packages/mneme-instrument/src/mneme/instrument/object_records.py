@@ -10,16 +10,11 @@ import subprocess
 
 from . import section_format as fmt
 from . import toolchain
+from .errors import WrapperError
 
 SECTION_NAME = fmt.SECTION_NAME
 
 __all__ = ["WrapperError", "bind_fatbinary", "embed", "fatbinary_identity"]
-
-
-class WrapperError(Exception):
-    """A user error the wrapper reports in one line."""
-
-    mneme_user_error = True
 
 
 def fatbinary_identity(obj: str) -> dict | None:

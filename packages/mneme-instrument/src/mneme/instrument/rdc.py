@@ -25,8 +25,9 @@ import tempfile
 from pathlib import Path
 
 from . import toolchain
+from .errors import SectionError
 from .object_records import embed
-from .section import SectionError, parse_section, read_elf_section
+from .section import parse_section, read_elf_section
 
 
 def _rdc_modules(objects: list[str]) -> tuple[dict[tuple[str, str], list[bytes]], bool]:

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# the errors live in errors.py; imported here so `from .section import SectionError` works
+from .errors import FatbinError, NoFatbinError, NotInstrumentedError, SectionError
 from .section_format import FORMAT_VERSION, HEADER_SIZE, MAGIC, RECORD_ALIGNMENT, SECTION_NAME
 from .section_format import fnv1a64 as fnv1a64
 
@@ -60,25 +62,6 @@ __all__ = [
     "read_kernels",
     "read_records",
 ]
-
-
-class SectionError(Exception):
-    """The file cannot be read, is not ELF, or its mneme section is damaged."""
-
-    mneme_user_error = True
-
-
-class NotInstrumentedError(SectionError):
-    """The file has no mneme section: it was not built with mneme-clang/mneme-clang++."""
-
-
-
-class FatbinError(SectionError):
-    """The fatbinary is damaged, or an entry cannot be decompressed."""
-
-
-class NoFatbinError(FatbinError, NotInstrumentedError):
-    """The file holds no CUDA fatbinary (not nvcc-built, or host code only)."""
 
 
 @dataclass(frozen=True)

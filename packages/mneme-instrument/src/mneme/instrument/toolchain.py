@@ -16,6 +16,8 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from .errors import ToolchainError
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 LIB_DIR = PACKAGE_DIR / "lib"
 INCLUDE_DIR = PACKAGE_DIR / "include"
@@ -27,12 +29,6 @@ LLVM_MAJOR = 22
 # refused by CUDA 13's ptxas): $MNEME_CUDA_ARCH, else this machine's GPU, else this.
 CUDA_ARCH_ENV = "MNEME_CUDA_ARCH"
 DEFAULT_CUDA_ARCH = "sm_90"
-
-
-class ToolchainError(Exception):
-    """A tool mneme needs is missing; the message says what to install or set."""
-
-    mneme_user_error = True
 
 
 class Llvm:

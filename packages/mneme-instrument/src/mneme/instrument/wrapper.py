@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import section_format as fmt
 from . import toolchain
+from .errors import is_user_error
 from .object_records import bind_fatbinary, embed
 
 SECTION_NAME = fmt.SECTION_NAME
@@ -237,7 +238,8 @@ def _links_cudart(args: list[str]) -> bool:
 
 def _has_cuda_code(inv: Invocation) -> bool:
     """Whether a link's object inputs hold CUDA device code (clang's or nvcc's fatbinary)."""
-    from .section import SectionError, read_elf_section
+    from .errors import SectionError
+    from .section import read_elf_section
 
     for _, path, kind in inv.inputs:
         if kind != "object" or Path(path).suffix not in (".o", ".obj", ".lo"):
@@ -454,7 +456,7 @@ def run(argv: list[str], cxx: bool) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        if getattr(type(exc), "mneme_user_error", False):  # ToolchainError, SectionError, ...
+        if is_user_error(exc):  # ToolchainError, SectionError, ...
             return _fail(prog, str(exc))
         raise
 

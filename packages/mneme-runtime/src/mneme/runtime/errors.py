@@ -1,15 +1,17 @@
-"""Errors of the device layer.
+"""Errors of the device layer, under mneme's one root (mneme.instrument.errors.MnemeError).
 
 Classes with ``mneme_user_error = True`` are conditions a user can fix (the CLI
 prints them as one line); driver failures and API misuse are distinct. The
-native module raises these exact classes.
+native module raises these exact classes, looked up here by name.
 """
 
 from __future__ import annotations
 
+from mneme.instrument.errors import MnemeError
 
-class DeviceLayerError(RuntimeError):
-    """Base of every error the device layer raises."""
+
+class DeviceLayerError(MnemeError, RuntimeError):
+    """Base of every error the device layer raises (a RuntimeError too, as it always was)."""
 
 
 class UserError(DeviceLayerError):

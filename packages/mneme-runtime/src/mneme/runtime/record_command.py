@@ -35,7 +35,7 @@ def _manifest(executable: Path, out: Path) -> str:
         from mneme.instrument.section import SectionError, read_kernels
     except ImportError:
         raise UserError("mneme record needs mneme-instrument: pip install mneme-instrument") from None
-    from mneme.instrument.section import NotInstrumentedError
+    from mneme.instrument.errors import NotInstrumentedError
 
     try:
         kernels = read_kernels(executable)

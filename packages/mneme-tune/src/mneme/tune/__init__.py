@@ -18,7 +18,7 @@ command reads its options before it needs them, so neither pays for Optuna here.
 
 import importlib
 
-from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailed, TuneError
+from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailedError, TuneError
 from .space import (
     BUILTIN_SPACES,
     PRESETS,
@@ -89,7 +89,7 @@ __all__ = [
     "SpecializeSpace",
     "StudyError",
     "TransformSpace",
-    "TrialFailed",
+    "TrialFailedError",
     "TrialRecord",
     "TuneError",
     "TuneOptions",

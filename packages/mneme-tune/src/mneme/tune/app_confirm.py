@@ -43,16 +43,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from .app_process import (
-    ApplicationFailed,
     resolve_command,
     run_once,
     swap_env,
     swapper_library,
     timing_method_of,
 )
-from .apply_plan import ApplyError, load_tuned, write_plan
+from .apply_plan import load_tuned, write_plan
 from .apply_tables import milliseconds
-from .errors import TuneError
+from .errors import ApplicationFailedError, ApplyError, TuneError
 from .tune_types import DEFAULT_CANDIDATES  # noqa: F401 - (kept importable here)
 
 #: a run with the swap is killed after this many times the plain run's wall time...
@@ -129,7 +128,7 @@ def check_application(command: Sequence[str]) -> float:
     if key not in _plain_seconds:
         try:
             run = run_once(list(command), None)
-        except ApplicationFailed as failure:
+        except ApplicationFailedError as failure:
             raise TuneError(f"--confirm-in-app: the application fails run plain: {failure}") from None
         except OSError as error:
             raise TuneError(f"--confirm-in-app: {command[0]} cannot be started: "
@@ -182,7 +181,7 @@ def _run(identity: dict, instance, settings: ReplaySettings | None, command: Seq
     start = time.perf_counter()
     try:
         run = run_once(list(command), swap_env(plan, **extra), report, timeout)
-    except ApplicationFailed as failure:
+    except ApplicationFailedError as failure:
         out.exit_status = failure.code  # (negative: the signal that ended it)
         out.failure, out.seconds = str(failure), time.perf_counter() - start
         return out

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .apply_plan import ApplyError, SwapReport, read_report
+from .apply_plan import SwapReport, read_report
+from .errors import ApplicationFailedError, ApplyError
 
 SWAPPER = "libmneme_apply.so"
 
@@ -26,15 +27,6 @@ def swapper_library() -> Path:
     if not path.is_file():
         raise ApplyError(f"the launch swapper library is missing ({path}): reinstall mneme-runtime")
     return path
-
-
-class ApplicationFailed(ApplyError):
-    """The application failed or was killed; ``code`` is its exit status (negative: the
-    signal that ended it)."""
-
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -71,21 +63,21 @@ def swap_env(plan: Path, **extra: str) -> dict[str, str]:
 
 def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None,
              timeout: float | None = None) -> Run:
-    """One run of the application; ApplicationFailed (one line: how it ended, the last
+    """One run of the application; ApplicationFailedError (one line: how it ended, the last
     lines of its stderr) when it fails or outlives ``timeout`` seconds."""
     swapped = " under the swap" if env and "MNEME_APPLY_PLAN" in env else ""
     start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ApplicationFailed(f"{command[0]} did not finish in {timeout:.0f} s{swapped} (killed)",
-                                -signal.SIGKILL) from None
+        raise ApplicationFailedError(f"{command[0]} did not finish in {timeout:.0f} s{swapped} (killed)",
+                                     -signal.SIGKILL) from None
     took = time.perf_counter() - start
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
         how = (f"died of signal {-done.returncode}" if done.returncode < 0
                else f"exited with status {done.returncode}")
-        raise ApplicationFailed(
+        raise ApplicationFailedError(
             f"{command[0]} {how}{swapped}"
             + (f": {' | '.join(tail)}" if tail else ""), done.returncode)
     return Run(took, done.stdout.decode(errors="replace"), read_report(report) if report else SwapReport())
@@ -101,5 +93,5 @@ def timing_method_of(*reports: SwapReport) -> str:
     return f"events (CUPTI unusable: {why})" if why else ("events" if methods else "-")
 
 
-__all__ = ["SWAPPER", "ApplicationFailed", "Run", "resolve_command", "run_once", "swap_env",
+__all__ = ["SWAPPER", "ApplicationFailedError", "Run", "resolve_command", "run_once", "swap_env",
            "swapper_library", "timing_method_of"]

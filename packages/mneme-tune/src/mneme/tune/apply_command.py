@@ -28,7 +28,6 @@ from mneme.replay.tables import console as table_console
 from rich.console import Console
 
 from .app_process import (
-    ApplicationFailed,
     Run,
     resolve_command,
     run_once,
@@ -37,13 +36,13 @@ from .app_process import (
     timing_method_of,
 )
 from .apply_plan import (
-    ApplyError,
     TunedKernel,
     configs_in,
     load_tuned,
     write_plan,
 )
 from .apply_tables import listing_row, print_kernel_times, print_listing
+from .errors import ApplicationFailedError, ApplyError
 from .output_compare import CLOCK, TIMING, Comparison, PlainBaseline, compare_runs, masked
 
 OUTPUT_DIFFERS_EXIT = 1
@@ -228,7 +227,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                 for k in kernels:
                     status.update(f"replaying {k.demangled_name[:40]}")
                     replayed[k.name] = replay_times(k, replay_iterations)
-        except ApplicationFailed as failure:
+        except ApplicationFailedError as failure:
             click.echo(f"mneme run: {failure}", err=True)
             raise SystemExit(failure.code if failure.code > 0 else 128 - failure.code) from None
 

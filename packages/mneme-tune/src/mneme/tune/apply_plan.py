@@ -29,13 +29,9 @@ from mneme.replay.engine.config import ReplaySettings, read_settings
 from mneme.replay.engine.session import derive_compile_config
 from mneme.replay.identity import check_kernel, database_of, read_identity, record_id_of
 
-from .errors import TuneError
+from .errors import ApplyError
 
 PLAN_HEADER = "mneme-apply-plan 1"
-
-
-class ApplyError(TuneError):
-    """A configuration to apply cannot be used (no identity, unknown kernel, no code)."""
 
 
 Dim3 = tuple[int, int, int]

@@ -14,7 +14,7 @@ import optuna
 
 from . import objective as objectives_mod
 from . import timing_report
-from .errors import TrialFailed
+from .errors import TrialFailedError
 from .tune_types import BASELINE_ATTR
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
@@ -40,7 +40,7 @@ def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study
         baseline = {"settings": base.to_dict()}
         try:
             results = [f.result() for f in futures]
-        except TrialFailed as failure:
+        except TrialFailedError as failure:
             baseline.update(failure=failure.kind, reason=failure.message)
         else:
             baseline.update(metrics=objectives_mod.metrics(results),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mneme.replay.engine import ReplaySettings
 
 from . import objective as objectives_mod
-from .errors import TrialFailed
+from .errors import TrialFailedError
 from .tune_types import BASELINE_ATTR, TuneOutcome
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
@@ -31,7 +31,7 @@ def _time_of(tuner: Tuner, executor, settings: list[ReplaySettings]) -> float | 
     futures = [executor.submit(s, i) for s, i in zip(settings, tuner.instances, strict=True)]
     try:
         results = [f.result() for f in futures]
-    except TrialFailed as failure:
+    except TrialFailedError as failure:
         return f"{failure.kind}: {failure.message}"
     return objectives_mod.METRICS["time"].value(results)
 

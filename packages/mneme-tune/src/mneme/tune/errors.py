@@ -1,9 +1,15 @@
-"""Errors of the tuner: each is something the user can fix, printed as one line."""
+"""Errors of the tuner, under mneme's one root (mneme.instrument.errors.MnemeError).
+
+Every TuneError is something the user can fix, printed as one line; TrialFailedError is
+a trial's outcome, which the tuner records.
+"""
 
 from __future__ import annotations
 
+from mneme.instrument.errors import MnemeError
 
-class TuneError(Exception):
+
+class TuneError(MnemeError):
     """Base of every tuning error; the message is one line for the user (exit 2)."""
 
     mneme_user_error = True
@@ -21,7 +27,7 @@ class DeviceSelectionError(TuneError):
     """``--devices`` names a GPU that does not exist (or none is there)."""
 
 
-class TrialFailed(Exception):  # noqa: N818 - a trial outcome, not a programming error
+class TrialFailedError(MnemeError):
     """A trial did not give a usable (verified) observation.
 
     ``kind`` is a short machine-readable reason, set where the failure was raised: by the
@@ -37,3 +43,28 @@ class TrialFailed(Exception):  # noqa: N818 - a trial outcome, not a programming
         self.kind = kind
         self.message = message
         self.result = result  # the ReplayResult when there is one (unverified)
+
+
+class SlurmError(TuneError):
+    """The scripts cannot be written or submitted (storage, Slurm's commands, report folder)."""
+
+
+class AppReportError(TuneError):
+    """A whole-application report that cannot be used (missing, damaged, another database)."""
+
+
+class NoProfileError(TuneError):
+    """The database holds no application profile (recorded before it, or timing off)."""
+
+
+class ApplyError(TuneError):
+    """A configuration to apply cannot be used (no identity, unknown kernel, no code)."""
+
+
+class ApplicationFailedError(ApplyError):
+    """The application failed or was killed; ``code`` is its exit status (negative: the
+    signal that ended it)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code

@@ -3,7 +3,7 @@
     with ReplayExecutor("app.rdb", devices=[0, 1]) as pool:
         future = pool.submit(settings, instance="KERNEL/INSTANCE")   # or an Instance object
         for done in as_completed([future, ...]):
-            done.result()          # a ReplayResult, or raises TrialFailed
+            done.result()          # a ReplayResult, or raises TrialFailedError
 
 An instance given by id is looked up once, here; every worker gets the Instance object
 (its database's path and resolved records) with its first task for it, and never opens the
@@ -45,7 +45,7 @@ from mneme.replay.db import Database, Instance
 from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import CONTEXT_POISONED
 
-from .errors import DeviceSelectionError, TrialFailed, TuneError
+from .errors import DeviceSelectionError, TrialFailedError, TuneError
 from .pool_use import BusySeconds
 from .probe_workers import ProbeWorkers
 from .process_reaper import ProcessReaper, describe_exit
@@ -329,12 +329,12 @@ class ReplayExecutor:
         else:
             worker.process, worker.conn = None, None
         if task is not None and message is not None:
-            self._finish(task, error=TrialFailed(kind, message))
+            self._finish(task, error=TrialFailedError(kind, message))
 
         def on_exit(process, seconds: float) -> None:
             restart.exited = seconds
             if task is not None and message is None:
-                self._finish(task, error=TrialFailed(kind, describe_exit(process)))
+                self._finish(task, error=TrialFailedError(kind, describe_exit(process)))
 
         self._kill(old, kill=kill, on_exit=on_exit)
 
@@ -376,7 +376,7 @@ class ReplayExecutor:
     def submit(self, settings: ReplaySettings, instance: str | Instance | None = None, *,
                probe: bool = False, guard: bool = False) -> Future:
         """Replay ``settings`` on ``instance`` (an id or an Instance object; default: the
-        executor's): a Future of a ReplayResult that raises TrialFailed when the replay
+        executor's): a Future of a ReplayResult that raises TrialFailedError when the replay
         fails or does not verify. ``probe``: a task that may well fault (the tuner's probe
         of launch shapes): with ``probe_workers``, it may be tried beside other probe
         tasks first; its failure there is its answer, and if it runs it is replayed again
@@ -412,7 +412,7 @@ class ReplayExecutor:
                     with self._lock:
                         self.busy.compile_seconds += done.result()
                 if error is not None and not task.future.done():
-                    self._finish(task, error=TrialFailed(failure_kind(error), str(error)))
+                    self._finish(task, error=TrialFailedError(failure_kind(error), str(error)))
                 with self._lock:
                     remaining[0] -= 1
                     last = remaining[0] == 0
@@ -440,7 +440,7 @@ class ReplayExecutor:
         self._wake_w.send(b"")
 
     def _finish(self, task: TaskRecord, result: ReplayResult | None = None,
-                error: TrialFailed | None = None) -> None:
+                error: TrialFailedError | None = None) -> None:
         if task.future.done():
             return
         self._tasks_done += 1
@@ -516,13 +516,13 @@ class ReplayExecutor:
                     self._pending.appendleft(task)
                 return
             if result.verified is False:
-                self._finish(task, error=TrialFailed(
+                self._finish(task, error=TrialFailedError(
                     "unverified",
                     f"{len(result.mismatches)} region(s) differ from the recording", result))
             else:
                 self._finish(task, result)
             return
-        self._finish(task, error=TrialFailed(kind, message[2]))
+        self._finish(task, error=TrialFailedError(kind, message[2]))
         if kind == CONTEXT_POISONED:  # the worker exits after a fault: start its successor now
             self._fail_and_restart(worker, "crashed", message[2])
 
@@ -586,7 +586,7 @@ class ReplayExecutor:
             self._pending.clear()
         beside = self.probes.close()
         for task in pending + [w.task for w in [*self._workers, *beside] if w.task is not None]:
-            self._finish(task, error=TrialFailed("error", "the executor was shut down"))
+            self._finish(task, error=TrialFailedError("error", "the executor was shut down"))
         everyone = [*self._workers, *beside, *self.spares.close()]
         for worker in everyone:
             if worker.conn is not None:

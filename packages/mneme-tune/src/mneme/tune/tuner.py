@@ -33,7 +33,7 @@ from . import confirmation, in_flight, launch_probe, timing_report
 from . import objective as objectives_mod
 from .baseline import measure_baseline
 from .confirmation import CONFIRMATION_ATTR
-from .errors import StudyError, TrialFailed, TuneError
+from .errors import StudyError, TrialFailedError, TuneError
 from .executor import ReplayExecutor
 from .interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
 from .launch_probe import PROBE_SHARE
@@ -552,10 +552,10 @@ class Tuner:
                 attrs: dict[str, Any] = {"settings": settings.to_dict()}
                 errors = [f.exception() for f in futures if f.exception() is not None]
                 if errors:
-                    error = errors[0]  # TrialFailed: the kind its raiser set
+                    error = errors[0]  # TrialFailedError: the kind its raiser set
                     attrs.update(failure=failure_kind(error),
                                  reason=getattr(error, "message", str(error)))
-                    if isinstance(error, TrialFailed) and error.result is not None:
+                    if isinstance(error, TrialFailedError) and error.result is not None:
                         attrs["verified"] = False
                     tell(trial, None, attrs, TrialState.FAIL)
                     continue

@@ -7,8 +7,10 @@ print it as one line and exit non-zero instead of showing a traceback.
 
 from __future__ import annotations
 
+from mneme.instrument.errors import MnemeError
 
-class DatabaseError(Exception):
+
+class DatabaseError(MnemeError):
     """Base of every recording-database error; the message is one line for the user."""
 
     mneme_user_error = True
@@ -36,3 +38,14 @@ class NotFoundError(DatabaseError):
 
 class IncompatibleDatabaseError(DatabaseError):
     """Two databases (or a database and a writer) disagree on the recorded address range."""
+
+
+class TransferError(DatabaseError):
+    """A copy or move that would lose or corrupt data, refused."""
+
+
+class JSONLimitError(MnemeError, ValueError):
+    """A metadata document breaks a reading limit (a non-finite number, a duplicate key).
+
+    Not a DatabaseError: metadata.py turns every ValueError of a document into its
+    caller's error (CorruptDataError), so this never reaches the user itself."""

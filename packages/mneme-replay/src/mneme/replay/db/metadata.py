@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import CorruptDataError, InvalidNameError
+from .errors import CorruptDataError, InvalidNameError, JSONLimitError
 
 #: Deepest nesting of arrays/objects accepted; our documents nest at most 5 levels.
 MAX_DEPTH = 32
@@ -27,10 +27,6 @@ MAX_DEPTH = 32
 MAX_JSON_BYTES = 256 << 20
 
 _BRACKETS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-
-
-class JSONLimitError(ValueError):
-    pass
 
 
 def _depth_ok(raw: bytes, limit: int) -> bool:

@@ -277,7 +277,8 @@ class Kernel:
     def code_images(self) -> list:
         """This kernel's PTX and cubin entries in its stored code
         (``mneme.instrument.fatbin.FatbinEntry``), cubins first, newest arch first."""
-        from mneme.instrument.fatbin import FatbinError, parse_code_image
+        from mneme.instrument.errors import FatbinError
+        from mneme.instrument.fatbin import parse_code_image
 
         if self.code == "llvm-bitcode":
             return []

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import content_store, layout
 from .chunks import ArrayInfo, read_array_info, read_range
-from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError
+from .errors import CorruptDataError, DatabaseError, IncompatibleDatabaseError, TransferError
 from .instance import Instance
 from .integrity import Problem, check_instance, check_kernel_node
 from .reader import Database, Kernel
@@ -33,10 +33,6 @@ from .writer import DatabaseWriter, commit_node
 
 #: Bytes compared at a time when checking a copy against its source.
 _WINDOW = 64 << 20
-
-
-class TransferError(DatabaseError):
-    """A copy or move that would lose or corrupt data, refused."""
 
 
 def _scratch(root: Path) -> Path:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..jit import CompileConfig, ConfigError
+from ..jit import CompileConfig, JitConfigError
 from ..jit.config import check_fields
 from .errors import ReplayConfigError
 from .timing import CACHE_MODES
@@ -119,7 +119,7 @@ class ReplayConfig:
         if self.arch is not None:
             try:
                 CompileConfig(arch=self.arch)
-            except ConfigError as error:
+            except JitConfigError as error:
                 raise ReplayConfigError(str(error)) from None
 
     @property
@@ -187,7 +187,7 @@ class ReplaySettings:
                     ReplayConfig.from_dict(data.get("replay", {})),
                 )
             return cls(CompileConfig.from_dict(data), ReplayConfig())
-        except ConfigError as error:
+        except JitConfigError as error:
             raise ReplayConfigError(str(error)) from None
 
     def to_json(self, indent: int | None = None) -> str:

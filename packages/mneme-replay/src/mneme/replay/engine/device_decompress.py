@@ -21,6 +21,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from .errors import NvcompError
+
 #: nvcompStatus_t values worth a name in a message
 STATUS_NAMES = {
     0: "success", 10: "invalid value", 11: "not supported", 12: "cannot decompress",
@@ -30,10 +32,6 @@ STATUS_NAMES = {
 _NAMES = ("libnvcomp.so.6", "libnvcomp.so.5", "libnvcomp.so")
 #: the oldest nvCOMP whose batched API takes the options struct (5.0.0 = 5000)
 _OLDEST = 5000
-
-
-class NvcompError(Exception):
-    """nvCOMP is absent, would not load, or refused a call: restore falls back to the host."""
 
 
 def status_name(code: int) -> str:

@@ -13,7 +13,7 @@ the host once) becomes a device memset, or nothing where the destination is zero
 or the frame is an XOR delta. Missing chunks of an array where absence means zeros (XOR
 deltas) are the same; elsewhere they are corruption, as on the host path.
 
-Statuses come back one batch later; a chunk nvCOMP refused raises ``DeviceRestoreFailed``,
+Statuses come back one batch later; a chunk nvCOMP refused raises ``DeviceRestoreError``,
 and the caller restores on the host instead (every destination is written whole by either
 path, so the host path simply runs again).
 """
@@ -27,7 +27,8 @@ import numpy as np
 
 from ..db.chunks import check_frame, pool, read_chunk_into, stored_chunk_sizes
 from ..db.errors import CorruptDataError
-from .device_decompress import NvcompError, PrimaryContext, status_name
+from .device_decompress import PrimaryContext, status_name
+from .errors import DeviceRestoreError, NvcompError
 
 #: uncompressed bytes per batch at most: nvCOMP's zstd scratch grows with it (about 3 bytes
 #: per byte: 6 GiB for 2 GiB, measured with nvCOMP 6.0 for 4 MiB chunks). nvCOMP gives each
@@ -54,10 +55,6 @@ _HEADER_WORDS = 4
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
-
-
-class DeviceRestoreFailed(Exception):
-    """nvCOMP refused a batch or a chunk; the message says which and why (one line)."""
 
 
 @dataclass(frozen=True)
@@ -251,18 +248,18 @@ class DeviceRestore:
     def run(self, transfers: list[Transfer], copies: list[tuple[int, int, int]], stream) -> None:
         """Writes every non-XOR transfer, then ``copies`` (dst, src, bytes: device to
         device, the prologues under XOR epilogues), then the XOR transfers; on ``stream``.
-        Raises CorruptDataError for bad stored data, DeviceRestoreFailed when nvCOMP fails."""
+        Raises CorruptDataError for bad stored data, DeviceRestoreError when nvCOMP fails."""
         try:
             self.context = PrimaryContext(self.device.ordinal)
         except NvcompError as error:
-            raise DeviceRestoreFailed(str(error)) from None
+            raise DeviceRestoreError(str(error)) from None
         try:
             self._run([t for t in transfers if not t.xor], stream)
             for dst, src, size in copies:
                 self.device.copy_device_to_device(dst, src, size, stream)
             self._run([t for t in transfers if t.xor], stream)
             stream.synchronize()
-        except DeviceRestoreFailed:
+        except DeviceRestoreError:
             # nothing of this path may still run while the host path writes the same bytes
             try:
                 stream.synchronize()
@@ -276,7 +273,7 @@ class DeviceRestore:
         if not transfers:
             return
         if any(t.xor for t in transfers) and self.verifier is None:
-            raise DeviceRestoreFailed("no XOR kernel to resolve epilogue deltas on the device")
+            raise DeviceRestoreError("no XOR kernel to resolve epilogue deltas on the device")
         sizes = list(pool().map(lambda t: stored_chunk_sizes(t.info), transfers))
         for address, size in missing_zero_runs(transfers, sizes):
             self.device.fill(address, 0, size, stream)
@@ -343,7 +340,7 @@ class DeviceRestore:
                                                  actual, n, self.temp, self.temp_bytes,
                                                  self.header + 3 * words, statuses, stream._native.handle)
             except NvcompError as error:
-                raise DeviceRestoreFailed(str(error)) from None
+                raise DeviceRestoreError(str(error)) from None
             device.copy_from_device(results[:words], actual, stream)
             device.copy_from_device(results[words: words + 4 * n], statuses, stream)
         batch.work = work
@@ -370,7 +367,7 @@ class DeviceRestore:
                 info = transfers[piece.transfer].info
                 what = (status_name(int(statuses[j])) if statuses[j] != 0
                         else f"{int(actual[j])} bytes instead of {piece.chunk}")
-                raise DeviceRestoreFailed(f"nvCOMP could not decompress {info.path} chunk {piece.index} ({what})")
+                raise DeviceRestoreError(f"nvCOMP could not decompress {info.path} chunk {piece.index} ({what})")
 
 
 def _without(batch: Batch, zeros: list[bool]) -> Batch:

@@ -11,6 +11,8 @@ tuner records it as the trial's failure, and a worker process exits only after a
 
 from __future__ import annotations
 
+from mneme.instrument.errors import MnemeError
+
 #: failure kinds the engine sets (the compile side's errors, mneme.replay.jit.JitError,
 #: are "compile")
 INVALID = "invalid"  # a configuration value the replay rejects
@@ -39,7 +41,7 @@ def is_sticky(driver_error: BaseException) -> bool:
     return name in STICKY_DRIVER_ERRORS or any(n in str(driver_error) for n in STICKY_DRIVER_ERRORS)
 
 
-class ReplayError(Exception):
+class ReplayError(MnemeError):
     """Base of every replay-engine error; the message is one line for the user."""
 
     mneme_user_error = True
@@ -88,3 +90,22 @@ class KernelFailedError(DeviceError):
     (``launch-refused``, the context intact)."""
 
     kind = CONTEXT_POISONED
+
+
+class OutOfBoundsError(KernelFailedError):
+    """The guarded variant caught an access that, unguarded, would fault (the CUDA
+    context is intact). Raised by guarded_probe.check."""
+
+    kind = OUT_OF_BOUNDS
+
+
+# Not ReplayErrors: restore.py catches both and falls back to the host (or, with device
+# decompression demanded, raises a RestoreError), so neither reaches the user itself.
+
+
+class NvcompError(MnemeError):
+    """nvCOMP is absent, would not load, or refused a call: restore falls back to the host."""
+
+
+class DeviceRestoreError(MnemeError):
+    """nvCOMP refused a batch or a chunk; the message says which and why (one line)."""

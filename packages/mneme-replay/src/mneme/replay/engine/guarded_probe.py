@@ -32,9 +32,9 @@ from ..jit.config import GUARD_RANGES
 from .errors import (
     CONTEXT_POISONED,
     LAUNCH_REFUSED,
-    OUT_OF_BOUNDS,
     KernelFailedError,
     LaunchConfigError,
+    OutOfBoundsError,
     ReplayError,
 )
 from .launch_limits import DEFAULT_SHARED_LIMIT, check_launch, product
@@ -50,13 +50,6 @@ TABLE_SYMBOL = "__mneme_guard_table"
 #: what the report's first word says (llvm_guard.cpp, GuardKind)
 _KINDS = {1: "outside the array it indexes", 2: "outside every allocation of the recording",
           3: "at a misaligned address"}
-
-
-class OutOfBoundsError(KernelFailedError):
-    """The guarded variant caught an access that, unguarded, would fault (the CUDA
-    context is intact)."""
-
-    kind = OUT_OF_BOUNDS
 
 
 def range_table(ranges: list[tuple[int, int]], limit: int = GUARD_RANGES) -> list[tuple[int, int]]:

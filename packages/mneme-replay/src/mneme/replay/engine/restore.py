@@ -21,8 +21,8 @@ from mneme.runtime.errors import RangeUnavailableError
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
 from . import device_decompress, predecessor_traffic
-from .device_restore import DeviceRestore, DeviceRestoreFailed, Transfer, batch_bytes, limits_for
-from .errors import RestoreError
+from .device_restore import DeviceRestore, Transfer, batch_bytes, limits_for
+from .errors import DeviceRestoreError, NvcompError, RestoreError
 from .l2_touch import L2Touch, table_bytes
 from .reset_plan import changed_ranges, written_copies
 from .verify_kernels import RESULT_BYTES
@@ -348,7 +348,7 @@ class DeviceImage:
             return None  # the host path is as fast here, and keeps nvCOMP out of the process
         try:
             if self.device.properties.backend != "cuda":
-                raise device_decompress.NvcompError(f"nvCOMP needs a CUDA device, not {self.device.properties.backend}")
+                raise NvcompError(f"nvCOMP needs a CUDA device, not {self.device.properties.backend}")
             nvcomp = device_decompress.load()
             arrays = [self.instance.stored_array("prologue", r.name)[0] for r in self.heap + self.globals_info]
             arrays += [self.instance.stored_array("epilogue", r.name)[0] for r in checked]
@@ -356,7 +356,7 @@ class DeviceImage:
             limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
                                 2 * self._batch, batch_bytes(free))
             return nvcomp, limits, nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed)
-        except device_decompress.NvcompError as error:
+        except NvcompError as error:
             if mode == "device":
                 raise RestoreError(f"device decompression unavailable: {error}") from None
             self.restore_note = f"restore on the host: {error}"
@@ -438,7 +438,7 @@ class DeviceImage:
         restorer = DeviceRestore(self.device, nvcomp, limits, temp, area, staging, self._verifier, self._progress)
         try:
             restorer.run(transfers, copies, stream)
-        except DeviceRestoreFailed as error:
+        except DeviceRestoreError as error:
             if self._decompress_mode == "device":
                 raise RestoreError(f"device decompression failed: {error}") from None
             self.restore_note = f"restore on the host: {error}"

@@ -203,7 +203,7 @@ class ReplaySession(EpilogueChecks):
     def _compile_recorded_code(self, config: CompileConfig) -> CompileResult:
         """A kernel of an nvcc build: its PTX through ptxas (in process), or, with
         ``code="cubin"`` or no PTX, the recorded cubin for the target as it is."""
-        from ..jit import ConfigError, compile_ptx
+        from ..jit import JitConfigError, compile_ptx
         from ..jit.errors import JitError
         from ..jit.ptx import check_ptx_config
 
@@ -223,12 +223,12 @@ class ReplaySession(EpilogueChecks):
         check_ptx_config(config)
         if cubin is None:
             have = ", ".join(f"{e.kind} {e.arch}" for e in images) or "nothing"
-            raise ConfigError(
+            raise JitConfigError(
                 f"kernel {self.kernel.demangled_name} has no cubin for {config.arch} "
                 f"(the recording holds {have})"
             )
         if config != CompileConfig(arch=config.arch):
-            raise ConfigError(
+            raise JitConfigError(
                 f"kernel {self.kernel.demangled_name} is replayed from its recorded cubin, "
                 "which takes launch overrides only (its PTX takes ptxas options)"
             )

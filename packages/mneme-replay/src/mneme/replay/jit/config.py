@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .errors import ConfigError
+from .errors import JitConfigError
 
 #: Named optimization levels and the pipelines clang and opt use for them.
 OPT_LEVELS = ("O0", "O1", "O2", "O3", "Os", "Oz")
@@ -60,23 +60,23 @@ class CompileConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.pipeline, str) or not self.pipeline.strip():
-            raise ConfigError(
+            raise JitConfigError(
                 "pipeline must be a non-empty pass pipeline string, e.g. 'default<O3>'"
             )
         if not isinstance(self.arch, str) or not (
             _NVIDIA_ARCH.fullmatch(self.arch) or _AMD_ARCH.fullmatch(self.arch)
         ):
-            raise ConfigError(
+            raise JitConfigError(
                 f"arch {self.arch!r} is neither an NVIDIA 'sm_XX' nor an AMD 'gfxNNN' target"
             )
         for name in ("codegen_opt_level", "ptxas_opt_level"):
             value = getattr(self, name)
             if not _is_int(value) or not 0 <= value <= 3:
-                raise ConfigError(f"{name} must be 0, 1, 2 or 3, not {value!r}")
+                raise JitConfigError(f"{name} must be 0, 1, 2 or 3, not {value!r}")
         for name in ("max_threads", "min_blocks", "max_registers"):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value <= 0):
-                raise ConfigError(f"{name} must be a positive integer or None, not {value!r}")
+                raise JitConfigError(f"{name} must be a positive integer or None, not {value!r}")
         for name in ("block_dim", "grid_dim"):
             value = getattr(self, name)
             if value is None:
@@ -86,22 +86,22 @@ class CompileConfig:
                 or len(value) != 3
                 or not all(_is_int(v) and 0 < v < 2**32 for v in value)
             ):
-                raise ConfigError(
+                raise JitConfigError(
                     f"{name} must be three positive integers (x, y, z), not {value!r}"
                 )
             object.__setattr__(self, name, tuple(int(v) for v in value))
         if not isinstance(self.guard, bool):
-            raise ConfigError(f"guard must be true or false, not {self.guard!r}")
+            raise JitConfigError(f"guard must be true or false, not {self.guard!r}")
         if self.guard and not self.arch.startswith("sm_"):
-            raise ConfigError("the guarded variant is built for NVIDIA targets only")
+            raise JitConfigError("the guarded variant is built for NVIDIA targets only")
         if not isinstance(self.specialize_args, dict):
-            raise ConfigError("specialize_args must map argument indices to bytes")
+            raise JitConfigError("specialize_args must map argument indices to bytes")
         args = {}
         for index, raw in self.specialize_args.items():
             if not _is_int(index) or index < 0:
-                raise ConfigError(f"specialize_args key {index!r} is not an argument index")
+                raise JitConfigError(f"specialize_args key {index!r} is not an argument index")
             if not isinstance(raw, (bytes, bytearray, memoryview)) or len(raw) == 0:
-                raise ConfigError(f"specialize_args[{index}] must be the argument's recorded bytes")
+                raise JitConfigError(f"specialize_args[{index}] must be the argument's recorded bytes")
             args[int(index)] = bytes(raw)
         object.__setattr__(self, "specialize_args", dict(sorted(args.items())))
 
@@ -112,7 +112,7 @@ class CompileConfig:
     def for_level(cls, level: str, **overrides: Any) -> CompileConfig:
         """The ``default<Ox>`` pipeline of a named level (O0–O3, Os, Oz)."""
         if level not in OPT_LEVELS:
-            raise ConfigError(
+            raise JitConfigError(
                 f"unknown optimization level {level!r}; use one of {', '.join(OPT_LEVELS)}"
             )
         return cls(pipeline=f"default<{level}>", **overrides)
@@ -145,7 +145,7 @@ class CompileConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompileConfig:
-        check_fields(cls, data, "compile configuration", ConfigError)
+        check_fields(cls, data, "compile configuration", JitConfigError)
         values = dict(data)
         if "specialize_args" in values:
             try:
@@ -153,7 +153,7 @@ class CompileConfig:
                     int(k): bytes.fromhex(v) for k, v in values["specialize_args"].items()
                 }
             except (AttributeError, TypeError, ValueError) as error:
-                raise ConfigError(
+                raise JitConfigError(
                     "specialize_args must map argument indices to hex strings of their bytes"
                 ) from error
         return cls(**values)
@@ -167,7 +167,7 @@ class CompileConfig:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
-            raise ConfigError(f"compile configuration is not valid JSON: {error}") from error
+            raise JitConfigError(f"compile configuration is not valid JSON: {error}") from error
         return cls.from_dict(data)
 
 

@@ -1,11 +1,14 @@
 """Errors of the LLVM binding and the compile pipeline.
 
 Every class is a user error for the `mneme` CLI (one line, exit 2): the message
-carries LLVM's, ptxas's or the validator's own words.
+carries LLVM's, ptxas's or the validator's own words. The names say ``Jit`` where
+mneme.instrument.errors has the same word (ConfigError, ToolchainError).
 """
 
+from mneme.instrument.errors import MnemeError
 
-class JitError(Exception):
+
+class JitError(MnemeError):
     """Base of every compile-side error of mneme.replay.jit."""
 
     mneme_user_error = True
@@ -41,11 +44,11 @@ class StaleHandleError(JitError):
     """A Function/BasicBlock/Instruction handle outlived a transformation of its module."""
 
 
-class ConfigError(JitError):
+class JitConfigError(JitError):
     """A CompileConfig field has a bad value."""
 
 
-class ToolchainError(JitError):
+class JitToolchainError(JitError):
     """A CUDA tool or file (ptxas, libdevice) was not found."""
 
 

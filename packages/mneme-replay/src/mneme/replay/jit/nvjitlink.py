@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PtxasError, ToolchainError
+from .errors import JitToolchainError, PtxasError
 
 #: nvJitLinkInputType values
 INPUT_CUBIN = 1
@@ -88,7 +88,7 @@ class NvJitLink:
         try:
             self._lib = ctypes.CDLL(str(path))
         except OSError as error:
-            raise ToolchainError(f"cannot load nvJitLink from {path}: {error}") from None
+            raise JitToolchainError(f"cannot load nvJitLink from {path}: {error}") from None
         self.path = path
         try:
             bind = self._bind
@@ -115,7 +115,7 @@ class NvJitLink:
             major, minor = ctypes.c_uint(), ctypes.c_uint()
             self._lib.nvJitLinkVersion(ctypes.byref(major), ctypes.byref(minor))
         except AttributeError as error:
-            raise ToolchainError(
+            raise JitToolchainError(
                 f"{path} is not a CUDA 13 nvJitLink library ({error}); "
                 "pip install 'nvidia-nvjitlink>=13,<14' or set MNEME_NVJITLINK"
             ) from None
@@ -201,7 +201,7 @@ def _load() -> NvJitLink | _Missing:
             continue
         try:
             return NvJitLink(candidate)
-        except ToolchainError as error:
+        except JitToolchainError as error:
             return _Missing(str(error))
     return _Missing(
         "nvJitLink not found: pip install 'nvidia-nvjitlink>=13,<14' (a dependency of "
@@ -210,17 +210,17 @@ def _load() -> NvJitLink | _Missing:
 
 
 def load_nvjitlink() -> NvJitLink:
-    """The library; ToolchainError (one line saying what to install) where it is missing."""
+    """The library; JitToolchainError (one line saying what to install) where it is missing."""
     with _lock:
         found = _load()
     if isinstance(found, _Missing):
-        raise ToolchainError(found.reason)
+        raise JitToolchainError(found.reason)
     return found
 
 
 def nvjitlink_available() -> bool:
     try:
         load_nvjitlink()
-    except ToolchainError:
+    except JitToolchainError:
         return False
     return True

@@ -20,7 +20,7 @@ from dataclasses import fields, replace
 
 from .cache import CompileCache, compile_key
 from .config import CompileConfig
-from .errors import ConfigError, JitError, PtxasError, SpecializationError
+from .errors import JitConfigError, JitError, PtxasError, SpecializationError
 from .ptxas import StaticMetrics, assembler_id, default_assembler, needs_relocatable, run_ptxas
 from .result import CompileResult
 
@@ -53,12 +53,12 @@ def ptx_config_problems(config: CompileConfig) -> list[str]:
 
 
 def check_ptx_config(config: CompileConfig) -> None:
-    """ConfigError (one line) when ``config`` asks for what needs the kernel's IR."""
+    """JitConfigError (one line) when ``config`` asks for what needs the kernel's IR."""
     if config.target != "nvptx":
-        raise ConfigError(f"a PTX kernel compiles for NVIDIA architectures, not {config.arch}")
+        raise JitConfigError(f"a PTX kernel compiles for NVIDIA architectures, not {config.arch}")
     problems = ptx_config_problems(config)
     if problems:
-        raise ConfigError(
+        raise JitConfigError(
             f"{', '.join(problems)} need{'s' if len(problems) == 1 else ''} the kernel's LLVM IR, "
             f"and this kernel is PTX; it takes {', '.join(PTX_FIELDS)}"
         )

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .errors import PtxasError, ToolchainError
+from .errors import JitToolchainError, PtxasError
 from .toolchain import find_ptxas, ptxas_version
 
 #: The assemblers run_ptxas knows; MNEME_PTX_ASSEMBLER picks one.
@@ -154,7 +154,7 @@ def default_assembler() -> str:
     chosen = os.environ.get("MNEME_PTX_ASSEMBLER", "").strip().lower()
     if chosen:
         if chosen not in ASSEMBLERS:
-            raise ToolchainError(
+            raise JitToolchainError(
                 f"MNEME_PTX_ASSEMBLER={chosen!r}: use one of {', '.join(ASSEMBLERS)}"
             )
         return chosen
@@ -175,8 +175,8 @@ def assembler_id(assembler: str | None = None) -> str:
 def _ptxas_or_advice() -> Path:
     try:
         return find_ptxas()
-    except ToolchainError:
-        raise ToolchainError(
+    except JitToolchainError:
+        raise JitToolchainError(
             "no PTX assembler: pip install 'nvidia-nvjitlink>=13,<14' (in-process, a "
             "dependency of mneme-replay), or install the CUDA toolkit and set CUDA_PATH to "
             "its root (bin/ptxas)"
@@ -201,7 +201,7 @@ def run_ptxas(
         assembler = "ptxas"
     assembler = assembler or default_assembler()
     if assembler not in ASSEMBLERS:
-        raise ToolchainError(f"unknown PTX assembler {assembler!r}; use one of {', '.join(ASSEMBLERS)}")
+        raise JitToolchainError(f"unknown PTX assembler {assembler!r}; use one of {', '.join(ASSEMBLERS)}")
     if needs_relocatable(ptx) and "-c" not in extra_args:
         extra_args = (*extra_args, "-c")
     if assembler == "nvjitlink":

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .errors import ToolchainError
+from .errors import JitToolchainError
 
 LIBDEVICE_RELATIVE = Path("nvvm") / "libdevice" / "libdevice.10.bc"
 
@@ -36,7 +36,7 @@ def find_ptxas() -> Path:
     found = shutil.which("ptxas")
     if found:
         return Path(found)
-    raise ToolchainError(
+    raise JitToolchainError(
         "ptxas not found: install the CUDA toolkit or set CUDA_PATH to its root (the folder with bin/ptxas)"
     )
 
@@ -46,7 +46,7 @@ def find_libdevice() -> Path:
     for root in cuda_root_candidates():
         if (root / LIBDEVICE_RELATIVE).is_file():
             return root / LIBDEVICE_RELATIVE
-    raise ToolchainError(
+    raise JitToolchainError(
         f"libdevice not found: set CUDA_PATH to a CUDA toolkit root that has {LIBDEVICE_RELATIVE}"
     )
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from mneme.replay.files import write_atomic
 
-from ..errors import TuneError
+from ..errors import AppReportError
 from .app_tuning import AppTuneResult, KernelRun
 
 __all__ = ["APP_REPORT", "AppReportError", "check_report_folder", "kernel_rows", "read_app_report",
@@ -35,10 +35,6 @@ APP_REPORT = "app.json"
 VERSION = 1
 #: what a configuration that was not significantly faster is kept as (never applied)
 NOT_APPLIED = "best-not-applied.json"
-
-
-class AppReportError(TuneError):
-    """A whole-application report that cannot be used (missing, damaged, another database)."""
 
 
 def _slug(text: str) -> str:

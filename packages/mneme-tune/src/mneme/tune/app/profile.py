@@ -15,7 +15,7 @@ from pathlib import Path
 from mneme.replay.db import Database, Kernel
 from mneme.replay.db.app_profile import AppProfile, ProfileEntry
 
-from ..errors import TuneError
+from ..errors import NoProfileError
 
 __all__ = ["NoProfileError", "ProfileRow", "Ranking", "rank", "tunable_of"]
 
@@ -26,10 +26,6 @@ TUNABLE = {
     "cubin": "cubin only: launch shape alone",
     "none": "not recorded: no code",
 }
-
-
-class NoProfileError(TuneError):
-    """The database holds no application profile (recorded before it, or timing off)."""
 
 
 @dataclass(frozen=True)

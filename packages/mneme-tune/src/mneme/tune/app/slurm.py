@@ -30,7 +30,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from ..errors import TuneError
+from ..errors import SlurmError
 from ..tune_types import TuneOptions
 
 __all__ = ["Cluster", "SlurmError", "write_scripts"]
@@ -40,10 +40,6 @@ OWN = ("emit_slurm", "slurm_submit", "slurm_tasks", "sbatch_options", "array_tas
        "report_dir", "plots", "app_command")
 #: where --slurm writes the scripts when --emit-slurm does not say
 DEFAULT_DIR = Path("mneme-slurm")
-
-
-class SlurmError(TuneError):
-    """The scripts cannot be written or submitted (storage, Slurm's commands, report folder)."""
 
 
 @dataclass(frozen=True)
