@@ -137,7 +137,7 @@ def replay_pool(devices=(0,), **options):
     """A worker process on GPU 0 for the replays: a faulting candidate costs that worker
     (restarted for the next replay), never this process. (``devices=None``: compile-only
     workers on the CPU, as the CPU test uses it.)"""
-    from mneme.tune.executor import ReplayExecutor
+    from mneme.tune.workers import ReplayExecutor
 
     return ReplayExecutor(devices=None if devices is None else list(devices), compile_workers=0,
                           timeout=300, **options)

@@ -64,8 +64,7 @@ def main() -> None:
                         help="tuning runs per kernel: the first probes the launch shapes, later "
                              "ones start from what it kept with the recording (shape_cache.py)")
     from mneme.tune import TuneOptions, Tuner
-    from mneme.tune.tuner import PROBE_WORKERS
-    from mneme.tune.valid_region import INVALIDATING
+    from mneme.tune.search import INVALIDATING, PROBE_WORKERS
 
     parser.add_argument("--probe-workers", type=int, default=PROBE_WORKERS,
                         help="spares per GPU that try the probe's shapes beside each other "
@@ -120,7 +119,7 @@ def main() -> None:
                       str(on_invalid), str(caught), str(after), str(len(tuner.region.invalid)),
                       f"{startup:.2f}", f"{outcome.search_seconds:.2f}")
         if outcome.pool_use:
-            from mneme.tune.pool_use import describe
+            from mneme.tune.workers import describe
 
             limits.append(f"{name} run {run}: {describe(outcome.pool_use)}")
         goals.append((f"{name} run {run}: >= 50 trials/s", outcome.trials_per_second >= 50))

@@ -42,7 +42,7 @@ class InstantExecutor:
     dispatcher thread does), after ``service`` seconds a task: no worker process."""
 
     def __init__(self, workers: int = 1, service: float = 0.0):
-        from mneme.tune.pool_use import BusySeconds
+        from mneme.tune.workers import BusySeconds
 
         self.worker_count = workers
         self.compile_workers = 0
@@ -136,10 +136,9 @@ class Components:
 
 def run(args) -> dict:
     import optuna
-    from mneme.tune import tuner as tuner_mod
+    from mneme.tune.search import LaunchRegion, TuneOptions, Tuner
+    from mneme.tune.search import _tuner as tuner_mod
     from mneme.tune.study import MirroredStudy
-    from mneme.tune.tuner import TuneOptions, Tuner
-    from mneme.tune.valid_region import LaunchRegion
 
     folder = Path(tempfile.mkdtemp(prefix="mneme-tune-loop-"))
     executor = InstantExecutor(args.workers, args.service_ms / 1000)

@@ -97,7 +97,7 @@ def tune_rate(db, rid, space, devices, trials, storage, name, iterations,
     for reason, count in reasons.items():
         print(f"  {name} on {len(devices)} GPU(s): {count} trial(s) failed, {reason}")
     if outcome.pool_use:  # where the rate is bounded: the compile pool, the GPU, the loop
-        from mneme.tune.pool_use import describe
+        from mneme.tune.workers import describe
 
         print(f"  {name} on {len(devices)} GPU(s), {outcome.trials_per_second:.1f} trials/s: "
               f"{describe(outcome.pool_use)}")

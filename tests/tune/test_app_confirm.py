@@ -16,7 +16,7 @@ from mneme.cli.main import cli
 from mneme.tune import app_confirm
 from mneme.tune.app_confirm import InAppRun, in_app_summary, print_in_app
 from mneme.tune.errors import TuneError
-from mneme.tune.tuner import TrialRecord, TuneOptions, Tuner
+from mneme.tune.search import TrialRecord, TuneOptions, Tuner
 from rich.console import Console
 from tune_support import GOLDEN, SAXPY, run_mneme
 

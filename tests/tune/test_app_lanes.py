@@ -88,7 +88,7 @@ def test_the_first_error_stops_new_jobs_and_is_raised():
 def test_a_worker_sees_its_gpu_first_and_the_others_behind_it():
     """Its GPU is its device 0; the others stay visible for instances that read another
     GPU's memory; under an inherited list (Slurm's) ordinals index that list."""
-    from mneme.tune.worker import MAX_VISIBLE_GPUS, worker_visible_devices
+    from mneme.tune.workers import MAX_VISIBLE_GPUS, worker_visible_devices
 
     mine = worker_visible_devices(1, None).split(",")
     assert mine[:3] == ["1", "0", "2"] and len(mine) == MAX_VISIBLE_GPUS

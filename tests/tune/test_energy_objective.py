@@ -8,7 +8,7 @@ import pytest
 from mneme.replay.engine import ReplayConfig, ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import ReplayConfigError
 from mneme.tune.errors import TuneError
-from mneme.tune.objective import ENERGY_WINDOW_MS, METRICS, evaluate, metrics, parse_objectives
+from mneme.tune.search import ENERGY_WINDOW_MS, METRICS, evaluate, metrics, parse_objectives
 
 
 def _result(energy_mj):

@@ -10,7 +10,7 @@ from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from mneme.tune import ReplayExecutor, TrialFailedError, TuneError, as_completed
-from mneme.tune.executor import SPARE_AFTER_TASKS
+from mneme.tune.workers._executor import SPARE_AFTER_TASKS
 from tune_support import (
     GOLDEN,
     POISON_REGISTERS,
@@ -148,7 +148,7 @@ def test_the_worker_reports_the_kind_the_raiser_set():
 
     from mneme.replay.engine import KernelFailedError
     from mneme.replay.jit import UnknownPassError
-    from mneme.tune.worker import failure_kind
+    from mneme.tune.workers import failure_kind
 
     refused = KernelFailedError("the launch was refused: ...", kind="launch-refused")
     assert failure_kind(pickle.loads(pickle.dumps(refused))) == "launch-refused"
@@ -161,7 +161,7 @@ def test_a_sticky_driver_error_that_escaped_unclassified_retires_the_worker():
     """benchmarks/fidelity.py on the H100: cuStreamSynchronize failed with
     CUDA_ERROR_ILLEGAL_ADDRESS outside the engine's classification; the worker must go."""
     from mneme.runtime import DriverError
-    from mneme.tune.worker import failure_kind
+    from mneme.tune.workers import failure_kind
 
     illegal = DriverError("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS", 700,
                           "CUDA_ERROR_ILLEGAL_ADDRESS")
@@ -298,8 +298,8 @@ def test_a_faulted_worker_answers_and_exits_without_cleaning_up(tmp_path):
     """After its context-poisoned answer the worker leaves at once (os._exit): no session
     clean-up, no exit handlers (on a GPU each would call into the faulted context). Here
     the clean-up would take a minute."""
-    from mneme.tune.executor import _worker_context
-    from mneme.tune.worker import POISONED_EXIT_STATUS, worker_main
+    from mneme.tune.workers import POISONED_EXIT_STATUS, worker_main
+    from mneme.tune.workers._executor import _worker_context
 
     context = _worker_context()
     parent, child = context.Pipe()

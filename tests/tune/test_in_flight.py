@@ -2,7 +2,7 @@
 compile pool compiles fresh code, more for its processes to work ahead on, bounded by a
 share of the budget."""
 
-from mneme.tune.in_flight import BUDGET_SHARE, depth
+from mneme.tune.workers import BUDGET_SHARE, depth
 
 
 def test_without_a_compile_pool_two_per_worker_and_two_more():

@@ -1,7 +1,7 @@
 """Which pool bounded a search (pool_use.py): each pool's busy share over the search and
 the one at or above LIMIT_USE named as the limit."""
 
-from mneme.tune.pool_use import LIMIT_USE, BusySeconds, describe, pool_use
+from mneme.tune.workers import LIMIT_USE, BusySeconds, describe, pool_use
 
 
 def test_a_busy_compile_pool_is_named_the_limit():

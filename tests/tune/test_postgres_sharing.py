@@ -7,8 +7,8 @@ import time
 
 import optuna
 import pytest
+from mneme.tune.search import TRIAL_ATTR
 from mneme.tune.study import open_storage
-from mneme.tune.tuner import TRIAL_ATTR
 from optuna.trial import TrialState
 from postgres_server import server, why_not
 from tune_support import GOLDEN, SAXPY, mneme_process, run_mneme

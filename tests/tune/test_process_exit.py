@@ -8,7 +8,7 @@ import sys
 import threading
 
 import optuna
-from mneme.tune.process_exit import end_process
+from mneme.tune.workers import end_process
 from tune_support import GOLDEN, SAXPY
 
 #: `mneme` as its console script runs it (arguments from the command line), with an exit

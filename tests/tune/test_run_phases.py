@@ -6,7 +6,7 @@ import re
 
 import pytest
 from mneme.tune import TuneOptions, Tuner
-from mneme.tune.run_phases import PhaseClock, phase_line, total_seconds
+from mneme.tune.search import PhaseClock, phase_line, total_seconds
 from tune_support import GOLDEN, SAXPY, run_mneme
 
 #: the line's phases: "name 0.12 s" or "name 1.2 s (part 0.1 s, ...)"
@@ -21,7 +21,7 @@ def parse_line(line: str) -> tuple[dict[str, float], float]:
 
 def test_the_clock_adds_each_phase_once_and_parts_stay_out_of_the_total(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr("mneme.tune.run_phases.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("mneme.tune.search._run_phases.time.monotonic", lambda: now[0])
     clock = PhaseClock()
     clock.begin()
     now[0] += 0.5

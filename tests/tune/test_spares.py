@@ -9,7 +9,7 @@ from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySession, ReplaySettings
 from mneme.replay.jit import CompileCache, CompileConfig
 from mneme.tune import ReplayExecutor, TrialFailedError, TuneOptions, Tuner
-from mneme.tune.spares import CONTEXT_BYTES, CPU_SPARES, MAX_SPARES, SPARE_RESTORE_BYTES, capacity
+from mneme.tune.workers import CONTEXT_BYTES, CPU_SPARES, MAX_SPARES, SPARE_RESTORE_BYTES, capacity
 from test_executor import _spare_pids, _spare_ready, settings
 from tune_support import (
     GOLDEN,
@@ -150,7 +150,7 @@ def _never_beside_a_slot(monkeypatch) -> tuple[list[str], dict]:
     """Records (in the list returned) each time the dispatcher left a slot's worker and a
     probe worker of the same device running at once, and (in the dict) each task's runs:
     task id -> [(pid, by a probe worker), ...]."""
-    import mneme.tune.executor as executor
+    import mneme.tune.workers._executor as executor
 
     overlaps: list[str] = []
     runs: dict[int, list[tuple[int, bool]]] = {}

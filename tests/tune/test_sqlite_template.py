@@ -10,9 +10,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-from mneme.tune import sqlite_template
-from mneme.tune.sqlite_template import copy_template, template_path
-from mneme.tune.study import open_storage
+from mneme.tune.study import _sqlite_template as sqlite_template
+from mneme.tune.study import copy_template, open_storage, template_path
 
 
 @pytest.fixture(autouse=True)

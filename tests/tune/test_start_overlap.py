@@ -8,9 +8,10 @@ import sys
 import threading
 
 import pytest
-from mneme.tune import ReplayExecutor, StudyError, TuneOptions, Tuner, space, worker_start
-from mneme.tune import tuner as tuner_module
-from mneme.tune.executor import _worker_context
+from mneme.tune import ReplayExecutor, StudyError, TuneOptions, Tuner, space
+from mneme.tune.search import _tuner as tuner_module
+from mneme.tune.workers import _worker_start as worker_start
+from mneme.tune.workers._executor import _worker_context
 from tune_support import GOLDEN, SAXPY, run_mneme
 
 
@@ -88,8 +89,8 @@ def test_the_compile_pool_forks_from_the_workers_server_at_start():
 #: what a worker process (the fork server's preload) and the tune command import
 IMPORTS = """
 import sys
-import mneme.tune.worker
-light = not any(m == "optuna" or m.startswith("mneme.tune.executor") for m in sys.modules)
+import mneme.tune.workers._worker
+light = not any(m == "optuna" or m.startswith("mneme.tune.workers._executor") for m in sys.modules)
 import mneme.tune.tune_command
 print(light, any("app_confirm" in m or "apply_command" in m for m in sys.modules))
 """
@@ -126,7 +127,7 @@ def test_the_slot_workers_prepare_the_baseline_before_its_task_comes():
     finds its code compiled and is not sent the instance again."""
     from mneme.replay.engine import ReplayConfig, ReplaySettings
     from mneme.replay.jit import CompileConfig
-    from mneme.tune.worker import instance_key
+    from mneme.tune.workers import instance_key
 
     settings = ReplaySettings(CompileConfig(pipeline="default<O2>"), ReplayConfig(iterations=1))
     with ReplayExecutor(GOLDEN, cpu_workers=1) as pool:

@@ -8,8 +8,7 @@ import textwrap
 
 import optuna
 import pytest
-from mneme.tune.study import MirroredStudy, open_storage
-from mneme.tune.study_lock import study_lock
+from mneme.tune.study import MirroredStudy, open_storage, study_lock
 from optuna.trial import TrialState
 from postgres_server import server, why_not
 

@@ -10,8 +10,8 @@ import time
 import optuna
 from mneme.replay.engine import ReplaySettings
 from mneme.tune import TuneOptions, Tuner
+from mneme.tune.search import TRIAL_ATTR
 from mneme.tune.study import open_storage
-from mneme.tune.tuner import TRIAL_ATTR
 from optuna.trial import TrialState
 from tune_support import (
     GOLDEN,

@@ -10,8 +10,7 @@ import datetime
 import optuna
 import pytest
 from mneme.tune import TuneOptions, Tuner
-from mneme.tune.tuner import TRIAL_ATTR
-from mneme.tune.valid_region import INVALIDATING
+from mneme.tune.search import INVALIDATING, TRIAL_ATTR
 from optuna.trial import TrialState
 from tune_support import instance_of, recorded_on_gpu
 

@@ -14,8 +14,7 @@ from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.tune import TuneOptions, Tuner
 from mneme.tune.errors import TuneError
 from mneme.tune.report import write_report
-from mneme.tune.timing_report import baseline_timing, resolved_modes, timing_line
-from mneme.tune.tuner import BASELINE_ATTR
+from mneme.tune.search import BASELINE_ATTR, baseline_timing, resolved_modes, timing_line
 from tune_support import GOLDEN, SAXPY, run_mneme
 
 

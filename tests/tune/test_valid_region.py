@@ -8,13 +8,13 @@ import datetime
 import optuna
 import pytest
 from mneme.replay.engine import ReplaySettings
-from mneme.tune import TuneOptions, Tuner, launch_probe
+from mneme.tune import TuneOptions, Tuner
+from mneme.tune.search import TRIAL_ATTR, LaunchRegion, code_key
+from mneme.tune.search import _launch_probe as launch_probe
 from mneme.tune.space import Categorical, SpaceContext, space
 from mneme.tune.space.base import settings_with
 from mneme.tune.space.bound import BoundSpace
 from mneme.tune.space.builtin import LaunchSpace
-from mneme.tune.tuner import TRIAL_ATTR
-from mneme.tune.valid_region import LaunchRegion, code_key
 from optuna.trial import TrialState
 from tune_support import GOLDEN, SAXPY
 
@@ -244,7 +244,7 @@ def test_a_later_run_starts_knowing_the_shapes_an_earlier_run_proved(tmp_path, m
     """The probe's answers are kept with the recording (shape_cache.py): a second run of
     the same instance, in another study, probes nothing and never launches an invalid
     shape under the recorded code."""
-    from mneme.tune import shape_cache
+    from mneme.tune.study import _shape_cache as shape_cache
 
     db = _golden_copy(tmp_path)
     # compile-only workers with a hook stand in for a GPU here (both are excluded in real runs)
@@ -284,7 +284,7 @@ def _launch(block_x: int):
 
 
 def test_compile_only_runs_and_hooked_runs_keep_nothing(tmp_path):
-    from mneme.tune import shape_cache
+    from mneme.tune.study import _shape_cache as shape_cache
 
     db = _golden_copy(tmp_path)
     options = TuneOptions(trials=12, devices=None, cpu_workers=2, seed=11,
@@ -297,7 +297,7 @@ def test_compile_only_runs_and_hooked_runs_keep_nothing(tmp_path):
 
 def test_kept_shapes_learned_with_other_code_or_damaged_are_ignored(tmp_path):
     from mneme.replay.db import Database
-    from mneme.tune import shape_cache
+    from mneme.tune.study import _shape_cache as shape_cache
 
     instance = Database.open(_golden_copy(tmp_path)).instance(SAXPY)
     assert shape_cache.store(instance, "code A", {"grid 1x1x1 block 64x1x1 shared 0": "context-poisoned"})

@@ -13,12 +13,12 @@ import pytest
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from mneme.tune import TuneOptions, Tuner
+from mneme.tune.search import TRIAL_ATTR, LaunchRegion, ValidRegionSampler
+from mneme.tune.search._valid_region import _distribution
 from mneme.tune.space import SpaceContext
 from mneme.tune.space.bound import BoundSpace
 from mneme.tune.space.builtin import LaunchSpace
 from mneme.tune.study import make_sampler
-from mneme.tune.tuner import TRIAL_ATTR
-from mneme.tune.valid_region import LaunchRegion, ValidRegionSampler, _distribution
 from optuna.trial import TrialState
 from test_valid_region import INVALID_BLOCKS, LEVELS, refuse_wide_blocks
 from tune_support import GOLDEN, SAXPY
@@ -141,7 +141,7 @@ def test_each_invalid_shape_costs_one_trial_under_the_recorded_code(tmp_path, sa
 def test_with_most_shapes_invalid_the_sampler_is_asked_once_per_shape():
     """A model-based proposal costs milliseconds and lands on an invalid shape nearly every
     time once most are invalid: the region then asks the wrapped sampler once, and draws."""
-    from mneme.tune.valid_region import REDRAWS
+    from mneme.tune.search import REDRAWS
 
     study, bound, region = _study("tpe")
     region.update(study)

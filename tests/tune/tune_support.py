@@ -165,7 +165,7 @@ def fault_with_slow_cleanup(settings) -> None:
     a worker whose session clean-up would then take SLOW_CLEANUP_SECONDS, as CUDA calls
     into a faulted context may: a worker that cleans up after such a fault lingers."""
     if settings.compile.max_registers == POISON_REGISTERS:
-        from mneme.tune import worker
+        from mneme.tune.workers import _worker as worker
 
         worker.SessionPool.close = lambda self: time.sleep(SLOW_CLEANUP_SECONDS)
         _faulted_kernel()

@@ -41,10 +41,10 @@ from .space import (
 
 #: the names imported when first used, and their modules
 _LAZY = {
-    "ReplayExecutor": ".executor", "as_completed": ".executor",
-    "METRICS": ".objective", "OBJECTIVES": ".objective",
+    "ReplayExecutor": ".workers", "as_completed": ".workers",
+    "METRICS": ".search", "OBJECTIVES": ".search",
     "TrialRecord": ".tune_types", "TuneOptions": ".tune_types", "TuneOutcome": ".tune_types",
-    "Tuner": ".tuner",
+    "Tuner": ".search",
 }
 
 

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from .objective import unit
+from .search._objective import unit
 from .tune_types import TuneOutcome
 
 __all__ = ["write_plots"]

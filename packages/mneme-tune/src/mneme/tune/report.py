@@ -24,8 +24,8 @@ from mneme.replay.engine import ReplaySettings
 from mneme.replay.files import write_atomic
 
 from .errors import TuneError
-from .objective import unit
 from .plots import write_plots
+from .search._objective import unit
 from .tune_types import TrialRecord, TuneOutcome
 
 TOP = 10

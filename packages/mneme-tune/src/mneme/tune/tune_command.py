@@ -22,14 +22,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .errors import DeviceSelectionError, TuneError
-from .objective import OBJECTIVES, unit
-from .pool_use import describe as describe_pool_use
-from .process_exit import end_process
-from .run_phases import phase_line
-from .study import SAMPLERS
-from .timing_report import timing_line
+from .search._objective import OBJECTIVES, unit
+from .search._run_phases import phase_line
+from .search._timing_report import timing_line
+from .search._tuner import Tuner
+from .study._study import SAMPLERS
 from .tune_types import DEFAULT_CANDIDATES, PROBE_WORKERS, TuneOptions, TuneOutcome
-from .tuner import Tuner
+from .workers._pool_use import describe as describe_pool_use
+from .workers._process_exit import end_process
 
 NOTHING_COMPLETED_EXIT = 1
 

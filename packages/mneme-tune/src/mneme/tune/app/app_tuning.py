@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from mneme.replay.db import Database
 
 from ..errors import TuneError
+from ..search._tuner import Tuner
 from ..tune_types import TuneOptions, TuneOutcome
-from ..tuner import Tuner
 from .budget import MIN_SECONDS, Budget, first_round, one_round, second_round
 from .lanes import make_lanes, run_on_lanes
 from .selection import KernelChoice, Selection

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from ..executor import ReplayExecutor, usable_cores
-from ..worker_start import make_executor
+from ..search._tuner import make_executor
+from ..workers._executor import ReplayExecutor, usable_cores
 
 if TYPE_CHECKING:
-    from ..tuner import Tuner
+    from ..search._tuner import Tuner
 
 __all__ = ["make_lanes", "run_on_lanes"]
 

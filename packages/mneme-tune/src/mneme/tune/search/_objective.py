@@ -9,7 +9,7 @@ from typing import Any
 
 from mneme.replay.engine import ReplayResult
 
-from .errors import TuneError
+from ..errors import TuneError
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from . import objective as objectives_mod
-from . import timing_report
-from .errors import TrialFailedError
-from .tune_types import BASELINE_ATTR
+from ..errors import TrialFailedError
+from ..tune_types import BASELINE_ATTR
+from . import _objective as objectives_mod
+from . import _timing_report as timing_report
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
-    from .executor import ReplayExecutor
-    from .tuner import Tuner
+    from ..workers._executor import ReplayExecutor
+    from ._tuner import Tuner
 
 __all__ = ["measure_baseline"]
 

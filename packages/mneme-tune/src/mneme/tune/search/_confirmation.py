@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from mneme.replay.engine import ReplaySettings
 
-from . import objective as objectives_mod
-from .errors import TrialFailedError
-from .tune_types import BASELINE_ATTR, TuneOutcome
+from ..errors import TrialFailedError
+from ..tune_types import BASELINE_ATTR, TuneOutcome
+from . import _objective as objectives_mod
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
-    from .tuner import Tuner
+    from ._tuner import Tuner
 
 __all__ = ["CONFIRMATION_ATTR", "confirm", "in_app"]
 
@@ -99,7 +99,7 @@ def in_app(tuner: Tuner, outcome: TuneOutcome, plain_seconds: float | None,
     o = tuner.options
     if o.compile_only:
         return {"skipped": "compile-only tuning runs nothing on a GPU"}
-    from .app_confirm import confirm_in_app, run_timeout
+    from ..app_confirm import confirm_in_app, run_timeout
 
     return confirm_in_app(outcome, tuner.database, tuner.instances[0], tuner.app_command,
                           o.confirm_in_app, run_timeout(plain_seconds), on_in_app)

@@ -5,46 +5,28 @@ importing the replay engine, each worker's hello (on a GPU, its CUDA context). O
 the study is the main process's own work (importing SQLAlchemy and alembic, reading the
 storage). ``WorkerStart`` makes the executor on a thread of its own, begun before the
 study is opened, so the two overlap instead of following each other; ``Tuner.run``
-takes the executor when it needs it.
+takes the executor when it needs it (the tuner gives what the executor is made
+with: search/_tuner.py's make_executor).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from . import launch_probe
-from .executor import ReplayExecutor
-from .worker import instance_key
+from ._executor import ReplayExecutor
+from ._worker import instance_key
 
-if TYPE_CHECKING:  # (tuner.py imports this module)
-    from .tuner import Tuner
-
-__all__ = ["WorkerStart", "make_executor", "prepare_baseline"]
+__all__ = ["WorkerStart", "executor_factory", "prepare_baseline"]
 
 
-def make_executor(tuner: Tuner, **overrides) -> ReplayExecutor:
-    """The executor of a tuner's run (its workers started: returns once they answered).
-    ``overrides``: ReplayExecutor arguments other than the tuner's options give (one GPU
-    of several, as ``mneme tune --app`` runs a kernel per GPU)."""
-    return _executor_factory(tuner, overrides)()
-
-
-def _executor_factory(tuner: Tuner, overrides: dict | None = None):
-    """A function that makes the tuner's executor, its arguments read now (on the caller's
-    thread: the tuner is not read from the starting thread)."""
-    o = tuner.options
-    kwargs = dict(devices=o.devices, workers_per_device=o.workers_per_device,
-                  cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
-                  timeout=o.trial_timeout, before_run=o.before_run,
-                  expect_failures=launch_probe.probe_estimate(tuner),
-                  probe_workers=o.probe_workers if o.probe else 0)
-    kwargs.update(overrides or {})
-    db = tuner.db
-    # GPU workers get the recorded configuration ready (compiled, loaded, restored, the
-    # clock started) while the study opens: the baseline then pays only its launches.
-    baseline = ([(i, tuner.base_settings(n)) for n, i in enumerate(tuner.instances)]
-                if kwargs["devices"] else [])
+def executor_factory(db, baseline, **kwargs) -> Callable[[], ReplayExecutor]:
+    """A function that makes the executor of ``db`` (``kwargs``: ReplayExecutor's
+    arguments) and sends its slot workers ``baseline`` ((instance, settings) pairs) to
+    prepare: GPU workers get the recorded configuration ready (compiled, loaded, restored,
+    the clock started) while the study opens, and the baseline then pays only its
+    launches. Everything it needs is given here, on the caller's thread (nothing is read
+    from the starting thread)."""
 
     def make() -> ReplayExecutor:
         executor = ReplayExecutor(db, **kwargs)
@@ -71,10 +53,10 @@ def prepare_baseline(executor: ReplayExecutor, baseline) -> None:
 
 
 class WorkerStart:
-    """A tuner's executor being made on a thread of its own."""
+    """An executor being made on a thread of its own (``make``: executor_factory's)."""
 
-    def __init__(self, tuner: Tuner):
-        self._make = _executor_factory(tuner)
+    def __init__(self, make: Callable[[], ReplayExecutor]):
+        self._make = make
         self._executor: ReplayExecutor | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="mneme-worker-start", daemon=True)

@@ -24,11 +24,11 @@ from typing import Any
 
 import optuna
 
-from .errors import StudyError, TuneError
-from .space import BoundSpace
-from .sqlite_template import copy_template
-from .study_lock import study_lock
-from .study_writes import RDBReader, RDBWriter, rdb_backend
+from ..errors import StudyError, TuneError
+from ..space import BoundSpace
+from ._sqlite_template import copy_template
+from ._study_lock import study_lock
+from ._study_writes import RDBReader, RDBWriter, rdb_backend
 
 DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")

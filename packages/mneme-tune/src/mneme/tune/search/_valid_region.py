@@ -44,11 +44,11 @@ from mneme.replay.jit import CompileConfig
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from .errors import TuneError
-from .shape_cache import VALID, launch_key
-from .space import BoundSpace
-from .space.builtin import LaunchSpace
-from .space.parameters import IntParam, Parameter, Point
+from ..errors import TuneError
+from ..space import BoundSpace
+from ..space.builtin import LaunchSpace
+from ..space.parameters import IntParam, Parameter, Point
+from ..study._shape_cache import VALID, launch_key
 
 #: failure kinds that, under the recorded code, prove a launch shape invalid
 INVALIDATING = ("context-poisoned", "out-of-bounds", "launch-refused", "unverified", "crashed")

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from optuna.trial import TrialState
 
-from . import shape_cache
+from ..study import _shape_cache as shape_cache
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
-    from .tuner import Tuner
+    from ._tuner import Tuner
 
 __all__ = ["PROBE_SHARE", "keep_shapes", "probe_estimate", "probe_points", "seed_region",
            "shape_cache_applies"]

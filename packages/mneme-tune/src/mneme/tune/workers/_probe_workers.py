@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .spares import SparePool
+from ._spares import SparePool
 
 __all__ = ["ProbeWorkers"]
 

@@ -14,8 +14,8 @@ import time
 import optuna
 from optuna.trial import TrialState
 
-from .study import owner_alive, tuner_owner
-from .tune_types import TRIAL_ATTR
+from ..tune_types import TRIAL_ATTR
+from ._study import owner_alive, tuner_owner
 
 __all__ = ["ABANDONED_AFTER", "TUNER_ATTR", "recover_interrupted"]
 

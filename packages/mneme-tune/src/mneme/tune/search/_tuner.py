@@ -29,18 +29,10 @@ from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
-from . import confirmation, in_flight, launch_probe, timing_report
-from . import objective as objectives_mod
-from .baseline import measure_baseline
-from .confirmation import CONFIRMATION_ATTR
-from .errors import StudyError, TrialFailedError, TuneError
-from .executor import ReplayExecutor
-from .interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
-from .launch_probe import PROBE_SHARE
-from .pool_use import pool_use
-from .run_phases import PhaseClock
-from .space import BoundSpace, Space, SpaceContext, resolve_spaces
-from .study import (
+from ..errors import StudyError, TrialFailedError, TuneError
+from ..space import BoundSpace, Space, SpaceContext, resolve_spaces
+from ..study._interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
+from ..study._study import (
     MirroredStudy,
     default_sampler,
     make_sampler,
@@ -48,7 +40,7 @@ from .study import (
     open_study,
     tuner_owner,
 )
-from .tune_types import (
+from ..tune_types import (
     BASELINE_ATTR,
     CONFIRM_RUNS,
     PROBE_WORKERS,
@@ -58,9 +50,20 @@ from .tune_types import (
     TuneOptions,
     TuneOutcome,
 )
-from .valid_region import LaunchRegion, ValidRegionSampler
-from .worker import failure_kind
-from .worker_start import WorkerStart, make_executor, prepare_baseline
+from ..workers import _in_flight as in_flight
+from ..workers._executor import ReplayExecutor
+from ..workers._pool_use import pool_use
+from ..workers._worker import failure_kind
+from ..workers._worker_start import WorkerStart, executor_factory, prepare_baseline
+from . import _confirmation as confirmation
+from . import _launch_probe as launch_probe
+from . import _objective as objectives_mod
+from . import _timing_report as timing_report
+from ._baseline import measure_baseline
+from ._confirmation import CONFIRMATION_ATTR
+from ._launch_probe import PROBE_SHARE
+from ._run_phases import PhaseClock
+from ._valid_region import LaunchRegion, ValidRegionSampler
 
 # The run's options and records are in tune_types.py, the confirmation after the search in
 # confirmation.py, the launch-shape probe in launch_probe.py, the recovery of interrupted
@@ -69,6 +72,7 @@ __all__ = [
     "ABANDONED_AFTER", "BASELINE_ATTR", "CLAIM_SECONDS", "CLAIM_WAIT_SECONDS", "CONFIRMATION_ATTR",
     "CONFIRM_RUNS", "MAX_INFEASIBLE", "PROBE_SHARE", "PROBE_WORKERS", "RECOUNT_SECONDS",
     "TRIAL_ATTR", "TUNER_ATTR", "Progress", "TrialRecord", "TuneOptions", "TuneOutcome", "Tuner",
+    "make_executor",
 ]
 
 #: consecutive infeasible samples after which the search gives up
@@ -79,6 +83,30 @@ RECOUNT_SECONDS = 0.25
 CLAIM_SECONDS = 0.5
 #: seconds between looks while other tuners hold the rest of a shared budget
 CLAIM_WAIT_SECONDS = 0.2
+
+
+def make_executor(tuner: Tuner, **overrides) -> ReplayExecutor:
+    """The executor of a tuner's run (its workers started: returns once they answered).
+    ``overrides``: ReplayExecutor arguments other than the tuner's options give (one GPU
+    of several, as ``mneme tune --app`` runs a kernel per GPU)."""
+    return _executor_factory(tuner, overrides)()
+
+
+def _executor_factory(tuner: Tuner, overrides: dict | None = None):
+    """A function that makes the tuner's executor, its arguments read now (on the caller's
+    thread: the tuner is not read from the starting thread)."""
+    o = tuner.options
+    kwargs = dict(devices=o.devices, workers_per_device=o.workers_per_device,
+                  cpu_workers=o.cpu_workers, compile_workers=o.compile_workers,
+                  timeout=o.trial_timeout, before_run=o.before_run,
+                  expect_failures=launch_probe.probe_estimate(tuner),
+                  probe_workers=o.probe_workers if o.probe else 0)
+    kwargs.update(overrides or {})
+    # GPU workers get the recorded configuration ready (compiled, loaded, restored, the
+    # clock started) while the study opens: the baseline then pays only its launches.
+    baseline = ([(i, tuner.base_settings(n)) for n, i in enumerate(tuner.instances)]
+                if kwargs["devices"] else [])
+    return executor_factory(tuner.db, baseline, **kwargs)
 
 
 class Tuner:
@@ -104,7 +132,7 @@ class Tuner:
         #: the application to confirm the best configurations in (its executable found)
         self.app_command: list[str] | None = None
         if self.options.confirm_in_app:
-            from .app_confirm import application_command
+            from ..app_confirm import application_command
 
             self.app_command = application_command(self.options.app_command)
         self.db = (database if isinstance(database, Database)
@@ -129,7 +157,7 @@ class Tuner:
         self.grid_points = self._walk()
         self._bind_region()
         self.clock.mark("setup")
-        self._workers = WorkerStart(self) if start_workers else None
+        self._workers = WorkerStart(_executor_factory(self)) if start_workers else None
         try:
             self.storage = open_storage(self.options.storage, self.options.storage_dir)
             self.study = self._open_study()
@@ -276,7 +304,7 @@ class Tuner:
         this process, and returns its wall time; one line (TuneError) when it fails."""
         if not self.options.confirm_in_app or self.options.compile_only:
             return None
-        from .app_confirm import check_application
+        from ..app_confirm import check_application
 
         return check_application(self.app_command)
 

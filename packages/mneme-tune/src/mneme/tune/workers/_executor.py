@@ -45,13 +45,13 @@ from mneme.replay.db import Database, Instance
 from mneme.replay.engine import ReplayResult, ReplaySettings
 from mneme.replay.engine.errors import CONTEXT_POISONED
 
-from .errors import DeviceSelectionError, TrialFailedError, TuneError
-from .pool_use import BusySeconds
-from .probe_workers import ProbeWorkers
-from .process_reaper import ProcessReaper, describe_exit
-from .spares import SPARE_RESTORE_BYTES, SparePool
-from .worker import failure_kind, instance_key, precompile, resolved, worker_main
-from .worker_records import Restart, TaskRecord, WorkerRecord
+from ..errors import DeviceSelectionError, TrialFailedError, TuneError
+from ._pool_use import BusySeconds
+from ._probe_workers import ProbeWorkers
+from ._process_reaper import ProcessReaper, describe_exit
+from ._spares import SPARE_RESTORE_BYTES, SparePool
+from ._worker import failure_kind, instance_key, precompile, resolved, worker_main
+from ._worker_records import Restart, TaskRecord, WorkerRecord
 
 __all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
 
@@ -75,7 +75,7 @@ def _worker_context():
         raise TuneError(f"MNEME_WORKER_START={method!r}: use spawn or forkserver")
     context = multiprocessing.get_context(method)
     if method == "forkserver":
-        context.set_forkserver_preload(["mneme.tune.worker", "mneme.replay.engine",
+        context.set_forkserver_preload(["mneme.tune.workers._worker", "mneme.replay.engine",
                                         "mneme.replay.jit"])
     return context
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from mneme.replay.engine.timing import AUTO, CACHE_MODES, WARM
 
-from .errors import TuneError
+from ..errors import TuneError
 
 #: the mode studies measured in before cache modes existed (their baseline has no timing)
 LEGACY_MODE = WARM

@@ -1,0 +1,96 @@
+"""A tuning run's Optuna study: storage URLs, the in-memory mirror and its writes to the
+storage (SQLite template, study lock, claims of trials), the liveness of the tuner that
+owns a trial and the recovery of trials an interrupted run left, and the launch shapes
+kept beside the recording (shape cache).
+
+Internal modules are underscore-prefixed; the names below are the package's surface,
+imported when first used (Optuna and SQLAlchemy are heavy)."""
+
+import importlib
+
+#: each public name and its module, imported when first used (PEP 562)
+_LAZY = {
+    'ABANDONED_AFTER': '._interrupted_trials',
+    'TUNER_ATTR': '._interrupted_trials',
+    'recover_interrupted': '._interrupted_trials',
+    'VALID': '._shape_cache',
+    'cache_path': '._shape_cache',
+    'launch_key': '._shape_cache',
+    'load': '._shape_cache',
+    'store': '._shape_cache',
+    'cache_dir': '._sqlite_template',
+    'copy_template': '._sqlite_template',
+    'template_path': '._sqlite_template',
+    'CREATOR_WAIT_STEPS': '._study',
+    'DEFAULT_STORAGE_FILE': '._study',
+    'MirroredStudy': '._study',
+    'RUNNING_ATTR': '._study',
+    'RUNNING_REFRESH_SECONDS': '._study',
+    'RUNNING_STALE_SECONDS': '._study',
+    'SAMPLERS': '._study',
+    'STUDY_ATTR': '._study',
+    'WRITE_BATCH': '._study',
+    'default_sampler': '._study',
+    'make_sampler': '._study',
+    'open_storage': '._study',
+    'open_study': '._study',
+    'owner_alive': '._study',
+    'study_identity': '._study',
+    'tuner_owner': '._study',
+    'JOURNAL_LOCK_GRACE_SECONDS': '._study_lock',
+    'StudyLock': '._study_lock',
+    'study_lock': '._study_lock',
+    'RDBReader': '._study_writes',
+    'RDBWriter': '._study_writes',
+    'rdb_backend': '._study_writes',
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # (looked up here once)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = [
+    "ABANDONED_AFTER",
+    "CREATOR_WAIT_STEPS",
+    "DEFAULT_STORAGE_FILE",
+    "JOURNAL_LOCK_GRACE_SECONDS",
+    "MirroredStudy",
+    "RDBReader",
+    "RDBWriter",
+    "RUNNING_ATTR",
+    "RUNNING_REFRESH_SECONDS",
+    "RUNNING_STALE_SECONDS",
+    "SAMPLERS",
+    "STUDY_ATTR",
+    "StudyLock",
+    "TUNER_ATTR",
+    "VALID",
+    "WRITE_BATCH",
+    "cache_dir",
+    "cache_path",
+    "copy_template",
+    "default_sampler",
+    "launch_key",
+    "load",
+    "make_sampler",
+    "open_storage",
+    "open_study",
+    "owner_alive",
+    "rdb_backend",
+    "recover_interrupted",
+    "store",
+    "study_identity",
+    "study_lock",
+    "template_path",
+    "tuner_owner"
+]
