@@ -12,7 +12,7 @@ For every kernel of the ``fidelity_*`` corpus programs (tests/corpus/cuda, READM
 4. five candidate launch configurations (other block sizes, grid covering the same
    threads) that replay verified: their replayed times per mode, and their in-app times
    (each swapped into the application by the ``mneme run --apply`` machinery, measured
-   as ``mneme tune --confirm-in-app`` measures: ``mneme.tune.app_confirm.run_in_app``,
+   as ``mneme tune --confirm-in-app`` measures: ``mneme.tune.apply._app_confirm.run_in_app``,
    the median over the launches with the recorded launch shape), ranked; Kendall's tau
    between the replay ranking and the application's.
 
@@ -44,7 +44,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mneme.tune.app_confirm import kendall_tau, run_in_app
+from mneme.tune.apply import kendall_tau, run_in_app
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
@@ -124,7 +124,7 @@ def record(exe: Path, args: list[str], db: Path) -> None:
 def in_app_times(exe: Path, args: list[str], db: Path, instance, settings_list, work: Path):
     """The kernel's in-app median (ms) under each configuration (None: the recorded code,
     measured without swapping), its launches and the timing method: mneme tune
-    --confirm-in-app's measurement (mneme.tune.app_confirm.run_in_app), a run of the
+    --confirm-in-app's measurement (mneme.tune.apply._app_confirm.run_in_app), a run of the
     application each."""
     runs = run_in_app(db, instance, settings_list, [str(exe), *args], work, timeout=600)
     ran = [r for r in runs if r.exit_status == 0]

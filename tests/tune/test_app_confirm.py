@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 from mneme.cli.main import cli
-from mneme.tune import app_confirm
-from mneme.tune.app_confirm import InAppRun, in_app_summary, print_in_app
+from mneme.tune.apply import InAppRun, in_app_summary, print_in_app
+from mneme.tune.apply import _app_confirm as app_confirm
 from mneme.tune.errors import TuneError
 from mneme.tune.search import TrialRecord, TuneOptions, Tuner
 from rich.console import Console

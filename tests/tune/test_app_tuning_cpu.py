@@ -145,8 +145,7 @@ def test_a_report_folder_of_another_database_is_refused(profiled, tmp_path):
 def test_a_kernel_swapped_into_no_launch_is_named_with_its_reason(tmp_path):
     """The swapper's report (launch_swap.cpp's line format) read back, and each way a tuned
     kernel keeps the original code said in one line."""
-    from mneme.tune.apply_plan import read_report
-    from mneme.tune.apply_reasons import why_not_swapped
+    from mneme.tune.apply import read_report, why_not_swapped
 
     path = tmp_path / "report.txt"
     path.write_text(
@@ -190,7 +189,7 @@ def test_kernel_time_is_compared_per_gpu_when_kernels_ran_on_several():
     from types import SimpleNamespace
 
     from mneme.tune.app.app_measure import compare_devices
-    from mneme.tune.apply_plan import SwapReport
+    from mneme.tune.apply import SwapReport
 
     def run(gpu0, gpu1=None):
         devices = {0: gpu0} if gpu1 is None else {0: gpu0, 1: gpu1}

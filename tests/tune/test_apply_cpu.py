@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from mneme.tune.apply_plan import grid_rule
+from mneme.tune.apply import grid_rule
 from tune_support import compile_only_report, one_line_error, run_mneme
 
 
@@ -100,8 +100,7 @@ def test_without_a_gpu_it_says_so(best):
 
 
 def test_the_swappers_report_gives_medians_with_the_first_launch_apart(tmp_path):
-    from mneme.tune.apply_command import timing_method_of
-    from mneme.tune.apply_plan import read_report
+    from mneme.tune.apply import read_report, timing_method_of
 
     path = tmp_path / "report.txt"
     path.write_text("mneme-apply-report 2\n"

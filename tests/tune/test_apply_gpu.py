@@ -126,8 +126,7 @@ def test_a_refused_tuned_launch_runs_the_original_code(saxpy):
     import os
     import subprocess
 
-    from mneme.tune.apply_command import swapper_library
-    from mneme.tune.apply_plan import load_tuned, read_report, write_plan
+    from mneme.tune.apply import load_tuned, read_report, swapper_library, write_plan
 
     exe, _, _, best, folder = saxpy
     bounded = _variant(best, folder, "refused.json", block=[128, 1, 1], grid=[32, 1, 1], set_launch_bounds=True)

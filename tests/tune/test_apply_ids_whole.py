@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from mneme.tune.apply_tables import TIMES_COLUMNS, print_kernel_times, print_listing
+from mneme.tune.apply import TIMES_COLUMNS, print_kernel_times, print_listing
 from rich.console import Console
 from tune_support import SAXPY, compile_only_report
 

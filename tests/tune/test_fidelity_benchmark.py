@@ -72,8 +72,8 @@ def test_ranking_counts_only_pairs_the_application_itself_orders(fidelity):
 
 def test_the_benchmark_measures_in_the_application_with_mneme_tunes_function(fidelity):
     """One implementation: the benchmark's in-app times and rank correlation are
-    mneme tune --confirm-in-app's (mneme.tune.app_confirm), not a copy."""
-    from mneme.tune import app_confirm
+    mneme tune --confirm-in-app's (mneme.tune.apply._app_confirm), not a copy."""
+    from mneme.tune.apply import _app_confirm as app_confirm
 
     assert fidelity.run_in_app is app_confirm.run_in_app
     assert fidelity.kendall_tau is app_confirm.kendall_tau

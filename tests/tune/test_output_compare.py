@@ -1,23 +1,13 @@
 """The output check of `mneme run --apply`: what varies between plain runs is not compared,
-everything else is (mneme.tune.output_compare)."""
+everything else is (mneme.tune.apply._output_compare)."""
 
 import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mneme.tune.output_compare import (
-    CLOCK,
-    NUMBER,
-    TEXT,
-    TIMING,
-    Field,
-    PlainBaseline,
-    compare_runs,
-    fields,
-    masked,
-    terminal_lines,
-)
+from mneme.tune.apply import Field, PlainBaseline, compare_runs, fields, masked, terminal_lines
+from mneme.tune.apply._output_compare import CLOCK, NUMBER, TEXT, TIMING
 
 
 def _check(plain, tuned, pattern=None):
@@ -209,7 +199,7 @@ def test_a_changed_number_is_found_unless_the_plain_runs_varied_there(lines, dat
 # --- what mneme run prints ----------------------------------------------------------------
 
 def _printed(plain, tuned, output_filter=None):
-    from mneme.tune.apply_command import output_json, print_output_check
+    from mneme.tune.apply import output_json, print_output_check
     from rich.console import Console
 
     baseline, comparisons = compare_runs(plain, tuned, re.compile(output_filter) if output_filter else None)

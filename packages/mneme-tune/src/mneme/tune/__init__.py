@@ -62,8 +62,8 @@ def __dir__() -> list[str]:
 
 
 def write_report(outcome, directory, plots: bool = True):
-    """See mneme.tune.report.write_report (imported lazily: plotting libraries are heavy)."""
-    from .report import write_report as write
+    """See mneme.tune.report._report.write_report (imported lazily: plotting libraries are heavy)."""
+    from .report._report import write_report as write
 
     return write(outcome, directory, plots)
 

@@ -312,20 +312,20 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             soft_wrap=True, markup=False,
         )
         if outcome.best:
-            from .report import verdict
+            from .report._report import verdict
 
             out.print(verdict(outcome))
         if "failure" not in outcome.baseline:
             out.print(timing_line(outcome.baseline.get("timing")), soft_wrap=True, markup=False)
         if outcome.in_app:  # (--confirm-in-app; ids whole)
-            from .app_confirm import print_in_app
+            from .apply._app_confirm import print_in_app
 
             print_in_app(table_console(), outcome.in_app)
         completed_any |= bool(outcome.best)
         if not outcome.best:
             _explain_failures(outcome, out)
         if report_dir is not None:
-            from .report import write_report
+            from .report._report import write_report
 
             folder = report_dir if len(tuners) == 1 else report_dir / f"{index + 1:02d}"
             data = write_report(outcome, folder, plots={"wait": True, "off": False}.get(plots, plots))

@@ -143,7 +143,7 @@ def _tune(db: Database, selection: Selection, spaces: str, options: TuneOptions,
 
         def done(run: KernelRun, round_index: int) -> None:
             if run.outcome is not None:
-                from ..report import verdict
+                from ..report._report import verdict
 
                 progress.console.print(f"  {run.choice.display_name[:60]}: {verdict(run.outcome)}",
                                        soft_wrap=True, markup=False)

@@ -64,7 +64,7 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
         shapes = [r for r in shapes if first in r.instances]
     applies_ms = sum(r.entry.total_ms for r in shapes)
     saving = applies_ms * (1 - 1 / speedup) if significant else 0.0
-    from ..report import verdict
+    from ..report._report import verdict
 
     return {
         "kernel": choice.display_name, "name": choice.name,
@@ -89,7 +89,7 @@ def kernel_rows(result: AppTuneResult) -> list[dict[str, Any]]:
 
 def write_app_report(result: AppTuneResult, directory: Path, plots: bool | str = "background") -> dict[str, Any]:
     """Writes the folder (see the module's text); returns app.json's content."""
-    from ..report import write_report
+    from ..report._report import write_report
     from .pareto import write_pareto
 
     try:

@@ -99,7 +99,7 @@ def in_app(tuner: Tuner, outcome: TuneOutcome, plain_seconds: float | None,
     o = tuner.options
     if o.compile_only:
         return {"skipped": "compile-only tuning runs nothing on a GPU"}
-    from ..app_confirm import confirm_in_app, run_timeout
+    from ..apply._app_confirm import confirm_in_app, run_timeout
 
     return confirm_in_app(outcome, tuner.database, tuner.instances[0], tuner.app_command,
                           o.confirm_in_app, run_timeout(plain_seconds), on_in_app)

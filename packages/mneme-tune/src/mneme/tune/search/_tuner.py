@@ -132,7 +132,7 @@ class Tuner:
         #: the application to confirm the best configurations in (its executable found)
         self.app_command: list[str] | None = None
         if self.options.confirm_in_app:
-            from ..app_confirm import application_command
+            from ..apply._app_confirm import application_command
 
             self.app_command = application_command(self.options.app_command)
         self.db = (database if isinstance(database, Database)
@@ -304,7 +304,7 @@ class Tuner:
         this process, and returns its wall time; one line (TuneError) when it fails."""
         if not self.options.confirm_in_app or self.options.compile_only:
             return None
-        from ..app_confirm import check_application
+        from ..apply._app_confirm import check_application
 
         return check_application(self.app_command)
 

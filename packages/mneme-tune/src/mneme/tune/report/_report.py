@@ -23,10 +23,10 @@ from typing import Any
 from mneme.replay.engine import ReplaySettings
 from mneme.replay.files import write_atomic
 
-from .errors import TuneError
-from .plots import write_plots
-from .search._objective import unit
-from .tune_types import TrialRecord, TuneOutcome
+from ..errors import TuneError
+from ..search._objective import unit
+from ..tune_types import TrialRecord, TuneOutcome
+from ._plots import write_plots
 
 TOP = 10
 
@@ -137,7 +137,7 @@ def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
                  plots: bool | str = True) -> dict[str, Any]:
     """Write the report files into ``directory`` (created); returns the summary.
     ``plots``: True draws them before returning, ``"background"`` hands them to a process
-    of their own (background_plots.py; ``plots_pending`` in the summary until it is done),
+    of their own (_background_plots.py; ``plots_pending`` in the summary until it is done),
     False draws none."""
     directory = Path(directory)
     try:
@@ -155,7 +155,7 @@ def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
         data["plots"], data["plots_skipped"] = write_plots(outcome, directory)
     write_atomic(directory / "summary.json", json.dumps(data, indent=2, sort_keys=True, default=str).encode())
     if plots == "background":  # after summary.json, which the drawing process completes
-        from .background_plots import draw_in_background
+        from ._background_plots import draw_in_background
 
         data["plots_pid"] = draw_in_background(outcome, directory)
     return data

@@ -42,17 +42,11 @@ from mneme.replay.tables import Column, print_table
 from rich.console import Console
 from rich.markup import escape
 
-from .app_process import (
-    resolve_command,
-    run_once,
-    swap_env,
-    swapper_library,
-    timing_method_of,
-)
-from .apply_plan import load_tuned, write_plan
-from .apply_tables import milliseconds
-from .errors import ApplicationFailedError, ApplyError, TuneError
-from .tune_types import DEFAULT_CANDIDATES  # noqa: F401 - (kept importable here)
+from ..errors import ApplicationFailedError, ApplyError, TuneError
+from ..tune_types import DEFAULT_CANDIDATES  # noqa: F401 - (kept importable here)
+from ._app_process import resolve_command, run_once, swap_env, swapper_library, timing_method_of
+from ._apply_plan import load_tuned, write_plan
+from ._apply_tables import milliseconds
 
 #: a run with the swap is killed after this many times the plain run's wall time...
 TIMEOUT_FACTOR = 10.0

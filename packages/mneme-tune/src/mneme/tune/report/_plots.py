@@ -1,7 +1,7 @@
 """The plots of a tuning run's report, as PNG (matplotlib) and HTML (plotly): the search's
 history (or Pareto front), parameter importances, parallel coordinates, and each
 configuration's objective. Drawn by report.write_report, or by the detached process of
-background_plots.py; a missing plotting library costs its format, never the report."""
+_background_plots.py; a missing plotting library costs its format, never the report."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from .search._objective import unit
-from .tune_types import TuneOutcome
+from ..search._objective import unit
+from ..tune_types import TuneOutcome
 
 __all__ = ["write_plots"]
 

@@ -29,7 +29,7 @@ from mneme.replay.engine.config import ReplaySettings, read_settings
 from mneme.replay.engine.session import derive_compile_config
 from mneme.replay.identity import check_kernel, database_of, read_identity, record_id_of
 
-from .errors import ApplyError
+from ..errors import ApplyError
 
 PLAN_HEADER = "mneme-apply-plan 1"
 

@@ -27,7 +27,8 @@ import click
 from mneme.replay.tables import console as table_console
 from rich.console import Console
 
-from .app_process import (
+from ..errors import ApplicationFailedError, ApplyError
+from ._app_process import (
     Run,
     resolve_command,
     run_once,
@@ -35,15 +36,9 @@ from .app_process import (
     swapper_library,
     timing_method_of,
 )
-from .apply_plan import (
-    TunedKernel,
-    configs_in,
-    load_tuned,
-    write_plan,
-)
-from .apply_tables import listing_row, print_kernel_times, print_listing
-from .errors import ApplicationFailedError, ApplyError
-from .output_compare import CLOCK, TIMING, Comparison, PlainBaseline, compare_runs, masked
+from ._apply_plan import TunedKernel, configs_in, load_tuned, write_plan
+from ._apply_tables import listing_row, print_kernel_times, print_listing
+from ._output_compare import CLOCK, TIMING, Comparison, PlainBaseline, compare_runs, masked
 
 OUTPUT_DIFFERS_EXIT = 1
 
@@ -171,7 +166,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             raise ApplyError(f"--output-filter {output_filter!r} is not a regular expression: {exc}") from None
     argv = resolve_command(command)
     swapper_library()  # (missing: one line, before anything is compiled)
-    from .app.app_report import read_app_report
+    from ..app.app_report import read_app_report
 
     app = read_app_report(apply_path)  # a whole-application report (mneme tune --app)
     repeat = repeat or (5 if app else 3)
@@ -260,7 +255,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                      "replay_recorded_ms": replay_recorded, "replay_tuned_ms": replay_tuned,
                      "fidelity": fidelity})
     print_kernel_times(console, rows, in_app_method, replay_method)
-    from .apply_reasons import why_not_swapped
+    from ._apply_reasons import why_not_swapped
 
     for k, row in zip(kernels, rows, strict=True):
         why = why_not_swapped(k, timed.report.get(k.name))
@@ -269,7 +264,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             console.print(f"{k.demangled_name}: swapped into no launch: {why}", soft_wrap=True, markup=False)
     kernel_time = None
     if app is not None:
-        from .app.app_measure import compare_devices, compare_kernel_time, print_kernel_time
+        from ..app.app_measure import compare_devices, compare_kernel_time, print_kernel_time
 
         plain_ms = [r.report.total_ms for r in plain_runs]
         tuned_ms = [r.report.total_ms for r in tuned_runs]

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .apply_plan import SwapReport, read_report
-from .errors import ApplicationFailedError, ApplyError
+from ..errors import ApplicationFailedError, ApplyError
+from ._apply_plan import SwapReport, read_report
 
 SWAPPER = "libmneme_apply.so"
 

@@ -3,7 +3,7 @@ it for every such kernel: a tuned kernel is never left at a silent 0)."""
 
 from __future__ import annotations
 
-from .apply_plan import KernelReport, TunedKernel
+from ._apply_plan import KernelReport, TunedKernel
 
 __all__ = ["why_not_swapped"]
 

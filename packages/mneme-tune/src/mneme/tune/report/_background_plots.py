@@ -44,13 +44,13 @@ def draw_in_background(outcome, directory: Path) -> int:
     os.replace(path, directory / HANDOVER)
     with open(directory / LOG, "wb") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "mneme.tune.background_plots", str(directory)],
+            [sys.executable, "-m", "mneme.tune.report._background_plots", str(directory)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     return child.pid
 
 
 def _draw(directory: Path) -> None:
-    from .plots import write_plots
+    from ._plots import write_plots
 
     with open(directory / HANDOVER, "rb") as f:
         handover = pickle.load(f)
