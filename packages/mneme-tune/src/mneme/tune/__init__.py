@@ -16,8 +16,7 @@ processes fork from a server that imports this package, and the ``mneme tune``
 command reads its options before it needs them, so neither pays for Optuna here.
 """
 
-import importlib
-
+from ._lazy import lazy_exports
 from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailedError, TuneError
 from .space import (
     BUILTIN_SPACES,
@@ -48,17 +47,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # (looked up here once)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 def write_report(outcome, directory, plots: bool = True):

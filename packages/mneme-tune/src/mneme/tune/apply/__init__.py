@@ -5,7 +5,7 @@ the application's runs (``_app_process``), the in-app confirmation of a search's
 (``_app_confirm``) and the comparison of the application's outputs (``_output_compare``).
 """
 
-import importlib
+from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
 _LAZY = {
@@ -68,17 +68,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # (looked up here once)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -2,7 +2,7 @@
 (``_report``), its plots (``_plots``) and the process that draws them after the command
 has returned (``_background_plots``)."""
 
-import importlib
+from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
 _LAZY = {
@@ -20,17 +20,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # (looked up here once)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

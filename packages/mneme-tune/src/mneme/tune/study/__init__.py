@@ -6,7 +6,7 @@ kept beside the recording (shape cache).
 Internal modules are underscore-prefixed; the names below are the package's surface,
 imported when first used (Optuna and SQLAlchemy are heavy)."""
 
-import importlib
+from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
 _LAZY = {
@@ -46,17 +46,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # (looked up here once)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

@@ -7,7 +7,7 @@ Internal modules are underscore-prefixed; the names below are the package's surf
 imported when first used: a worker process (the fork server's preload) imports
 ``_worker`` alone, neither Optuna nor the executor."""
 
-import importlib
+from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
 _LAZY = {
@@ -56,17 +56,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # (looked up here once)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [
