@@ -51,7 +51,6 @@ _LAZY = {
     'TaskRecord': '._worker_records',
     'WorkerRecord': '._worker_records',
     'WorkerStart': '._worker_start',
-    'make_executor': '._worker_start',
     'prepare_baseline': '._worker_start',
 }
 
@@ -59,47 +58,4 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
-__all__ = [
-    "BUDGET_SHARE",
-    "BURST_SPARES",
-    "BusySeconds",
-    "CONTEXT_BYTES",
-    "CPU_SPARES",
-    "GRACE_SECONDS",
-    "INSTANCE_COPIES",
-    "LIMIT_USE",
-    "MAX_SPARES",
-    "MAX_VISIBLE_GPUS",
-    "MEMORY_SHARE",
-    "POISONED_EXIT_STATUS",
-    "ProbeWorkers",
-    "ProcessReaper",
-    "REAP_POLL_SECONDS",
-    "ReplayExecutor",
-    "Restart",
-    "SESSIONS_PER_WORKER",
-    "SPARE_RESTORE_BYTES",
-    "SessionPool",
-    "SparePool",
-    "TaskRecord",
-    "WorkerRecord",
-    "WorkerStart",
-    "as_completed",
-    "capacity",
-    "depth",
-    "describe",
-    "describe_exit",
-    "device_hello",
-    "end_process",
-    "failure_kind",
-    "instance_key",
-    "make_executor",
-    "poisoned_exit",
-    "pool_use",
-    "precompile",
-    "prepare_baseline",
-    "resolved",
-    "usable_cores",
-    "worker_main",
-    "worker_visible_devices"
-]
+__all__ = sorted(_LAZY)  # (the door: every name of the table)
