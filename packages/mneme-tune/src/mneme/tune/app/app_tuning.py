@@ -57,9 +57,8 @@ class KernelRun:
     seconds: float = 0.0
     devices: list[int] = field(default_factory=list)  # the GPUs its rounds ran on
     running_on: list[int] = field(default_factory=list)  # the GPUs of the round running now
-    #: the round running now: its study's trial target (None: a time budget) and when its
-    #: seconds end; round_ready once its baseline is measured (lanes that join it wait)
-    round_target: int | None = None
+    #: (a budget in seconds) when the round running now ends; round_ready once its
+    #: baseline is measured (lanes that join it wait, then read its tuner's options)
     round_deadline: float | None = None
     round_ready: threading.Event = field(default_factory=threading.Event)
     stopped: str = ""  # why it got no second round
@@ -158,7 +157,6 @@ def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: 
     else:
         # seconds: as many trials as fit, the study's total far ahead of what is done
         tuner.options = dataclasses.replace(tuner.options, trials=run.trials + 1_000_000, timeout=amount)
-    run.round_target = tuner.options.trials if budget.trials is not None else None
     run.round_deadline = time.monotonic() + amount if budget.seconds is not None else None
     run.running_on = list(executor.devices or [])
     run.devices += [d for d in run.running_on if d not in run.devices]
@@ -195,13 +193,12 @@ def _join(run: KernelRun, lane, budget: Budget) -> None:
     if not run.round_ready.wait(timeout=120) or run.tuner is None or run.failed:
         return
     main = run.tuner
+    goal = main.options  # (the round's: its trial target, or its search time)
     if budget.seconds is not None:
         left = (run.round_deadline or 0.0) - time.monotonic()
         if left < JOIN_MIN_SECONDS:
             return
-        goal = dataclasses.replace(main.options, trials=main.options.trials, timeout=left)
-    else:
-        goal = dataclasses.replace(main.options, trials=run.round_target or 0, timeout=None)
+        goal = dataclasses.replace(goal, timeout=left)
     helper_options = dataclasses.replace(goal, probe=False, confirm_runs=0, confirm_in_app=0)
     try:
         helper = Tuner(main.db, main.instances, run.spaces, helper_options)
