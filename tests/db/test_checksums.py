@@ -4,7 +4,7 @@ chunk checksums into region checksums."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mneme.replay.db.schema import combine_checksums, content_checksum
+from mneme.replay.db.hashing import combine_checksums, content_checksum
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,12 +1,17 @@
-"""The dynamic hash of a kernel instance (specified in docs/format.md).
+"""The format's hashes and checksums (specified in docs/format.md).
 
-FNV-1a 64 so that the C++ recorder computes the same value with a few lines of code.
+The dynamic hash of a kernel instance is FNV-1a 64, so that the C++ recorder computes the
+same value with a few lines of code. The content checksum of an array is CRC-32C; two
+checksums combine into the checksum of the concatenation by GF(2) matrix arithmetic.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 
+import crc32c
+import numpy as np
 from mneme.runtime.recording_format import FNV_OFFSET, FNV_PRIME
 
 _MASK = (1 << 64) - 1
@@ -38,3 +43,46 @@ def dynamic_hash(
 def is_clustered(cluster) -> bool:
     """Whether a launch ran in thread-block clusters of more than one block."""
     return cluster is not None and cluster[0] * cluster[1] * cluster[2] > 1
+
+
+def content_checksum(data: np.ndarray, value: int = 0) -> int:
+    """The format's content checksum: CRC-32C (Castagnoli) of the bytes, as an int."""
+    return crc32c.crc32c(np.ascontiguousarray(data), value)
+
+
+_CRC32C_POLY = 0x82F63B78  # reflected Castagnoli polynomial
+
+
+def _gf2_apply(operator: tuple[int, ...], vector: int) -> int:
+    out, bit = 0, 0
+    while vector:
+        if vector & 1:
+            out ^= operator[bit]
+        vector >>= 1
+        bit += 1
+    return out
+
+
+def _gf2_compose(outer: tuple[int, ...], inner: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(_gf2_apply(outer, column) for column in inner)
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_operator(length: int) -> tuple[int, ...]:
+    """The GF(2) operator that feeds ``length`` zero bytes through a CRC-32C register."""
+    op = (_CRC32C_POLY, *(1 << n for n in range(31)))  # one zero bit
+    for _ in range(3):
+        op = _gf2_compose(op, op)  # one zero byte
+    result = tuple(1 << n for n in range(32))
+    while length:
+        if length & 1:
+            result = _gf2_compose(op, result)
+        op = _gf2_compose(op, op)
+        length >>= 1
+    return result
+
+
+def combine_checksums(first: int, second: int, second_length: int) -> int:
+    """The content checksum of A followed by B from A's, B's and B's length (zlib's
+    crc32_combine for CRC-32C): a chunk checksummed once adds to any region holding it."""
+    return _gf2_apply(_zeros_operator(second_length), first) ^ second

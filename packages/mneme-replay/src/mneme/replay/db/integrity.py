@@ -34,12 +34,12 @@ from .chunks import (
     stored_chunk_indices,
 )
 from .errors import CorruptDataError, DatabaseError
-from .hashing import dynamic_hash
+from .hashing import combine_checksums, content_checksum, dynamic_hash
 from .instance import Instance
 from .param_layout import params_end
 from .reader import Database, Kernel
 from .region_layout import address_space_problem
-from .schema import MAX_ARGS_SIZE, combine_checksums, content_checksum
+from .schema import MAX_ARGS_SIZE
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,14 @@ Each ``from_json`` validates what it reads, so malformed metadata on disk become
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict, dataclass, field
 
-import crc32c
 import numpy as np
 
 from . import layout
 from .errors import CorruptDataError
+from .hashing import content_checksum
 from .layout import CODE_KINDS, REGION_KINDS, check_hash, check_region_name, region_name
 from .metadata import (
     Array,
@@ -369,49 +368,6 @@ class Region:
 
     def info(self) -> RegionInfo:
         return RegionInfo(self.kind, self.address, as_bytes_array(self.data).size, self.symbol)
-
-
-def content_checksum(data: np.ndarray, value: int = 0) -> int:
-    """The format's content checksum: CRC-32C (Castagnoli) of the bytes, as an int."""
-    return crc32c.crc32c(np.ascontiguousarray(data), value)
-
-
-_CRC32C_POLY = 0x82F63B78  # reflected Castagnoli polynomial
-
-
-def _gf2_apply(operator: tuple[int, ...], vector: int) -> int:
-    out, bit = 0, 0
-    while vector:
-        if vector & 1:
-            out ^= operator[bit]
-        vector >>= 1
-        bit += 1
-    return out
-
-
-def _gf2_compose(outer: tuple[int, ...], inner: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(_gf2_apply(outer, column) for column in inner)
-
-
-@functools.lru_cache(maxsize=64)
-def _zeros_operator(length: int) -> tuple[int, ...]:
-    """The GF(2) operator that feeds ``length`` zero bytes through a CRC-32C register."""
-    op = (_CRC32C_POLY, *(1 << n for n in range(31)))  # one zero bit
-    for _ in range(3):
-        op = _gf2_compose(op, op)  # one zero byte
-    result = tuple(1 << n for n in range(32))
-    while length:
-        if length & 1:
-            result = _gf2_compose(op, result)
-        op = _gf2_compose(op, op)
-        length >>= 1
-    return result
-
-
-def combine_checksums(first: int, second: int, second_length: int) -> int:
-    """The content checksum of A followed by B from A's, B's and B's length (zlib's
-    crc32_combine for CRC-32C): a chunk checksummed once adds to any region holding it."""
-    return _gf2_apply(_zeros_operator(second_length), first) ^ second
 
 
 def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:

@@ -42,7 +42,7 @@ from .errors import (
     NotADatabaseError,
     NotFoundError,
 )
-from .hashing import dynamic_hash, is_clustered
+from .hashing import content_checksum, dynamic_hash, is_clustered
 from .reader import Database
 from .region_layout import region_layout_problem
 from .schema import (
@@ -51,7 +51,6 @@ from .schema import (
     RecordingInfo,
     Region,
     as_bytes_array,
-    content_checksum,
 )
 
 
