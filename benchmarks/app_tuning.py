@@ -158,6 +158,11 @@ def tune_app_timed(db: Path, work: Path, tag: str, devices: str, *extra: str) ->
             "verdicts": {r["kernel"]: bool(r.get("significant")) for r in app.get("kernels", [])},
             "trials": sum(r.get("trials") or 0 for r in app.get("kernels", [])),
             "gpus": sorted({d for r in app.get("kernels", []) for d in r.get("devices") or []}),
+            # where the command's time went (app.json): its phases, this process's CPU
+            # seconds (lanes are threads of one interpreter) and each lane's busy seconds
+            "phases": app.get("phases", {}), "cpu_s": app.get("cpu_seconds"),
+            "lane_busy_s": app.get("lane_busy_seconds", []), "tune_s": app.get("seconds"),
+            "kernel_phases": {r["kernel"]: r.get("phases", {}) for r in app.get("kernels", [])},
             "tail": (run.stdout + run.stderr).strip().splitlines()[-4:]}
 
 
@@ -223,6 +228,12 @@ def main() -> int:
             print(f"{r['app']:24} {r['one_gpu']['seconds']:8.1f} {r['all_gpus']['seconds']:9.1f} "
                   f"{r['ratio']:5.2f}x  {'same' if r['same_verdicts'] else 'DIFFER'} "
                   f"(GPUs used {r['all_gpus']['gpus']})")
+            for side in ("one_gpu", "all_gpus"):
+                t = r[side]
+                phases = ", ".join(f"{k} {v:.1f}" for k, v in t.get("phases", {}).items())
+                busy = ", ".join(f"{v:.1f}" for v in t.get("lane_busy_s", []))
+                print(f"    {side:8} outside the tuning {t['seconds'] - (t.get('tune_s') or 0):.1f} s; {phases}; "
+                      f"cpu {t.get('cpu_s') or 0:.1f} s; lanes busy {busy}")
         timed = [r for r in rows if "error" not in r]
         met = bool(timed) and all(r["ratio"] >= 1.7 for r in timed)
         print(f"\ngoal {gpus} GPUs >= 1.7x faster on every application: {'met' if met else 'NOT met'}")

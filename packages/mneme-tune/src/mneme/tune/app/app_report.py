@@ -73,6 +73,8 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
         "instances": [i.id for i in choice.instances],
         "spaces": run.spaces, "note": run.note, "skipped": choice.skipped,
         "trials": run.trials, "seconds": run.seconds, "devices": run.devices, "stopped": run.stopped,
+        # its last round's phases (run_phases.py): baseline, search, confirmation, ...
+        "phases": dict(run.outcome.phases) if run.outcome else {},
         "verdict": verdict(run.outcome) if run.outcome else (choice.skipped or run.stopped or "not tuned"),
         "speedup": speedup, "noise": c.get("noise"), "significant": significant,
         "launch_changed": launch_changed,
@@ -112,6 +114,7 @@ def write_app_report(result: AppTuneResult, directory: Path, plots: bool | str =
         "version": VERSION, "database": str(ranking.database.resolve()),
         "selection": result.selection.asked, "budget": result.budget.describe(result.budget.total),
         "seconds": result.seconds, "devices": result.devices,
+        "phases": result.phases, "cpu_seconds": result.cpu_seconds, "lane_busy_seconds": result.lane_busy,
         "kernel_ms": kernel_ms, "covered_share": result.selection.covered,
         "tuned_share": result.selection.tuned_share,
         "predicted_saving_ms": saving, "predicted_kernel_ms": kernel_ms - saving,

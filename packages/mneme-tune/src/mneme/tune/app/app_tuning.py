@@ -76,6 +76,13 @@ class AppTuneResult:
     runs: list[KernelRun]
     seconds: float = 0.0
     devices: list[dict] = field(default_factory=list)
+    #: where the run's time went: building the kernels' tuners, starting the workers, each
+    #: round (wall seconds, in order); the CPU seconds of this process (its lanes' threads
+    #: share one interpreter: near the wall time, they wait on each other); each lane's
+    #: seconds of work (its own kernels and those it joined)
+    phases: dict[str, float] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
+    lane_busy: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -226,16 +233,16 @@ def _report_only(run: KernelRun, executor, events: Events) -> None:
 
 
 def _round(jobs: list[tuple[KernelRun, float]], lanes, budget: Budget, events: Events,
-           round_index: int, deadline: float | None) -> float:
+           round_index: int, deadline: float | None, busy: _LaneClock) -> float:
     """One round of ``jobs`` ((kernel, amount); amounts <= 0 skipped) on the lanes: the
     trials (or lane-seconds) it spent."""
     jobs = [(run, amount) for run, amount in jobs if amount > 0]
     before = {id(run): (run.trials, run.seconds) for run, _ in jobs}
     for run, _ in jobs:
         run.round_ready.clear()
-    run_on_lanes(jobs, lanes, lambda run, amount, lane: _run_round(run, amount, budget, lane, events,
-                                                                 round_index, deadline),
-                 join=lambda run, lane: _join(run, lane, budget))
+    run_on_lanes(jobs, lanes, busy.timed(lambda run, amount, lane: _run_round(run, amount, budget, lane,
+                                                                            events, round_index, deadline)),
+                 join=busy.timed(lambda run, lane: _join(run, lane, budget)))
     if budget.trials is not None:
         return float(sum(run.trials - before[id(run)][0] for run, _ in jobs))
     return sum(run.seconds - before[id(run)][1] for run, _ in jobs)
@@ -247,19 +254,23 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
     """``rotate``: start at that kernel (a job array's task index, slurm.py); ``rounds``: 1
     spends the budget at once (tasks sharing the studies); ``report_only``: no new trial."""
     events = events or Events()
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     runs = [KernelRun(choice) for choice in selection.kernels]
+    result = AppTuneResult(selection, budget, runs)
+    mark = _PhaseMarks(result, started, cpu_started)
     for run in runs:
         if run.choice.tunable:
             _build(db, run, spaces, options)
+    mark("tuners")
     live = [r for r in runs if r.tuner is not None]
-    result = AppTuneResult(selection, budget, runs)
     if not live:
         result.seconds = time.monotonic() - started
         return result
     lanes = make_lanes([r.tuner for r in live if r.tuner is not None], options.devices,
                        options.compile_workers, options.workers_per_device)
+    mark("workers")
     result.devices = [info for lane in lanes for info in lane.device_info]
+    busy = _LaneClock(lanes)
     # A budget in seconds is wall time: with a kernel per GPU, each GPU spends all of it.
     capacity = (budget if budget.seconds is None or len(lanes) == 1
                 else dataclasses.replace(budget, seconds=budget.seconds * len(lanes)))
@@ -271,7 +282,7 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
         if report_only:
             run_on_lanes([(run, 0.0) for run, _ in order], lanes,
                          lambda run, _, lane: _report_only(run, lane, events))
-            result.seconds = time.monotonic() - started
+            mark("report")
             return result
         for run, amount in order:
             if amount <= 0:
@@ -279,9 +290,9 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
                                f"{len(live)} kernels)")
         # A budget in seconds is the run's wall time: no round runs past it.
         deadline = started + budget.seconds if budget.seconds is not None else None
-        spent = _round(order, lanes, budget, events, 1, deadline)
+        spent = _round(order, lanes, budget, events, 1, deadline, busy)
+        mark("round 1")
         if rounds == 1:  # (the second round needs every kernel's first, seen by one process)
-            result.seconds = time.monotonic() - started
             return result
         hopeful = [promising(r.outcome) for r in live]
         for run, hope in zip(live, hopeful, strict=True):
@@ -291,9 +302,49 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
         second = second_round(capacity, spent, shares, hopeful)
         _round([(run, amount) for run, amount in zip(live, second, strict=True)
                 if amount >= 1 or (budget.seconds is not None and amount > 0.5)], lanes, budget, events, 2,
-               deadline)
+               deadline, busy)
+        mark("round 2")
     finally:
         for lane in lanes:
             lane.shutdown(wait=False, cancel_futures=True)
-    result.seconds = time.monotonic() - started
+        result.lane_busy = busy.seconds
+        mark.end()
     return result
+
+
+class _PhaseMarks:
+    """``mark(name)``: the wall seconds since the previous mark go to phase ``name``;
+    ``end()`` sets the run's seconds and CPU seconds."""
+
+    def __init__(self, result: AppTuneResult, started: float, cpu_started: float) -> None:
+        self.result, self.started, self.cpu_started = result, started, cpu_started
+        self.last = started
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.result.phases[name] = self.result.phases.get(name, 0.0) + now - self.last
+        self.last = now
+        self.end()
+
+    def end(self) -> None:
+        self.result.seconds = time.monotonic() - self.started
+        self.result.cpu_seconds = time.process_time() - self.cpu_started
+
+
+class _LaneClock:
+    """Each lane's seconds of work (its kernels' rounds and the rounds it joined)."""
+
+    def __init__(self, lanes) -> None:
+        self.index = {id(lane): n for n, lane in enumerate(lanes)}
+        self.seconds = [0.0] * len(lanes)
+        self.lock = threading.Lock()
+
+    def timed(self, work: Callable) -> Callable:
+        def run(*args):
+            lane, began = args[-1], time.monotonic()
+            try:
+                return work(*args)
+            finally:
+                with self.lock:
+                    self.seconds[self.index[id(lane)]] += time.monotonic() - began
+        return run
