@@ -6,6 +6,7 @@
 // writer and snapshot pipeline. The interposed entry points (runtime_api.cpp,
 // driver_api.cpp, graph_api.cpp) lock Recorder::mutex and call into it:
 //   recorder.cpp        configuration, launch recording and snapshot orchestration
+//   launch_regions.cpp  what a launch's snapshot copies (allocations, globals, peers)
 //   device_slots.cpp    the GPUs the process works on, each with its own range
 //   snapshot_source.cpp device-to-host copies for the snapshot pipeline
 //   kernel_registry.cpp kernels and the code they came from (fatbinaries, modules)
