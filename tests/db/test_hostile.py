@@ -26,7 +26,7 @@ from mneme.replay.db import (
     DatabaseWriter,
     InstanceRecord,
 )
-from mneme.replay.db.chunks import encode_chunk
+from mneme.replay.db.codec import encode_chunk
 from mneme.replay.db.metadata import parse_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"

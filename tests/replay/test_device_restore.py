@@ -10,8 +10,6 @@ import os
 import numpy as np
 import pytest
 from mneme.replay.db.chunks import (
-    check_frame,
-    decode_chunk,
     read_array_info,
     read_chunk_file,
     read_chunk_into,
@@ -19,6 +17,7 @@ from mneme.replay.db.chunks import (
     stored_chunk_sizes,
     write_array,
 )
+from mneme.replay.db.codec import check_frame, decode_chunk
 from mneme.replay.db.errors import CorruptDataError
 from mneme.replay.engine import device_decompress, device_restore
 from mneme.replay.engine.device_restore import (

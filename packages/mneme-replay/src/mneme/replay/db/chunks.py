@@ -1,10 +1,11 @@
-"""Reading and writing one-dimensional uint8 Zarr v3 arrays, chunk by chunk.
+"""Reading and writing one-dimensional uint8 Zarr v3 arrays, chunk by chunk: their
+zarr.json and their chunk files.
 
 The arrays are plain Zarr v3 (any reader opens them), but the writer encodes chunks itself
 on a thread pool: zstd and crc32c release the GIL, and zarr-python's generic pipeline
 reached about half the throughput on our 2-core machines (see benchmarks/store_bandwidth.py).
-Codec chain, in Zarr's order: ``bytes`` → ``zstd`` (no frame checksum) → ``crc32c``
-(4 bytes, little-endian, appended). Chunk keys use the default ``c/<index>`` encoding.
+How one chunk is encoded and checked is codec.py. Chunk keys use the default ``c/<index>``
+encoding.
 """
 
 from __future__ import annotations
@@ -14,20 +15,24 @@ import errno
 import json
 import os
 import stat
-import struct
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
 import numpy as np
 from mneme.runtime import recording_format
-from numcodecs.zstd import Zstd
 
 from . import content_store
+from .codec import (
+    CODEC_SCHEMAS,
+    codecs_metadata,
+    decode_chunk,
+    encode_chunk,
+    max_chunk_file_size,
+)
 from .errors import CorruptDataError
-from .metadata import Array, Bool, Exactly, Int, Obj, OneOf, read_json_file
+from .metadata import Array, Exactly, Int, Obj, OneOf, read_json_file
 
 #: 4 MiB: the measured sweet spot between per-chunk overhead and read granularity.
 DEFAULT_CHUNK_SIZE = recording_format.DEFAULT_CHUNK_SIZE
@@ -53,11 +58,7 @@ def array_metadata(size: int, chunk_size: int, level: int, attributes: dict) -> 
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk_size]}},
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": 0,
-        "codecs": [
-            {"name": "bytes"},
-            {"name": "zstd", "configuration": {"level": level, "checksum": False}},
-            {"name": "crc32c"},
-        ],
+        "codecs": codecs_metadata(level),
         "attributes": attributes,
         "storage_transformers": [],
     }
@@ -72,60 +73,6 @@ def write_json(path: Path, document: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(document, indent=2, sort_keys=True))
     os.replace(tmp, path)
-
-
-def encode_chunk(data: np.ndarray | bytes, level: int) -> bytes:
-    body = Zstd(level=level).encode(data)
-    return bytes(body) + struct.pack("<I", crc32c.crc32c(body))
-
-
-_ZSTD_MAGIC = 0xFD2FB528
-
-
-def frame_content_size(body: bytes) -> int | None:
-    """The content size a zstd frame header declares (None: not declared or no frame)."""
-    if len(body) < 6 or int.from_bytes(body[:4], "little") != _ZSTD_MAGIC:
-        return None
-    descriptor = body[4]
-    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
-    pos = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
-    width = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-    if width == 0 or len(body) < pos + width:
-        return None
-    value = int.from_bytes(body[pos : pos + width], "little")
-    return value + 256 if width == 2 else value
-
-
-def max_chunk_file_size(chunk_size: int) -> int:
-    """Upper bound of a stored chunk (ZSTD_compressBound + the CRC): larger files are
-    damaged and are not read into memory."""
-    return chunk_size + (chunk_size >> 8) + (((128 << 10) - chunk_size) >> 11 if chunk_size < 128 << 10 else 0) + 64 + 4
-
-
-def decode_chunk(blob: bytes, expected_size: int, where: str, out: np.ndarray | None = None) -> np.ndarray:
-    """Check and decompress one stored chunk. The chunk size the metadata declares is a
-    hard limit: the frame must declare exactly that content size, and decompression
-    writes into a buffer of that size (a small file cannot inflate to gigabytes); ``out``:
-    that buffer (``expected_size`` contiguous bytes), else a new one."""
-    if len(blob) < 4:
-        raise CorruptDataError(f"{where}: chunk truncated ({len(blob)} bytes)")
-    body, (stored,) = blob[:-4], struct.unpack("<I", blob[-4:])
-    if crc32c.crc32c(body) != stored:
-        raise CorruptDataError(f"{where}: checksum mismatch (data corrupted on disk)")
-    declared = frame_content_size(body)
-    if declared != expected_size:
-        raise CorruptDataError(
-            f"{where}: chunk declares {declared} bytes, expected {expected_size}"
-            if declared is not None
-            else f"{where}: chunk is not a zstd frame with a declared size"
-        )
-    if out is None:
-        out = np.empty(expected_size, dtype=np.uint8)
-    try:
-        Zstd().decode(body, out)
-    except Exception as exc:  # numcodecs raises RuntimeError/ValueError on bad frames
-        raise CorruptDataError(f"{where}: chunk does not decompress ({exc})") from None
-    return out
 
 
 def chunk_path(array_dir: Path, index: int) -> Path:
@@ -244,25 +191,12 @@ GROUP_SCHEMA = Obj(
     extra=False,
 )
 
-_CODECS = (
-    Exactly({"name": "bytes"}),
-    Obj(
-        {
-            "name": Exactly("zstd"),
-            "configuration": Obj({"level": Int(-(1 << 17), 22), "checksum": Bool()}, extra=False),
-        },
-        extra=False,
-    ),
-    Exactly({"name": "crc32c"}),
-)
-
-
 def read_array_info(array_dir: Path, limit: int) -> ArrayInfo:
     """Parse and validate an array's zarr.json; ``limit`` bounds the declared size."""
     meta = load_json(array_dir / "zarr.json")
     where = f"{array_dir}/zarr.json"
     ARRAY_SCHEMA.check(meta, where)
-    for i, (codec, spec) in enumerate(zip(meta["codecs"], _CODECS, strict=True)):
+    for i, (codec, spec) in enumerate(zip(meta["codecs"], CODEC_SCHEMAS, strict=True)):
         spec.check(codec, f"{where} codecs[{i}]")
     size = meta["shape"][0]
     chunk_size = meta["chunk_grid"]["configuration"]["chunk_shape"][0]
@@ -442,23 +376,6 @@ def read_chunk_into(info: ArrayInfo, index: int, out: memoryview) -> None:
             if got == 0:
                 raise CorruptDataError(f"{path} changed size while it was read")
             done += got
-
-
-def check_frame(blob, expected_size: int, where: str) -> None:
-    """The checks ``decode_chunk`` makes before decompressing: the CRC-32C after the frame
-    and the content size the frame declares (exactly the chunk size)."""
-    if len(blob) < 4:
-        raise CorruptDataError(f"{where}: chunk truncated ({len(blob)} bytes)")
-    body = blob[:-4]
-    if crc32c.crc32c(body) != int.from_bytes(blob[-4:], "little"):
-        raise CorruptDataError(f"{where}: checksum mismatch (data corrupted on disk)")
-    declared = frame_content_size(bytes(body[:18]))
-    if declared != expected_size:
-        raise CorruptDataError(
-            f"{where}: chunk declares {declared} bytes, expected {expected_size}"
-            if declared is not None
-            else f"{where}: chunk is not a zstd frame with a declared size"
-        )
 
 
 def iter_chunk_indices(info: ArrayInfo) -> Iterable[int]:

@@ -26,13 +26,13 @@ from .chunks import (
     GROUP_SCHEMA,
     ArrayInfo,
     chunk_path,
-    decode_chunk,
     load_json,
     pool,
     read_array_info,
     read_chunk_file,
     stored_chunk_indices,
 )
+from .codec import decode_chunk
 from .errors import CorruptDataError, DatabaseError
 from .hashing import combine_checksums, content_checksum, dynamic_hash
 from .instance import Instance

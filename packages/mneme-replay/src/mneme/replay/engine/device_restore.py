@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..db.chunks import check_frame, pool, read_chunk_into, stored_chunk_sizes
+from ..db.chunks import pool, read_chunk_into, stored_chunk_sizes
+from ..db.codec import check_frame
 from ..db.errors import CorruptDataError
 from .device_decompress import PrimaryContext, status_name
 from .errors import DeviceRestoreError, NvcompError
@@ -115,7 +116,7 @@ def limits_for(max_chunk: int, total: int, scratch: int, batch: int = BATCH_BYTE
     """Batch limits for arrays of chunks up to ``max_chunk`` bytes, ``total`` bytes in all,
     with ``scratch`` device bytes for chunks that decompress aside (at least one chunk),
     ``batch`` uncompressed bytes per batch at most."""
-    from ..db.chunks import max_chunk_file_size
+    from ..db.codec import max_chunk_file_size
 
     max_chunk = max(max_chunk, 1)
     uncompressed = max(min(batch, _round_up(max(total, 1), _ALIGN)), max_chunk)
