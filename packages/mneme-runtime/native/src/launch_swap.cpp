@@ -49,79 +49,14 @@
 #include <vector>
 
 #include "interpose.hpp"
+#include "launch_plan.hpp"
 #include "mneme/runtime/kernel_timer.hpp"
 
 namespace {
 
+using namespace mneme::apply;
 using mneme::recorder::driver_function;
 using mneme::recorder::real;
-
-[[noreturn]] void fatal(const std::string& message) {
-  std::fprintf(stderr, "mneme run: %s\n", message.c_str());
-  std::fflush(stderr);
-  _exit(70);
-}
-
-struct Dims {
-  unsigned v[3] = {1, 1, 1};
-  bool operator==(const Dims& o) const { return v[0] == o.v[0] && v[1] == o.v[1] && v[2] == o.v[2]; }
-  unsigned long long threads() const { return 1ull * v[0] * v[1] * v[2]; }
-};
-
-struct Plan {
-  std::string kernel, cubin, function, grid_rule = "cover";
-  Dims recorded_grid, recorded_block, tuned_grid, tuned_block;
-  unsigned long long recorded_shared = 0, tuned_shared = 0, shared_per_thread = 0, bound = 0;
-  bool dims_exact = false;
-  std::vector<std::pair<unsigned, std::string>> args;        // index, raw bytes
-  std::vector<std::pair<std::string, size_t>> globals;       // name, size
-  // The tuned code, loaded lazily into each context on the first launch there that it
-  // applies to (a multi-GPU application launches the kernel on every GPU).
-  struct Loaded {
-    CUmodule module = nullptr;
-    CUfunction tuned = nullptr;
-    bool failed = false;  // said once; that context's launches run the original
-    std::vector<std::pair<CUdeviceptr, CUdeviceptr>> global_pairs;  // application's, module's
-  };
-  std::map<CUcontext, Loaded> loaded;
-  // what happened, for the report
-  unsigned long long launches = 0, swapped = 0, refused = 0, same_config = 0;
-  std::map<int, unsigned long long> swapped_on;  // swapped launches per GPU ordinal
-  // launches that ran the original code, by why: the recorded dimensions were compiled in
-  // and this launch has others; a specialised argument differs; the block exceeds the
-  // compiled-in bound; launch attributes (clusters, cooperative, priority) were set
-  unsigned long long other_dims = 0, other_args = 0, over_bound = 0, attributes = 0;
-  std::string load_error;  // why the tuned code did not load ("" when it did or was not tried)
-  // event times (ms) of each launch in launch order, and whether it had the recorded config
-  std::vector<std::pair<double, bool>> event_times;
-};
-
-// Durations (ms) of one kernel's launches in order: the first apart, the median of the rest.
-struct Durations {
-  std::vector<double> all, same_config;  // same_config: launches with the recorded configuration
-
-  static double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-  }
-  // The median of the launches after the first; the first alone when it is the only one.
-  static double steady(const std::vector<double>& v) {
-    return v.size() > 1 ? median(std::vector<double>(v.begin() + 1, v.end())) : median(v);
-  }
-  static double total(const std::vector<double>& v) {
-    double t = 0;
-    for (double x : v) t += x;
-    return t;
-  }
-};
-
-std::string unhex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
 
 // A launch with events around it, harvested once the events complete.
 struct Timing {
@@ -321,7 +256,11 @@ class Swapper {
   Swapper() {
     std::string path = env("MNEME_APPLY_PLAN");
     if (path.empty()) return;
-    read_plan(path);
+    plans_ = read_plan(path);
+    for (auto& [name, plan] : plans_) {  // CUPTI keeps these kernels' records
+      timed_names_.insert(plan.kernel);
+      timed_names_.insert(plan.function);
+    }
     active_ = true;
     timing_ = env("MNEME_APPLY_TIMING") == "1";
     total_ = env("MNEME_APPLY_TOTAL") == "1";
@@ -332,62 +271,6 @@ class Swapper {
   static std::string env(const char* name) {
     const char* v = std::getenv(name);
     return v ? v : "";
-  }
-
-  void read_plan(const std::string& path) {
-    std::ifstream in(path);
-    std::string line, word;
-    if (!in || !std::getline(in, line) || line != "mneme-apply-plan 1")
-      fatal(path + " is not a plan written by this version of mneme run");
-    Plan plan;
-    auto dims = [](std::istringstream& s, Dims& d) { s >> d.v[0] >> d.v[1] >> d.v[2]; };
-    while (std::getline(in, line)) {
-      std::istringstream s(line);
-      s >> word;
-      if (word == "kernel") s >> plan.kernel;
-      else if (word == "cubin") std::getline(s >> std::ws, plan.cubin);
-      else if (word == "function") s >> plan.function;
-      else if (word == "recorded") { dims(s, plan.recorded_grid); dims(s, plan.recorded_block); s >> plan.recorded_shared; }
-      else if (word == "tuned") { dims(s, plan.tuned_grid); dims(s, plan.tuned_block); s >> plan.tuned_shared; }
-      else if (word == "grid") s >> plan.grid_rule;
-      else if (word == "shared_per_thread") s >> plan.shared_per_thread;
-      else if (word == "bound") s >> plan.bound;
-      else if (word == "dims") { std::string v; s >> v; plan.dims_exact = v == "exact"; }
-      else if (word == "arg") { unsigned i; std::string hex; s >> i >> hex; plan.args.push_back({i, unhex(hex)}); }
-      else if (word == "global") { std::string n; size_t size; s >> n >> size; plan.globals.push_back({n, size}); }
-      else if (word == "end") {
-        timed_names_.insert(plan.kernel);
-        timed_names_.insert(plan.function);
-        plans_[plan.kernel] = plan;
-        plan = Plan();
-      }
-      else if (!word.empty()) fatal(path + ": unknown plan line '" + line + "'");
-      if (s.fail()) fatal(path + ": malformed plan line '" + line + "'");
-    }
-  }
-
-  enum class Fit { kApplies, kOtherDims, kOtherArgs, kOverBound };
-
-  // Whether the tuned code is valid for this launch (why not), and the launch it then gets.
-  Fit applies(const Plan& p, Dims grid, Dims block, size_t shared, void** args, Dims& new_grid, Dims& new_block,
-              size_t& new_shared) const {
-    if (p.dims_exact && !(grid == p.recorded_grid && block == p.recorded_block)) return Fit::kOtherDims;
-    for (const auto& [index, bytes] : p.args)
-      if (!args || std::memcmp(args[index], bytes.data(), bytes.size()) != 0) return Fit::kOtherArgs;
-    if (!(block == p.recorded_block)) {  // another launch shape: tuned code, its own launch
-      return p.bound == 0 || block.threads() <= p.bound ? Fit::kApplies : Fit::kOverBound;
-    }
-    new_block = p.tuned_block;
-    if (p.grid_rule == "keep") new_grid = grid;
-    else if (p.grid_rule == "fixed" && grid == p.recorded_grid) new_grid = p.tuned_grid;
-    else
-      for (int a = 0; a < 3; ++a)  // cover the same threads per axis
-        new_grid.v[a] = unsigned(std::max(1ull, (1ull * grid.v[a] * block.v[a] + new_block.v[a] - 1) / new_block.v[a]));
-    if (p.shared_per_thread && shared == p.shared_per_thread * block.threads())
-      new_shared = p.shared_per_thread * new_block.threads();
-    else if (shared == p.recorded_shared)
-      new_shared = p.tuned_shared;
-    return Fit::kApplies;
   }
 
   // The context launches run in (the runtime's, created lazily, made current first).
