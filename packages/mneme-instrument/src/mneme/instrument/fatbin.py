@@ -171,7 +171,7 @@ def _replace(obj, **changes):
 def _entries(
     section: bytes, pos: int, end: int, container: int, first: int, where: str
 ) -> list[FatbinEntry]:
-    entries = []
+    entries: list[FatbinEntry] = []
     while pos < end:
         if end - pos < ENTRY.size:
             raise FatbinError(f"{where}: truncated code entry header at offset {pos}")
@@ -326,7 +326,7 @@ def parse_code_image(
             raise FatbinError(f"{where}: neither a fatbinary, a cubin nor PTX text")
         arch, kind, prefix = f"sm_{int(match.group(1))}", KIND_PTX, "compute"
         found = re.search(rb"^\s*\.version\s+(\d+)\.(\d+)", text, re.M)
-        version = (int(found.group(1)), int(found.group(2)))
+        version = (int(found.group(1)), int(found.group(2)))  # type: ignore[union-attr]
         image = text
     number = int(arch.split("_")[1])
     entry = _entry(0, 0, 0, kind, version[1], version[0], number, 0x11, image, 0, 0)

@@ -279,7 +279,7 @@ def clean(db: Path, kernels: tuple[str, ...], staging: bool):
     if not kernels and not staging:
         raise DatabaseError("name the kernels to delete (static hash or name), or pass --staging")
     # Resolve every name first (all or nothing), each kernel once, names read before deleting.
-    targets = {}
+    targets: dict[str, tuple[Kernel, str]] = {}
     for key in kernels:
         kernel = database.kernel(key)
         targets.setdefault(kernel.static_hash, (kernel, _name_of(kernel)))
@@ -303,7 +303,7 @@ def _name_of(kernel) -> str:
 
 def _transfer(src: Path, dst: Path, kernels: tuple[str, ...], move: bool, force: bool):
     source = Database.open(src)
-    targets = {}
+    targets: dict[str, Kernel] = {}
     for kernel in [source.kernel(k) for k in kernels] if kernels else source.kernels():
         targets.setdefault(kernel.static_hash, kernel)
     destination = open_destination(source, dst)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.table import Table
 
 #: A name column is shortened to this before any data column is dropped...
@@ -24,7 +24,7 @@ class Column:
     #: "id": printed whole, always; "name": may be shortened with an ellipsis; "data":
     #: printed whole, but dropped first when the width is short
     role: str = "data"
-    justify: str = "left"
+    justify: JustifyMethod = "left"
 
 
 def console(stderr: bool = False) -> Console:

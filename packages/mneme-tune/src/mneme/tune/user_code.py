@@ -22,10 +22,10 @@ def load_attribute(spec: str):
             raise SpaceError(f"space file {path} does not exist")
         module_name = f"mneme_user_space_{abs(hash(str(path.resolve())))}"
         module_spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(module_spec)
+        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
         sys.modules[module_name] = module  # classes defined in it find their module (pickle, dataclasses)
         try:
-            module_spec.loader.exec_module(module)
+            module_spec.loader.exec_module(module)  # type: ignore[union-attr]
         except Exception as error:  # noqa: BLE001 - the user's file: report it in one line
             raise SpaceError(f"cannot load {path}: {type(error).__name__}: {error}") from None
     else:

@@ -25,7 +25,7 @@ STORE = "chunks"
 try:  # the digest is the runtime's (the C++ writer's own code)
     from mneme.runtime.digests import chunk_digest as _digest
 except ImportError:  # no native runtime: chunks are written plainly, not shared
-    _digest = None
+    _digest = None  # type: ignore[assignment]
 
 
 def store_dir(root: Path) -> Path:

@@ -122,7 +122,8 @@ class Instance:
     def peer_devices(self) -> tuple[int, ...]:
         """The other GPUs whose memory the launch reached through peer pointers (its
         "peer" regions), sorted; empty when it touched only its own GPU's memory."""
-        return tuple(sorted({r.device for r in self.regions if r.kind == layout.PEER_KIND}))
+        return tuple(sorted({r.device for r in self.regions  # type: ignore[misc]
+                             if r.kind == layout.PEER_KIND}))
 
     @cached_property
     def regions(self) -> list[RegionInfo]:
@@ -133,7 +134,7 @@ class Instance:
         recorded = self._attrs.get("address_space")  # absent before writers stored it
         own_range = recorded is not None and "device" in self._attrs  # a GPU's own range
         if own_range:
-            problem = address_space_problem(recorded["base"], recorded["size"])
+            problem = address_space_problem(recorded["base"], recorded["size"])  # type: ignore[index]
             if problem:
                 raise CorruptDataError(f"instance {self.id}: {problem}")
         elif recorded is not None and (recorded["base"], recorded["size"]) != (info.vas_base, info.vas_size):

@@ -19,6 +19,7 @@ import os
 import shutil
 import stat
 import uuid
+from collections.abc import Set
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,7 @@ class SharedChunks:
         return name if content_store.name_matches(name, piece, array_info.chunk_size) else None
 
 
-def _copy_tree(source: Path, target: Path, skip: set[str] = frozenset(),
+def _copy_tree(source: Path, target: Path, skip: Set[str] = frozenset(),
                shared: SharedChunks | None = None) -> None:
     """Copy a node's regular files and folders; a symbolic link (or any other special
     file) inside the source is refused, never followed. ``shared``: chunk files the
@@ -285,7 +286,7 @@ def _copy_nodes(kernel: Kernel, destination: DatabaseWriter, force: bool,
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         copied_kernel = Kernel(dst_db, kernel.static_hash)
-        reason = (_kernel_problems(copied_kernel) or [None])[0] or kernel_difference(kernel, copied_kernel)
+        reason = (_kernel_problems(copied_kernel) or [None])[0] or kernel_difference(kernel, copied_kernel)  # type: ignore[list-item]
         if reason is not None:
             raise TransferError(f"kernel {kernel.static_hash}: the copy does not check out ({reason})")
     copied = 0
@@ -299,16 +300,16 @@ def _copy_nodes(kernel: Kernel, destination: DatabaseWriter, force: bool,
         final = layout.instance_dir(dst_root, kernel.static_hash, instance.dynamic_hash)
         dst_kernel = Kernel(dst_db, kernel.static_hash)
         if final.exists() or final.is_symlink():
-            existing = Instance(dst_kernel, instance.dynamic_hash)
-            why = _instance_problems(existing)
-            reason = f"is damaged ({why[0]})" if why else instance_difference(instance, existing)
+            present = Instance(dst_kernel, instance.dynamic_hash)
+            why = _instance_problems(present)
+            reason = f"is damaged ({why[0]})" if why else instance_difference(instance, present)
             if reason is None:
                 continue  # already there, identical
             _refuse_or_replace(f"instance {instance.id}", reason, force)
             if final.is_symlink():
                 final.unlink()
             else:
-                _remove_instance(existing)
+                _remove_instance(present)
         scratch = _scratch(dst_root)
         try:
             staged = scratch / instance.dynamic_hash
@@ -319,7 +320,7 @@ def _copy_nodes(kernel: Kernel, destination: DatabaseWriter, force: bool,
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         result = Instance(dst_kernel, instance.dynamic_hash)
-        reason = (_instance_problems(result, copy_sums) or [None])[0] or instance_difference(instance, result)
+        reason = (_instance_problems(result, copy_sums) or [None])[0] or instance_difference(instance, result)  # type: ignore[list-item]
         if reason is not None:
             if mine:
                 _remove_instance(result)

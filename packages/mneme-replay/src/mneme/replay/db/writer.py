@@ -22,6 +22,7 @@ import socket
 import uuid
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,8 @@ def tool_version() -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    # (timezone.utc: datetime.UTC is Python 3.11's, and the package supports 3.10)
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class DatabaseWriter:
@@ -228,7 +230,7 @@ class DatabaseWriter:
         return pro
 
     def _write_instance(self, node: Path, dyn: str, record: InstanceRecord, regions, fmt: str):
-        options = {"chunk_size": self.chunk_size, "level": self.level,
+        options: dict[str, Any] = {"chunk_size": self.chunk_size, "level": self.level,
                    "store": content_store.store_dir(self.root)}
         node.mkdir()
         write_array(node / layout.ARGS, as_bytes_array(record.args),

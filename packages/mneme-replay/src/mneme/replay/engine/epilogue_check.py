@@ -7,6 +7,8 @@ The classes themselves are measured here first, by runs of the unchanged kernel.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..jit import CompileConfig
@@ -14,12 +16,38 @@ from . import determinism as nd
 from .config import ReplayConfig
 from .verify import RegionCheck, Tolerance
 
+if TYPE_CHECKING:
+    from mneme.replay.db import Instance
+    from mneme.runtime import Device, Stream
+
+    from .restore import DeviceImage
+    from .result import ReplayResult
+    from .verify import DeviceVerifier
+
 
 class EpilogueChecks:
     """The part of ReplaySession (engine/session.py) that compares device memory with the
     recording. It works on the session's restored image, verification kernels, stream
     and caches (``_expected_host``, ``_expected_sorted``, ``_expected_digests``,
     ``_profile``), which the session creates."""
+
+    if TYPE_CHECKING:  # the session's, which these checks use
+        instance: Instance
+        _profile: nd.DeterminismProfile | None
+        _expected_host: dict[str, np.ndarray]
+        _expected_sorted: dict[str, np.ndarray]
+        _expected_digests: dict[tuple[str, int], tuple[int, int]]
+        _verifier: DeviceVerifier | None
+        _stream: Stream | None
+
+        @property
+        def device(self) -> Device: ...
+        def image(self) -> DeviceImage: ...
+        def _device_verifier(self) -> DeviceVerifier: ...
+        def tolerances(self, replay: ReplayConfig) -> dict[str, Tolerance]: ...
+        def run(self, compile: CompileConfig | None = None,
+                replay: ReplayConfig | None = None) -> ReplayResult: ...
+
 
     # -- what the unchanged kernel reproduces ------------------------------------------------
 
@@ -83,9 +111,10 @@ class EpilogueChecks:
         self._device_verifier()
         key = (region.name, width)
         if key not in self._expected_digests:
-            self._expected_digests[key] = self._verifier.multiset_digest(
+            self._expected_digests[key] = self._verifier.multiset_digest(  # type: ignore[union-attr]
                 expected, region.size, width, image.results, self._stream)
-        found = self._verifier.multiset_digest(actual, region.size, width, image.results, self._stream)
+        found = self._verifier.multiset_digest(  # type: ignore[union-attr]
+            actual, region.size, width, image.results, self._stream)
         return found == self._expected_digests[key]
 
     def _device_bytes(self, region) -> np.ndarray:
@@ -136,9 +165,10 @@ class EpilogueChecks:
         # wrote them wrote memory it was not recorded with.
         for slack in image.slack:
             checks.append(RegionCheck(f"outside the recorded regions at {slack.address:#x}",
-                                      slack.address, image.canary, slack.size, Tolerance(),
+                                      slack.address, image.canary,  # type: ignore[arg-type]
+                                      slack.size, Tolerance(),
                                       slack.address))
-        mismatches = self._verifier.run(checks, image.results, self._stream)
+        mismatches = self._verifier.run(checks, image.results, self._stream)  # type: ignore[union-attr]
         for region, width in unordered:
             if self._multiset_same(region, width):  # on the device: only two words come back
                 continue

@@ -78,7 +78,7 @@ def written_copies(instance, heap_regions, pristine: list[tuple[int, int, int]])
         dst = pristine[span][0]
         by_span.setdefault(span, []).extend(
             (address - dst + lo, address - dst + hi) for lo, hi in changed_ranges(instance, region))
-    copies = []
+    copies: list[tuple[int, int, int]] = []
     for span, ranges in sorted(by_span.items()):
         dst, src, _ = pristine[span]
         copies.extend((dst + lo, src + lo, hi - lo) for lo, hi in merge(ranges) if hi > lo)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from mneme.runtime.errors import RangeUnavailableError
@@ -26,6 +27,9 @@ from .errors import DeviceRestoreError, NvcompError, RestoreError
 from .l2_touch import L2Touch, table_bytes
 from .reset_plan import changed_ranges, written_copies
 from .verify_kernels import RESULT_BYTES
+
+if TYPE_CHECKING:
+    from mneme.replay.db import RegionInfo
 
 ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
 _SCRATCH_ALIGNMENT = 4096
@@ -109,7 +113,7 @@ def merge_spans(regions: list, alignment: int = ALIGNMENT) -> list[Span]:
 
 @dataclass
 class _Global:
-    region: object  # RegionInfo
+    region: RegionInfo
     pristine: int  # device address of the recorded prologue bytes
     expected: int | None
     changed: list = field(default_factory=list)  # (start, end) the recorded launch changed
@@ -383,7 +387,8 @@ class DeviceImage:
                 self.expected[region.name] = self._allocate(region.size)
         needs_staging = self._nvcomp is not None or (self._verifier is not None and verify)
         staging = self._allocate(self._staging) if needs_staging else None
-        if self._nvcomp is None or not self._restore_on_device(sources, staging, stream):
+        if self._nvcomp is None or not self._restore_on_device(
+                sources, staging, stream):  # type: ignore[arg-type]
             self._restore_on_host(sources, staging, stream)
         # pristine copies: one per span, the reset is one D2D copy per span
         self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)

@@ -16,11 +16,11 @@ def open_database(spec: str | os.PathLike) -> tuple[Database, str | None]:
     try:
         return Database.open(Path(text)), None
     except DatabaseError as first_error:
-        candidates = []
+        candidates: list[tuple[Path, str]] = []
         path = Path(text)
         if ":" in text:
-            root, _, kernel = text.rpartition(":")
-            candidates.append((Path(root), kernel))
+            where, _, kernel = text.rpartition(":")
+            candidates.append((Path(where), kernel))
         if path.parent != path:
             candidates.append((path.parent, path.name))
             if path.parent.name == "kernels":

@@ -48,7 +48,7 @@ def arch_of(compute_capability: str | tuple[int, int]) -> str:
     if isinstance(compute_capability, str):
         major, _, minor = compute_capability.partition(".")
         return f"sm_{int(major)}{int(minor or 0)}"
-    major, minor = compute_capability
+    major, minor = compute_capability  # type: ignore[assignment]
     return f"sm_{major}{minor}"
 
 
@@ -141,6 +141,7 @@ class ReplaySession(EpilogueChecks):
 
     @property
     def device(self):
+        self.guard_note: str | None
         if self._device is None:
             if not self.gpu:
                 raise NoGpuError("this replay needs a GPU; none is available (use --compile-only)")
@@ -170,7 +171,7 @@ class ReplaySession(EpilogueChecks):
             return None
 
     def target_arch(self, replay: ReplayConfig, compile_only: bool) -> tuple[str, list[str]]:
-        notes = []
+        notes: list[str] = []
         if replay.arch:
             return replay.arch, notes
         if not compile_only:

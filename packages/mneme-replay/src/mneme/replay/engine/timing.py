@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 WARM, COLD, APP, AUTO = "warm", "cold", "app", "auto"
 CACHE_MODES = (WARM, COLD, APP, AUTO)
@@ -128,7 +129,7 @@ class KernelClock:
             return None
         setup()
         synchronize()
-        first = clocks.sample(index)
+        first: Any = clocks.sample(index)  # a ClockSample, or None
         if first is None or not first.has_energy:
             return None
         last = float(first.energy_mj)
@@ -146,7 +147,7 @@ class KernelClock:
             launches += batch
             if long_kernel:
                 synchronize()
-            now = clocks.sample(index)
+            now: Any = clocks.sample(index)
             if now is not None and float(now.energy_mj) != last:
                 last = float(now.energy_mj)
                 steps.append((time.perf_counter(), last))

@@ -203,13 +203,14 @@ def evaluate(
     first_offset = first if not plan.typed else first * plan.itemsize
     max_error = _as_double(words[2]) if plan.typed else None
     if plan.typed and plan.mode == 2:
+        error: float | None
         if tolerance.norm == "l2":
             error = math.sqrt(_as_double(words[3]))
             bound = tolerance.atol + tolerance.rtol * math.sqrt(_as_double(words[4]))
         else:
             error = max_error if count else 0.0
             bound = tolerance.atol + tolerance.rtol * _as_double(words[5])
-        if error <= bound:
+        if error <= bound:  # type: ignore[operator]
             return None
         return Mismatch(
             region,
@@ -244,8 +245,8 @@ def reference_words(
     b_bits = b_bytes.view(f"u{plan.itemsize}")
     ne = a_bits != b_bits
     with np.errstate(all="ignore"):
-        fa = a_bytes.view(plan.dtype).astype(np.float64)
-        fb = b_bytes.view(plan.dtype).astype(np.float64)
+        fa = a_bytes.view(plan.dtype).astype(np.float64)  # type: ignore[arg-type]
+        fb = b_bytes.view(plan.dtype).astype(np.float64)  # type: ignore[arg-type]
         diff = np.abs(fa - fb)
         err = np.where(ne, np.where(np.isnan(diff), np.inf, diff), 0.0)
         afb = np.where(np.isnan(fb), 0.0, np.abs(fb))

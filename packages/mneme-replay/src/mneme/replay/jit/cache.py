@@ -93,7 +93,7 @@ class CompileCache:
             self._memory.popitem(last=False)
 
     def _paths(self, key: str) -> tuple[Path, Path]:
-        folder = self.directory / key[:2]
+        folder = self.directory / key[:2]  # type: ignore[operator]
         return folder / f"{key}.json", folder / f"{key}.bin"
 
     def _read(self, key: str) -> CompileResult | None:

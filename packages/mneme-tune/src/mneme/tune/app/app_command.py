@@ -13,7 +13,14 @@ from pathlib import Path
 from mneme.replay.db import Database
 from mneme.replay.tables import Column, console, print_table
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from ..errors import TuneError
 from ..tune_types import TuneOptions
@@ -127,7 +134,7 @@ def _tune(db: Database, selection: Selection, spaces: str, options: TuneOptions,
     with Progress(TextColumn("[bold]{task.fields[label]}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failed {task.fields[failed]}  {task.fields[rate]:.1f} trials/s"),
                   TimeElapsedColumn(), console=err, transient=False) as progress:
-        tasks: dict[int, object] = {}  # each kernel's bar (kernels run side by side on several GPUs)
+        tasks: dict[int, TaskID] = {}  # each kernel's bar (kernels run side by side on several GPUs)
 
         def starts(run: KernelRun, round_index: int, amount: float) -> None:
             where = f"GPU {','.join(map(str, run.running_on))} " if len(options.devices or []) > 1 else ""

@@ -55,7 +55,7 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
     choice = run.choice
     c = run.outcome.confirmation if run.outcome else {}
     speedup = c.get("speedup") if c.get("objective", "time") == "time" else None
-    significant = bool(c.get("significant")) and bool(speedup) and speedup > 1
+    significant = bool(c.get("significant")) and bool(speedup) and speedup > 1  # type: ignore[operator]
     studied = {i.id for i in choice.instances}
     shapes = [r for r in choice.rows if studied & set(r.instances)]
     launch_changed = _launch_changed(run)
@@ -63,7 +63,7 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
         first = choice.instances[0].id if choice.instances else None
         shapes = [r for r in shapes if first in r.instances]
     applies_ms = sum(r.entry.total_ms for r in shapes)
-    saving = applies_ms * (1 - 1 / speedup) if significant else 0.0
+    saving = applies_ms * (1 - 1 / speedup) if significant else 0.0  # type: ignore[operator]
     from ..report._report import verdict
 
     return {

@@ -53,7 +53,7 @@ class Budget:
 
     @property
     def total(self) -> float:
-        return float(self.trials if self.trials is not None else self.seconds)
+        return float(self.trials if self.trials is not None else self.seconds)  # type: ignore[arg-type]
 
     @property
     def minimum(self) -> float:

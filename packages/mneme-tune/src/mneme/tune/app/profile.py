@@ -114,6 +114,7 @@ def rank(db: Database) -> Ranking:
             "record the application again with mneme record (CUPTI comes with the CUDA "
             "toolkit, or pip install nvidia-cuda-cupti)")
     kernels: dict[str, Kernel] = {}
+    kernel: Kernel | None
     for kernel in db.kernels():
         if kernel.problem() is None:
             kernels.setdefault(kernel.name, kernel)

@@ -74,7 +74,8 @@ class Cluster:
         modes = {"--emit-slurm" if (emit_dir is not None or submit) else None,
                  "--array-task" if task is not None else None, "--merge-report" if merge else None} - {None}
         if len(modes) > 1:
-            raise SlurmError(f"{' and '.join(sorted(modes))} are separate steps of a cluster run: give one")
+            raise SlurmError(f"{' and '.join(sorted(modes))} are separate steps "  # type: ignore[arg-type]
+                             "of a cluster run: give one")
         cluster = cls(emit_dir=(emit_dir or DEFAULT_DIR) if submit else emit_dir, submit=submit,
                       tasks=p.get("slurm_tasks"), sbatch=tuple(p.get("sbatch_options") or ()),
                       task=task, merge=merge, storage=p.get("storage"),
@@ -143,7 +144,7 @@ def _script(lines: list[str]) -> str:
 def write_scripts(cluster: Cluster, kernels: int, report_dir: Path) -> dict[str, Any]:
     """Writes tune.sbatch, merge.sbatch and submit.sh into the cluster's folder; returns
     what was written (paths, tasks)."""
-    folder = Path(cluster.emit_dir).absolute()
+    folder = Path(cluster.emit_dir).absolute()  # type: ignore[arg-type]
     logs = folder / "logs"
     try:
         logs.mkdir(parents=True, exist_ok=True)  # Slurm does not create its output's folder

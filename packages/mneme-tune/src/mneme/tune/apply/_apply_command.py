@@ -226,6 +226,8 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             click.echo(f"mneme run: {failure}", err=True)
             raise SystemExit(failure.code if failure.code > 0 else 128 - failure.code) from None
 
+    baseline: PlainBaseline | None
+    comparisons: list[Comparison]
     baseline, comparisons = None, []
     if check_output:
         # The measuring run runs the original code: one more plain run to learn from.
@@ -273,7 +275,7 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                           f"{measured.report.fallback or timed.report.fallback or 'no kernel timed'})",
                           soft_wrap=True, markup=False)
         else:
-            kernel_time = compare_kernel_time(plain_ms, tuned_ms, app)
+            kernel_time = compare_kernel_time(plain_ms, tuned_ms, app)  # type: ignore[arg-type]
             kernel_time["devices"] = compare_devices(plain_runs, tuned_runs, app)
             print_kernel_time(console, kernel_time)
 

@@ -215,6 +215,7 @@ class PlainBaseline:
     def compare(self, output: str) -> Comparison:
         tuned = self._select(output)
         differences: list[Difference] = []
+        line: _Line | None
         for op, i1, i2, j1, j2 in _aligned([line.shape for line in self.lines],
                                            [_shape(p) for _, p in tuned]):
             if op == "equal":

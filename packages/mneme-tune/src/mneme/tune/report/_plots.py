@@ -9,6 +9,7 @@ import importlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ..search._objective import unit
 from ..tune_types import TuneOutcome
@@ -23,7 +24,7 @@ def _times_figures(outcome: TuneOutcome, png: bool, html: bool):
     label = f"{name} ({unit(name)})"
     done = [r for r in outcome.trials if r.state == "complete" and r.values]
     xs = [r.number for r in done]
-    ys = [r.values[0] for r in done]
+    ys = [r.values[0] for r in done]  # type: ignore[index]
     failed = [r.number for r in outcome.trials if r.state == "failed"]
     base = (outcome.baseline.get("values") or [None])[0]
 
@@ -69,6 +70,7 @@ def _optuna_figures(outcome: TuneOutcome, kind: str, png: bool, html: bool):
     single = len(outcome.objectives) == 1
     target = None if single else (lambda t: t.values[0])
     target_name = f"{outcome.objectives[0]} ({unit(outcome.objectives[0])})"
+    options: dict[str, Any]
     if kind == "history":
         plot, options = "plot_optimization_history", {"target_name": target_name}
     elif kind == "pareto":
@@ -98,7 +100,8 @@ def write_plots(outcome: TuneOutcome, directory: Path) -> tuple[list[str], dict[
     import warnings
 
     png, html = _importable("matplotlib"), _importable("plotly")
-    written, skipped = [], {}
+    written: list[str] = []
+    skipped: dict[str, str] = {}
     if not (png or html):
         return written, {"all": "matplotlib and plotly are not installed "
                                 "(pip install matplotlib plotly)"}

@@ -34,7 +34,7 @@ TOP = 10
 def exported_settings(record: TrialRecord) -> dict[str, Any]:
     """A trial's configuration as ``mneme replay --config`` takes it (replayed on a GPU:
     the compile-only flag of a static tuning run is dropped)."""
-    settings = ReplaySettings.from_dict(record.settings)
+    settings = ReplaySettings.from_dict(record.settings)  # type: ignore[arg-type]
     replay = settings.replay.with_(compile_only=False)
     return ReplaySettings(settings.compile, replay).to_dict()
 
@@ -50,7 +50,7 @@ def verdict(outcome: TuneOutcome) -> str:
         if not c.get("significant"):
             return f"no improvement of {name} over the recorded configuration"
         # "24 against 32 registers", "5992 against 6760 bytes of binary_size"
-        what = unit(name) if unit(name) == name else f"{unit(name)} of {name}"
+        what = unit(name) if unit(name) == name else f"{unit(name)} of {name}"  # type: ignore[arg-type]
         return (f"best (trial {c['trial']}) {c['best'][0]:g} against {c['baseline'][0]:g} "
                 f"{what} for the recorded configuration (exact, compile-only)")
     runs = f"{len(c['best'])} and {len(c['baseline'])} runs"
@@ -80,7 +80,7 @@ def best_configuration(outcome: TuneOutcome) -> dict[str, Any]:
 
 def summary(outcome: TuneOutcome) -> dict[str, Any]:
     def row(r: TrialRecord) -> dict[str, Any]:
-        out = {"trial": r.number, "values": r.values, "params": r.params,
+        out: dict[str, Any] = {"trial": r.number, "values": r.values, "params": r.params,
                "metrics": r.metrics, "speedup": r.speedup, "verified": r.verified}
         if r.timing_method:
             out["timing_method"] = r.timing_method  # not as the baseline was timed
@@ -126,7 +126,7 @@ def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
     writer = csv.writer(out)
     writer.writerow(header)
     for r in sorted(outcome.trials, key=lambda r: r.number):
-        values = r.values or [None] * len(outcome.objectives)
+        values = r.values or [None] * len(outcome.objectives)  # type: ignore[list-item]
         writer.writerow([r.number, r.state, *values, *(r.params.get(p) for p in params),
                          *(r.metrics.get(m) for m in metrics), r.speedup, r.verified,
                          r.failure, r.reason])

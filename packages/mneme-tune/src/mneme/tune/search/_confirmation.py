@@ -33,7 +33,7 @@ def _time_of(tuner: Tuner, executor, settings: list[ReplaySettings]) -> float | 
         results = [f.result() for f in futures]
     except TrialFailedError as failure:
         return f"{failure.kind}: {failure.message}"
-    return objectives_mod.METRICS["time"].value(results)
+    return objectives_mod.METRICS["time"].value(results)  # type: ignore[return-value]
 
 
 def confirm(tuner: Tuner, executor, study, outcome: TuneOutcome) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def confirm(tuner: Tuner, executor, study, outcome: TuneOutcome) -> dict[str, An
     if not outcome.best or "values" not in baseline:
         return {}
     best = outcome.best[0]
-    base_value, best_value = baseline["values"][0], best.values[0]
+    base_value, best_value = baseline["values"][0], best.values[0]  # type: ignore[index]
     if options.compile_only or objectives[0] != "time":
         speedup = base_value / best_value if best_value else None
         result = {"objective": objectives[0], "trial": best.number,
@@ -101,5 +101,6 @@ def in_app(tuner: Tuner, outcome: TuneOutcome, plain_seconds: float | None,
         return {"skipped": "compile-only tuning runs nothing on a GPU"}
     from ..apply._app_confirm import confirm_in_app, run_timeout
 
-    return confirm_in_app(outcome, tuner.database, tuner.instances[0], tuner.app_command,
+    return confirm_in_app(outcome, tuner.database, tuner.instances[0],
+                          tuner.app_command,  # type: ignore[arg-type]
                           o.confirm_in_app, run_timeout(plain_seconds), on_in_app)

@@ -18,7 +18,7 @@ class Metric:
 
     name: str
     unit: str
-    value: Callable[[Sequence[ReplayResult]], float]
+    value: Callable[[Sequence[ReplayResult]], float | None]
     #: measured only on a GPU (compile-only results have no value)
     gpu: bool = False
     #: may be minimized (--objective)
@@ -29,7 +29,7 @@ class Metric:
 METRICS: dict[str, Metric] = {m.name: m for m in (
     # The median of the timed iterations: robust to one slow iteration; summed over the
     # instances of a per-kernel study.
-    Metric("time", "ms", lambda rs: sum(r.time for r in rs), gpu=True),
+    Metric("time", "ms", lambda rs: sum(r.time for r in rs), gpu=True),  # type: ignore[misc]
     Metric("registers", "registers", lambda rs: max(r.registers for r in rs)),
     Metric("spills", "bytes", lambda rs: sum(r.spills for r in rs)),
     Metric("binary_size", "bytes", lambda rs: sum(r.binary_size for r in rs)),
@@ -38,7 +38,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     # the kernel's time (ReplayConfig's energy_window_ms, which the tuner sets when energy
     # is an objective); None without it
     Metric("energy", "mJ", lambda rs: None if any(r.energy_mj is None for r in rs)
-           else sum(r.energy_mj for r in rs), gpu=True),
+           else sum(r.energy_mj for r in rs), gpu=True),  # type: ignore[misc]
 )}
 
 #: milliseconds of back-to-back launches a trial's energy is measured over
@@ -78,7 +78,7 @@ def evaluate(names: Sequence[str], results: Sequence[ReplayResult]) -> list[floa
     if "energy" in names and values[list(names).index("energy")] is None:
         raise TuneError("objective energy: NVML gave no energy reading for this GPU (no energy "
                         "counter, or NVML unavailable); use --objective time")
-    return [float(v) for v in values]
+    return [float(v) for v in values]  # type: ignore[arg-type]
 
 
 def metrics(results: Sequence[ReplayResult]) -> dict[str, Any]:

@@ -306,7 +306,7 @@ class Tuner:
             return None
         from ..apply._app_confirm import check_application
 
-        return check_application(self.app_command)
+        return check_application(self.app_command)  # type: ignore[arg-type]
 
     def run(self, on_progress: Callable[[Progress], None] | None = None,
             on_start: Callable[[dict], None] | None = None,
@@ -322,7 +322,7 @@ class Tuner:
         if plain_seconds is not None:
             self.clock.mark("app check")
         shared = executor is not None
-        if shared:
+        if executor is not None:  # (shared)
             self.close()
             prepare_baseline(executor, [(i, self.base_settings(n)) for n, i in enumerate(self.instances)]
                              if o.devices else [])
@@ -353,7 +353,7 @@ class Tuner:
                           "baseline": baseline, "space_size": self.bound[0].size,
                           "probes": len(probes), "shapes_known": self.shapes_known})
             if sampler_name == "grid":
-                points = list(self.grid_points)
+                points = list(self.grid_points)  # type: ignore[arg-type]
                 budget = min(budget, len(points))
                 # Queued in memory: a resumed walk queues the points not tried yet.
                 tried = {json.dumps(t.params, sort_keys=True) for t in study.get_trials(deepcopy=False)
@@ -432,9 +432,10 @@ class Tuner:
         # Trials taken from the shared budget and not launched yet (study.claim): every
         # trial that counts is launched on one, so tuners sharing the study never overrun it.
         claimed = 0
-        inflight: dict[concurrent.futures.Future, tuple] = {}
+        inflight: dict[concurrent.futures.Future, int] = {}  # -> trial number
         trials_of: dict[int, list] = {}
         seen: dict[str, tuple[int, list[float] | None, dict]] = {}
+        attrs: dict[str, Any]
         ran = failed = infeasible = 0
         best: float | None = None
         last_failure: str | None = None
@@ -577,10 +578,10 @@ class Tuner:
                     if not probing and not probe_keys:
                         executor.expect_failures(0)  # the probe has answered: one spare
                 settings = all_settings[0]
-                attrs: dict[str, Any] = {"settings": settings.to_dict()}
+                attrs = {"settings": settings.to_dict()}
                 errors = [f.exception() for f in futures if f.exception() is not None]
                 if errors:
-                    error = errors[0]  # TrialFailedError: the kind its raiser set
+                    error = errors[0]  # type: ignore[misc]  # TrialFailedError: the kind its raiser set
                     attrs.update(failure=failure_kind(error),
                                  reason=getattr(error, "message", str(error)))
                     if isinstance(error, TrialFailedError) and error.result is not None:

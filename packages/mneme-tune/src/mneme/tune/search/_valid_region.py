@@ -35,7 +35,7 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
@@ -112,7 +112,7 @@ class LaunchRegion:
         one equal the recorded configuration's (so a parameter of another space that moves
         the grid, say, is other code, not evidence against the shape). When the recorded
         launch is not a point of the space, the compiled code alone is compared."""
-        region = cls(bound, None, None)
+        region = cls(bound, None, None)  # type: ignore[arg-type]
         recorded = bound.baseline()
         if recorded is None:
             region.code_of = lambda point: code_key(bound.apply(point, base()))
@@ -202,6 +202,7 @@ class LaunchRegion:
         fresh = trials[self._read:]
         again = [trials[n] for n in sorted(self._unfinished) if n < len(trials)]
         self._read = len(trials)
+        trial: FrozenTrial | None
         for trial in again + fresh:
             if trial.state in (TrialState.RUNNING, TrialState.WAITING):
                 self._unfinished.add(trial.number)
@@ -282,7 +283,7 @@ class LaunchRegion:
         ``besides``, the one being proposed) is in flight."""
         numbers = self.in_flight.get(shape)
         return (bool(numbers) and shape not in self.valid and shape not in self.invalid
-                and any(n != besides for n in numbers))
+                and any(n != besides for n in numbers))  # type: ignore[union-attr]
 
     def other_shape_left(self, shape: Shape, besides: int | None = None) -> bool:
         """Whether a shape other than ``shape`` may be proposed now: not invalid, not
@@ -320,7 +321,7 @@ class LaunchRegion:
         return True
 
     def probe_points(self, recorded: Point, limit: int, rng: random.Random,
-                     queued: list[Point] = ()) -> list[Point]:
+                     queued: Sequence[Point] = ()) -> list[Point]:
         """The probe: the recorded configuration with each launch shape of the space not yet
         known (neither run nor failed under the recorded code, nor ``queued`` to run), at
         most ``limit`` of them, sampled when the space has more. Run before the search,
@@ -354,7 +355,7 @@ class LaunchRegion:
         every = self._enumerated()
         whole = every is not None
         if whole:
-            shapes = list(every)
+            shapes = list(every)  # type: ignore[arg-type]
         else:
             shapes = [tuple(p.sample(rng) for p in self.params) for _ in range(ENUMERATE_SHAPES)]
         shapes = [s for s in shapes if s not in self.invalid and self._feasible(s)]
@@ -430,7 +431,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
                 continue
             if distribution.single():  # (Optuna asks no sampler for it)
                 point[name] = (distribution.choices[0] if isinstance(distribution, CategoricalDistribution)
-                               else distribution.low)
+                               else distribution.low)  # type: ignore[attr-defined]
                 continue
             proposed[name] = self.base.sample_independent(study, trial, name, distribution)
         return {**point, **proposed}, proposed

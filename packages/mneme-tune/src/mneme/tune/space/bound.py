@@ -137,7 +137,7 @@ class BoundSpace:
             if reason is None:
                 return
             broken[reason] = broken.get(reason, 0) + 1
-        worst = max(broken, key=broken.get)
+        worst = max(broken, key=broken.get)  # type: ignore[arg-type]
         raise SpaceError(
             f"the constraints of space {self.names} rule out every point "
             f"(most often: {worst}); widen the parameters or drop a constraint"

@@ -45,8 +45,8 @@ class SpaceContext:
                 limits["max_shared_memory_per_block"] = optin or int(
                     properties.max_shared_memory_per_block)
         return cls(
-            grid=tuple(int(v) for v in instance.grid),
-            block=tuple(int(v) for v in instance.block),
+            grid=tuple(int(v) for v in instance.grid),  # type: ignore[arg-type]
+            block=tuple(int(v) for v in instance.block),  # type: ignore[arg-type]
             shared_mem=int(instance.shared_mem),
             cluster=getattr(instance, "cluster", None),
             scalar_params=tuple(i for i, p in enumerate(kernel.params) if not p.is_pointer),

@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import optuna
 
@@ -269,7 +269,7 @@ def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sam
                     "choose another --study name or the same settings"
                 )
         return study
-    directions = ["minimize"] * len(objectives)
+    directions: list[Literal["minimize", "maximize"]] = ["minimize"] * len(objectives)
     study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
                                 directions=directions, load_if_exists=True)
     study.set_user_attr(STUDY_ATTR, identity)

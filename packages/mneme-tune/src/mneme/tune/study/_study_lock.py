@@ -25,6 +25,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 #: seconds after which a journal lock left by a dead tuner is taken over
 JOURNAL_LOCK_GRACE_SECONDS = 30
@@ -101,7 +102,7 @@ class _ServerLock(StudyLock):
 
     def __init__(self, engine, study_name: str) -> None:
         self._engine = engine
-        self._connection = None
+        self._connection: Any = None  # sqlalchemy's Connection, made on first use
         digest = hashlib.blake2b(f"mneme.budget:{study_name}".encode(), digest_size=8).digest()
         self._key = int.from_bytes(digest, "big", signed=True)  # PostgreSQL: a bigint
         self._name = f"mneme-{digest.hex()}"  # MySQL: at most 64 characters
