@@ -140,12 +140,12 @@ def write_array(
             return 0
         target = chunk_path(array_dir, index)
         key = content_store.key(piece, chunk_size, level) if store is not None else None
-        if key is not None and content_store.link_existing(store, key, target):
+        if key is not None and content_store.link_existing(store, key, target):  # type: ignore[arg-type]
             return 0
         if piece.size < chunk_size:  # the edge chunk, padded with the fill value
             piece = np.concatenate([piece, np.zeros(chunk_size - piece.size, np.uint8)])
         blob = encode_chunk(piece, level)
-        if key is None or not content_store.add(store, key, blob, target):
+        if key is None or not content_store.add(store, key, blob, target):  # type: ignore[arg-type]
             target.write_bytes(blob)
         return len(blob)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ..db.codec import check_frame
 from ..db.errors import CorruptDataError
 from .device_decompress import PrimaryContext, status_name
 from .errors import DeviceRestoreError, NvcompError
+
+if TYPE_CHECKING:
+    from ..db.chunks import ArrayInfo
 
 #: uncompressed bytes per batch at most: nvCOMP's zstd scratch grows with it (about 3 bytes
 #: per byte: 6 GiB for 2 GiB, measured with nvCOMP 6.0 for 4 MiB chunks). nvCOMP gives each
@@ -63,7 +67,7 @@ class Transfer:
     """One stored array to its device destination: written (``xor`` False) or XORed into
     bytes already there (an epilogue stored as its XOR with the prologue)."""
 
-    info: object  # db.chunks.ArrayInfo
+    info: ArrayInfo
     dst: int
     xor: bool = False
     missing_is_zero: bool = False
@@ -149,7 +153,7 @@ def pieces(transfers: list[Transfer], sizes: list[dict[int, int]], output_alignm
 def missing_zero_runs(transfers: list[Transfer], sizes: list[dict[int, int]]) -> list[tuple[int, int]]:
     """(address, bytes) the device must zero: the absent chunks of arrays that read them as
     zeros, written (not XORed) into a destination that is not zero already."""
-    runs = []
+    runs: list[tuple[int, int]] = []
     for transfer, stored in zip(transfers, sizes, strict=True):
         if transfer.xor or transfer.zeroed or not transfer.missing_is_zero:
             continue
@@ -199,7 +203,7 @@ def xor_runs(batch: Batch, transfers: list[Transfer], scratch: int) -> list[tupl
             runs[-1][2] += piece.valid
         else:
             runs.append([piece.dst, src, piece.valid])
-    return [tuple(r) for r in runs]
+    return [tuple(r) for r in runs]  # type: ignore[misc]
 
 
 class _ZeroFrames:
@@ -239,7 +243,7 @@ class DeviceRestore:
         self.results = self.frames + limits.compressed
         self.temp = self.results + limits.results_bytes
         self.temp_bytes = temp
-        self.context = None
+        self.context: PrimaryContext | None = None  # while run() runs
         self._zero = _ZeroFrames()
 
     @staticmethod
@@ -283,13 +287,14 @@ class DeviceRestore:
         span = self.limits.header_bytes + self.limits.compressed
         hosts = [self.device.pinned_array(span) for _ in range(min(2, len(batches)))]
         results = [self.device.pinned_array(self.limits.results_bytes) for _ in hosts]
-        events = [None] * len(hosts)
+        events: list[Any] = [None] * len(hosts)  # a mneme.runtime Event per slot, once recorded
         pending: list[Batch | None] = [None] * len(hosts)
+        batch: Batch | None
         for k, batch in enumerate(batches):
             slot = k % len(hosts)
             if events[slot] is not None:
                 events[slot].synchronize()  # batch k-2: its copy and statuses are done
-                self._check(pending[slot], results[slot], transfers)
+                self._check(pending[slot], results[slot], transfers)  # type: ignore[arg-type]
             self._one(batch, transfers, hosts[slot], results[slot], stream)
             events[slot] = self.device.event()
             events[slot].record(stream)
@@ -336,7 +341,7 @@ class DeviceRestore:
             actual, statuses = self.results, self.results + words
             device.fill(statuses, 0xFF, 4 * n, stream)
             try:
-                with self.context:
+                with self.context:  # type: ignore[union-attr]
                     self.nvcomp.decompress_async(self.header, self.header + words, self.header + 2 * words,
                                                  actual, n, self.temp, self.temp_bytes,
                                                  self.header + 3 * words, statuses, stream._native.handle)
