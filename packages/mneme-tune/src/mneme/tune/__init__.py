@@ -16,6 +16,8 @@ processes fork from a server that imports this package, and the ``mneme tune``
 command reads its options before it needs them, so neither pays for Optuna here.
 """
 
+from typing import TYPE_CHECKING
+
 from ._lazy import lazy_exports
 from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailedError, TuneError
 from .space import (
@@ -45,6 +47,17 @@ _LAZY = {
     "TrialRecord": ".tune_types", "TuneOptions": ".tune_types", "TuneOutcome": ".tune_types",
     "Tuner": ".search",
 }
+
+# The same names for type checkers and the API reference (tests/test_types.py checks
+# that they are the table's), re-exported explicitly (`name as name`).
+# isort: off
+if TYPE_CHECKING:
+    from .search import METRICS as METRICS, OBJECTIVES as OBJECTIVES, Tuner as Tuner
+    from .tune_types import (
+        TrialRecord as TrialRecord, TuneOptions as TuneOptions, TuneOutcome as TuneOutcome,
+    )
+    from .workers import ReplayExecutor as ReplayExecutor, as_completed as as_completed
+# isort: on
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -5,6 +5,8 @@ the application's runs (``_app_process``), the in-app confirmation of a search's
 (``_app_confirm``) and the comparison of the application's outputs (``_output_compare``).
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
@@ -66,6 +68,48 @@ _LAZY = {
     'masked': '._output_compare',
     'terminal_lines': '._output_compare',
 }
+
+# The same names for type checkers and the API reference (tests/test_types.py checks
+# that they are the table's), re-exported explicitly (`name as name`).
+# isort: off
+if TYPE_CHECKING:
+    from ._app_confirm import (
+        IN_APP_COLUMNS as IN_APP_COLUMNS, MIN_TAU_CANDIDATES as MIN_TAU_CANDIDATES,
+        TIMEOUT_FACTOR as TIMEOUT_FACTOR, TIMEOUT_MIN_S as TIMEOUT_MIN_S, InAppRun as InAppRun,
+        application_command as application_command, candidates_of as candidates_of,
+        check_application as check_application, confirm_in_app as confirm_in_app,
+        in_app_lines as in_app_lines, in_app_row as in_app_row, in_app_summary as in_app_summary,
+        kendall_tau as kendall_tau, print_in_app as print_in_app, run_in_app as run_in_app,
+        run_timeout as run_timeout,
+    )
+    from ._app_process import (
+        SWAPPER as SWAPPER, ApplicationFailedError as ApplicationFailedError, Run as Run,
+        resolve_command as resolve_command, run_once as run_once, swap_env as swap_env,
+        swapper_library as swapper_library, timing_method_of as timing_method_of,
+    )
+    from ._apply_command import (
+        OUTPUT_DIFFERS_EXIT as OUTPUT_DIFFERS_EXIT, output_json as output_json,
+        print_output_check as print_output_check, replay_times as replay_times, run as run,
+    )
+    from ._apply_plan import (
+        PLAN_HEADER as PLAN_HEADER, Dim3 as Dim3, KernelReport as KernelReport,
+        SwapReport as SwapReport, TunedKernel as TunedKernel, configs_in as configs_in,
+        grid_rule as grid_rule, load_tuned as load_tuned, read_report as read_report,
+        write_plan as write_plan,
+    )
+    from ._apply_reasons import why_not_swapped as why_not_swapped
+    from ._apply_tables import (
+        LISTING_COLUMNS as LISTING_COLUMNS, TIMES_COLUMNS as TIMES_COLUMNS,
+        listing_row as listing_row, milliseconds as milliseconds,
+        print_kernel_times as print_kernel_times, print_listing as print_listing, ratio as ratio,
+        times_row as times_row,
+    )
+    from ._output_compare import (
+        Comparison as Comparison, Difference as Difference, Field as Field,
+        PlainBaseline as PlainBaseline, compare_runs as compare_runs, fields as fields,
+        masked as masked, terminal_lines as terminal_lines,
+    )
+# isort: on
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

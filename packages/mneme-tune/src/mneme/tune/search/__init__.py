@@ -5,6 +5,8 @@ and timing of the run, and the confirmation of the best configurations.
 Internal modules are underscore-prefixed; the names below are the package's surface,
 imported when first used (Optuna is heavy)."""
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
@@ -65,6 +67,50 @@ _LAZY = {
     'ValidRegionSampler': '._valid_region',
     'code_key': '._valid_region',
 }
+
+# The same names for type checkers and the API reference (tests/test_types.py checks
+# that they are the table's), re-exported explicitly (`name as name`).
+# isort: off
+if TYPE_CHECKING:
+    from ._baseline import measure_baseline as measure_baseline
+    from ._confirmation import (
+        CONFIRMATION_ATTR as CONFIRMATION_ATTR, confirm as confirm, in_app as in_app,
+    )
+    from ._launch_probe import (
+        PROBE_SHARE as PROBE_SHARE, keep_shapes as keep_shapes, probe_estimate as probe_estimate,
+        probe_points as probe_points, seed_region as seed_region,
+        shape_cache_applies as shape_cache_applies,
+    )
+    from ._objective import (
+        ALIASES as ALIASES, ENERGY_WINDOW_MS as ENERGY_WINDOW_MS, METRICS as METRICS,
+        OBJECTIVES as OBJECTIVES, Metric as Metric, evaluate as evaluate, metrics as metrics,
+        parse_objectives as parse_objectives, unit as unit,
+    )
+    from ._run_phases import (
+        SHOWN_FROM as SHOWN_FROM, PhaseClock as PhaseClock, phase_line as phase_line,
+        total_seconds as total_seconds,
+    )
+    from ._timing_report import (
+        LEGACY_MODE as LEGACY_MODE, baseline_timing as baseline_timing,
+        check_cache_mode as check_cache_mode, instance_timing as instance_timing,
+        method_label as method_label, resolved_modes as resolved_modes, timing_line as timing_line,
+    )
+    from ._tuner import (
+        ABANDONED_AFTER as ABANDONED_AFTER, BASELINE_ATTR as BASELINE_ATTR,
+        CLAIM_SECONDS as CLAIM_SECONDS, CLAIM_WAIT_SECONDS as CLAIM_WAIT_SECONDS,
+        CONFIRM_RUNS as CONFIRM_RUNS, MAX_INFEASIBLE as MAX_INFEASIBLE,
+        PROBE_WORKERS as PROBE_WORKERS, RECOUNT_SECONDS as RECOUNT_SECONDS,
+        TRIAL_ATTR as TRIAL_ATTR, TUNER_ATTR as TUNER_ATTR, Progress as Progress,
+        TrialRecord as TrialRecord, TuneOptions as TuneOptions, TuneOutcome as TuneOutcome,
+        Tuner as Tuner, make_executor as make_executor,
+    )
+    from ._valid_region import (
+        EARLIER_RUN as EARLIER_RUN, ENUMERATE_SHAPES as ENUMERATE_SHAPES,
+        INVALIDATING as INVALIDATING, REDRAWS as REDRAWS, SUSPECT_REDRAWS as SUSPECT_REDRAWS,
+        LaunchRegion as LaunchRegion, Shape as Shape, ValidRegionSampler as ValidRegionSampler,
+        code_key as code_key,
+    )
+# isort: on
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

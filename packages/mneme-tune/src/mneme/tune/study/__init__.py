@@ -6,6 +6,8 @@ kept beside the recording (shape cache).
 Internal modules are underscore-prefixed; the names below are the package's surface,
 imported when first used (Optuna and SQLAlchemy are heavy)."""
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
@@ -44,6 +46,39 @@ _LAZY = {
     'RDBWriter': '._study_writes',
     'rdb_backend': '._study_writes',
 }
+
+# The same names for type checkers and the API reference (tests/test_types.py checks
+# that they are the table's), re-exported explicitly (`name as name`).
+# isort: off
+if TYPE_CHECKING:
+    from ._interrupted_trials import (
+        ABANDONED_AFTER as ABANDONED_AFTER, TUNER_ATTR as TUNER_ATTR,
+        recover_interrupted as recover_interrupted,
+    )
+    from ._shape_cache import (
+        VALID as VALID, cache_path as cache_path, launch_key as launch_key, load as load,
+        store as store,
+    )
+    from ._sqlite_template import (
+        cache_dir as cache_dir, copy_template as copy_template, template_path as template_path,
+    )
+    from ._study import (
+        CREATOR_WAIT_STEPS as CREATOR_WAIT_STEPS, DEFAULT_STORAGE_FILE as DEFAULT_STORAGE_FILE,
+        RUNNING_ATTR as RUNNING_ATTR, RUNNING_REFRESH_SECONDS as RUNNING_REFRESH_SECONDS,
+        RUNNING_STALE_SECONDS as RUNNING_STALE_SECONDS, SAMPLERS as SAMPLERS,
+        STUDY_ATTR as STUDY_ATTR, WRITE_BATCH as WRITE_BATCH, MirroredStudy as MirroredStudy,
+        default_sampler as default_sampler, make_sampler as make_sampler,
+        open_storage as open_storage, open_study as open_study, owner_alive as owner_alive,
+        study_identity as study_identity, tuner_owner as tuner_owner,
+    )
+    from ._study_lock import (
+        JOURNAL_LOCK_GRACE_SECONDS as JOURNAL_LOCK_GRACE_SECONDS, StudyLock as StudyLock,
+        study_lock as study_lock,
+    )
+    from ._study_writes import (
+        RDBReader as RDBReader, RDBWriter as RDBWriter, rdb_backend as rdb_backend,
+    )
+# isort: on
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

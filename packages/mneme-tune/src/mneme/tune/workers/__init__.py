@@ -7,6 +7,8 @@ Internal modules are underscore-prefixed; the names below are the package's surf
 imported when first used: a worker process (the fork server's preload) imports
 ``_worker`` alone, neither Optuna nor the executor."""
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
@@ -53,6 +55,43 @@ _LAZY = {
     'WorkerStart': '._worker_start',
     'prepare_baseline': '._worker_start',
 }
+
+# The same names for type checkers and the API reference (tests/test_types.py checks
+# that they are the table's), re-exported explicitly (`name as name`).
+# isort: off
+if TYPE_CHECKING:
+    from ._executor import (
+        ReplayExecutor as ReplayExecutor, as_completed as as_completed,
+        usable_cores as usable_cores,
+    )
+    from ._in_flight import BUDGET_SHARE as BUDGET_SHARE, depth as depth
+    from ._pool_use import (
+        LIMIT_USE as LIMIT_USE, BusySeconds as BusySeconds, describe as describe,
+        pool_use as pool_use,
+    )
+    from ._probe_workers import ProbeWorkers as ProbeWorkers
+    from ._process_exit import end_process as end_process
+    from ._process_reaper import (
+        GRACE_SECONDS as GRACE_SECONDS, REAP_POLL_SECONDS as REAP_POLL_SECONDS,
+        ProcessReaper as ProcessReaper, describe_exit as describe_exit,
+    )
+    from ._spares import (
+        BURST_SPARES as BURST_SPARES, CONTEXT_BYTES as CONTEXT_BYTES, CPU_SPARES as CPU_SPARES,
+        INSTANCE_COPIES as INSTANCE_COPIES, MAX_SPARES as MAX_SPARES, MEMORY_SHARE as MEMORY_SHARE,
+        SPARE_RESTORE_BYTES as SPARE_RESTORE_BYTES, SparePool as SparePool, capacity as capacity,
+    )
+    from ._worker import (
+        MAX_VISIBLE_GPUS as MAX_VISIBLE_GPUS, POISONED_EXIT_STATUS as POISONED_EXIT_STATUS,
+        SESSIONS_PER_WORKER as SESSIONS_PER_WORKER, SessionPool as SessionPool,
+        device_hello as device_hello, failure_kind as failure_kind, instance_key as instance_key,
+        poisoned_exit as poisoned_exit, precompile as precompile, resolved as resolved,
+        worker_main as worker_main, worker_visible_devices as worker_visible_devices,
+    )
+    from ._worker_records import (
+        Restart as Restart, TaskRecord as TaskRecord, WorkerRecord as WorkerRecord,
+    )
+    from ._worker_start import WorkerStart as WorkerStart, prepare_baseline as prepare_baseline
+# isort: on
 
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
