@@ -215,6 +215,12 @@ def restore_progress(instance):
     type=click.Path(file_okay=False, path_type=Path),
     help="On-disk compile cache (default: in memory only).",
 )
+@click.option(
+    "--clock-control", default="base", show_default=True, metavar="base|none|MHZ",
+    help="Lock the GPU's SM clock while measuring (base: its default applications clock, as "
+    "Nsight Compute does; a number: that clock in MHz; none: as the driver sets it). Needs "
+    "root; otherwise one line and the replay measures unlocked.",
+)
 def replay(
     database,
     record_id,
@@ -245,9 +251,13 @@ def replay(
     compile_only,
     config_file,
     cache_dir,
+    clock_control,
 ):
     """Replay a recorded kernel instance under PIPELINE (default: default<O3>)."""
     from mneme.runtime import DriverError
+    from mneme.runtime.clock_control import held_clocks, parse_clock_policy
+
+    clock_policy = parse_clock_policy(clock_control)
 
     settings, config_arch, identity = ReplaySettings(), None, None
     if config_file is not None:
@@ -310,14 +320,18 @@ def replay(
         writable_directory(cache_dir, "use --cache-dir", ReplayError)
         cache = CompileCache(cache_dir)
     gpu = False if replay_config.compile_only else None
+    measured = [] if replay_config.compile_only else [replay_config.device]
     try:
-        with restore_progress(instance) as progress, \
+        with held_clocks(clock_policy, measured, lambda line: click.echo(line, err=True)) as clocks, \
+                restore_progress(instance) as progress, \
                 ReplaySession(instance, cache=cache, gpu=gpu, code=code, progress=progress) as session:
             target, _ = session.target_arch(replay_config, replay_config.compile_only or not session.gpu)
             check_config_arch(config_file, config_arch, target)
             if output_ll is not None:
                 _write_ll(session, settings, output_ll)
             result = session.run(compile_config, replay_config)
+            if session.gpu:
+                result.clock_control = clocks.describe()
     except DriverError as error:
         raise ReplayError(f"device error: {error}") from None
 

@@ -136,13 +136,20 @@ def missing_gpu() -> str | None:
               help="How managed memory is served: the driver's, placed in the recorder's range (device "
                    "speed); host memory mapped there (kernels read it over the bus); or the driver's "
                    "wherever it puts it (replay may find the address taken). docs/record.md.")
+@click.option("--clock-control", default="base", show_default=True, metavar="base|none|MHZ",
+              help="Lock the SM clock of every GPU the application sees while it runs, so its "
+                   "in-app kernel times are taken at the clock replay and tuning measure at (base: "
+                   "the default applications clock; none: as the driver sets it). Needs root.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_regex: str,
            epilogue_format: str, record_ranks: str, host_memory: float | None, stats: bool,
-           capture: str, managed: str, command: tuple[str, ...]):
+           capture: str, managed: str, clock_control: str, command: tuple[str, ...]):
     """Run COMMAND and record its kernel launches: any command (an executable, python, a
     script or launcher that starts the application). Kernels of executables built with
     mneme-clang++ come with their LLVM IR; all others with their PTX and/or cubin."""
+    from .clock_control import held_clocks, parse_clock_policy
+
+    clock_policy = parse_clock_policy(clock_control)
     executable = shutil.which(command[0]) or command[0]
     if not Path(executable).is_file():
         raise UserError(f"{command[0]}: no such executable")
@@ -194,7 +201,8 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
         reports = Path(tmp) / "reports"
         reports.mkdir()
         env["MNEME_RECORD_REPORT_DIR"] = str(reports)
-        code = subprocess.call([executable, *command[1:]], env=env)
+        with held_clocks(clock_policy, None, lambda line: click.echo(line, err=True)):
+            code = subprocess.call([executable, *command[1:]], env=env)
         summary = summarize_reports(reports)
         if summary.startswith("nothing recorded: no kernel launch") and (why := missing_gpu()):
             click.echo(f"mneme record: nothing recorded: {why}", err=True)

@@ -17,6 +17,7 @@ from mneme.replay.engine import open_database, select_instance
 from mneme.replay.engine.timing import CACHE_MODES
 from mneme.replay.files import writable_directory
 from mneme.replay.tables import console as table_console
+from mneme.runtime.clock_control import held_clocks, parse_clock_policy
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -219,6 +220,10 @@ def best_table(outcome: TuneOutcome, top: int) -> Table:
 @click.option("--array-task", type=click.IntRange(min=0), metavar="I",
               help="--app: task I of a job array on shared --storage: starts at kernel I, spends "
                    "the budget in one round and writes no report (tune.sbatch passes it).")
+@click.option("--clock-control", default="base", show_default=True, metavar="base|none|MHZ",
+              help="Lock the SM clock of the GPUs tuned on for the run (base: their default "
+              "applications clock, as Nsight Compute does; a number: that clock in MHz; none: as "
+              "the driver sets it). Needs root; otherwise one line and the run measures unlocked.")
 @click.option("--merge-report", is_flag=True,
               help="--app: write the report folder from the studies in --storage, no new trial "
                    "(merge.sbatch passes it).")
@@ -227,7 +232,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
          study_name, objectives, sampler, seed, grid_mode, per, iterations, warmup, cache, screen,
          confirm_runs, probe, probe_workers, trial_timeout, compile_only, report_dir, plots, top,
          confirm_in_app, whole_app, share, kernel_count, budget, emit_slurm, slurm_submit, slurm_tasks,
-         sbatch_options, array_task, merge_report, app_command):
+         sbatch_options, array_task, clock_control, merge_report, app_command):
     """Tune recorded kernel instances: search a space of configurations, each replayed
     and verified, with an Optuna study."""
     # When the mneme process started (mneme.cli.main): the phase line counts the imports.
@@ -239,6 +244,10 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     console = Console(stderr=True)
     out = Console()
     device_list = parse_devices(devices, compile_only)
+    # Held until the command ends (click closes it), given back by a guard if it is killed.
+    clocks = click.get_current_context().with_resource(held_clocks(
+        parse_clock_policy(clock_control), device_list or [], lambda line: console.print(line, markup=False)))
+    clock_state = clocks.describe() if device_list else None
     if device_list is None and not compile_only:
         console.print("no GPU driver on this machine: tuning compile-only on static objectives")
     if cpu_workers is not None and device_list is not None:
@@ -262,7 +271,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
             cpu_workers=cpu_workers, objectives=objectives, sampler=sampler, seed=seed,
             storage=storage, grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache,
             trial_timeout=trial_timeout, screen=screen, confirm_runs=confirm_runs, probe=probe,
-            probe_workers=probe_workers)
+            probe_workers=probe_workers, clock_control=clock_state)
         status = run_app(database, spaces, options, share, kernel_count, budget, report_dir, plots,
                          cluster)
         if process.get("own_process"):
@@ -280,6 +289,7 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         grid_mode=grid_mode, iterations=iterations, warmup=warmup, cache=cache, trial_timeout=trial_timeout,
         screen=screen, confirm_runs=confirm_runs, probe=probe, probe_workers=probe_workers,
         confirm_in_app=confirm_in_app or 0, app_command=list(app_command) or None,
+        clock_control=clock_state,
     )
     building = time.monotonic()
     tuners: list[Tuner] = []

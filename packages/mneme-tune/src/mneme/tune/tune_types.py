@@ -50,6 +50,9 @@ class TuneOptions:
     trials: int = 100
     timeout: float | None = None
     devices: Sequence[int] | None = None  # None: compile-only on the CPUs
+    #: what the command's clock control did (mneme.runtime.clock_control.ClockLock.describe),
+    #: written into reports; None where nothing is measured or from the library alone
+    clock_control: dict | None = None
     workers_per_device: int = 1
     cpu_workers: int | None = None
     compile_workers: int | None = None
@@ -164,6 +167,8 @@ class TuneOutcome:
     #: the best configurations run in the application (app_confirm.in_app_summary), or
     #: ``{"skipped": why}``; empty when not asked for
     in_app: dict[str, Any] = field(default_factory=dict)
+    #: the clocks the run measured at (TuneOptions.clock_control)
+    clock_control: dict | None = None
     #: seconds per phase, in the order they ran (run_phases.py): building the tuner
     #: (setup, study), then the run (workers, baseline, search, confirmation, teardown...);
     #: ``mneme tune`` adds the time before the tuner (start) and the report's

@@ -67,6 +67,9 @@ class ReplayResult:
     energy_mj: float | None = None
     #: the instance's in-application median (ms, recorded), None when it has none
     app_time_ms: float | None = None
+    #: the command's clock control (mneme.runtime.clock_control): its policy, the SM clock
+    #: it locked each GPU at, and why a GPU ran unlocked; None from the library alone
+    clock_control: dict[str, Any] | None = None
 
     @property
     def time(self) -> float | None:
@@ -98,7 +101,8 @@ class ReplayResult:
         parts.append(f"fidelity {fidelity:.2f} (in-app {self.app_time_ms:.4f} ms)"
                      if fidelity is not None else "fidelity -")
         if self.sm_clock_mhz:
-            parts.append(f"SM {self.sm_clock_mhz:.0f} MHz")
+            locked = (self.clock_control or {}).get("locked_sm_mhz") or {}
+            parts.append(f"SM {self.sm_clock_mhz:.0f} MHz" + (" (locked)" if locked else ""))
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -115,6 +115,7 @@ def write_app_report(result: AppTuneResult, directory: Path, plots: bool | str =
         "selection": result.selection.asked, "budget": result.budget.describe(result.budget.total),
         "seconds": result.seconds, "devices": result.devices,
         "phases": result.phases, "cpu_seconds": result.cpu_seconds, "lane_busy_seconds": result.lane_busy,
+        "clock_control": next((r.outcome.clock_control for r in result.runs if r.outcome), None),
         "kernel_ms": kernel_ms, "covered_share": result.selection.covered,
         "tuned_share": result.selection.tuned_share,
         "predicted_saving_ms": saving, "predicted_kernel_ms": kernel_ms - saving,

@@ -152,9 +152,14 @@ def output_json(baseline: PlainBaseline | None, comparisons: list[Comparison], c
               help="Compile the tuned kernels and print the plan; run nothing (no GPU needed).")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None,
               help="Also write the measurements as JSON.")
+@click.option("--clock-control", default="base", show_default=True, metavar="base|none|MHZ",
+              help="Lock the SM clock of every GPU the application sees for all its runs, plain "
+              "and tuned, and the replays (base: the default applications clock, as Nsight "
+              "Compute does; none: as the driver sets it). Needs root; otherwise one line.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | None,
-        replay_iterations: int, dry_run: bool, json_path: Path | None, command: tuple[str, ...]):
+        replay_iterations: int, dry_run: bool, json_path: Path | None, clock_control: str,
+        command: tuple[str, ...]):
     """Run COMMAND plain and with the kernels tuned in --apply swapped in; compare its
     output and time, and each tuned kernel's time inside it with its replayed time."""
     console = table_console(stderr=True)
@@ -178,6 +183,12 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
 
     if not dry_run and not driver_available():
         raise ApplyError("mneme run needs a GPU (use --dry-run to compile the plan without one)")
+    from mneme.runtime.clock_control import held_clocks, parse_clock_policy
+
+    policy = parse_clock_policy(clock_control)
+    # Held until the command ends (click closes it), given back by a guard if it is killed.
+    clocks = click.get_current_context().with_resource(
+        held_clocks(policy, [] if dry_run else None, lambda line: console.print(line, markup=False)))
 
     kernels: list[TunedKernel] = []
     with console.status("compiling the tuned kernels"):
@@ -205,17 +216,13 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
                     # Every run timed (every kernel of the process, by CUPTI): plain ones measure
                     # the original code, tuned ones run the winners.
                     plain_runs.append(run_once(argv, swap_env(
-                        plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_TOTAL="1", MNEME_APPLY_MODE="measure",
-                        MNEME_APPLY_REPORT=str(report)), report))
+                        plan, timing=True, total=True, measure=True, report=report), report))
                     tuned_runs.append(run_once(argv, swap_env(
-                        plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_TOTAL="1", MNEME_APPLY_REPORT=str(report)),
-                        report))
+                        plan, timing=True, total=True, report=report), report))
                 if app is None:
                     status.update("timing the tuned kernels inside the application")
-                    measured = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1", MNEME_APPLY_MODE="measure",
-                                                       MNEME_APPLY_REPORT=str(report)), report)
-                    timed = run_once(argv, swap_env(plan, MNEME_APPLY_TIMING="1",
-                                                    MNEME_APPLY_REPORT=str(report)), report)
+                    measured = run_once(argv, swap_env(plan, timing=True, measure=True, report=report), report)
+                    timed = run_once(argv, swap_env(plan, timing=True, report=report), report)
                 else:
                     measured, timed = plain_runs[-1], tuned_runs[-1]
                 replayed = {}
@@ -296,6 +303,6 @@ def run(apply_path: Path, repeat: int, check_output: bool, output_filter: str | 
             "command": argv, "repeat": repeat, "plain_s": plain_s, "tuned_s": tuned_s,
             "speedup": speedup, "noise": noise, "significant": significant,
             **output_json(baseline, comparisons, check_output),
-            "kernels": rows, "kernel_time": kernel_time}, indent=2))
+            "kernels": rows, "kernel_time": kernel_time, "clock_control": clocks.describe()}, indent=2))
     if differences:
         raise SystemExit(OUTPUT_DIFFERS_EXIT)

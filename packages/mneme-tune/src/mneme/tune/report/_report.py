@@ -94,8 +94,9 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
         "study": outcome.study.study_name,
         "objectives": [{"name": n, "unit": unit(n)} for n in outcome.objectives],
         "baseline": outcome.baseline,
-        # how the times were measured (None: compile-only, nothing timed)
+        # how the times were measured (None: compile-only, nothing timed), at which clocks
         "timing": outcome.baseline.get("timing"),
+        "clock_control": outcome.clock_control,
         "trials": len(outcome.trials),
         "complete": sum(1 for r in outcome.trials if r.state == "complete"),
         "failed": failures,

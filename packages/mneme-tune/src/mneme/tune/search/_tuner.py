@@ -412,6 +412,7 @@ class Tuner:
             outcome.in_app = confirmation.in_app(self, outcome, plain_seconds, on_in_app)
             self.clock.mark("in-app")
         outcome.phases = dict(self.clock.phases)
+        outcome.clock_control = self.options.clock_control
         return outcome
 
     def _begin_phases(self, start: float) -> None:
