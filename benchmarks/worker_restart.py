@@ -68,7 +68,7 @@ def restart_costs(db, rid, devices, spares: bool, rounds: int) -> tuple[list[flo
     costs = []
     with ReplayExecutor(db, instance=rid, devices=devices, cpu_workers=1, compile_workers=0,
                         before_run=abort_on_poison, spares=spares) as pool:
-        from mneme.tune.workers._executor import SPARE_AFTER_TASKS
+        from mneme.tune.workers._dispatcher import SPARE_AFTER_TASKS
 
         plain = []
         for _ in range(SPARE_AFTER_TASKS + 1):  # (spares start after the first tasks)

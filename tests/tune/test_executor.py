@@ -10,7 +10,7 @@ from mneme.replay.db import Database
 from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from mneme.tune import ReplayExecutor, TrialFailedError, TuneError, as_completed
-from mneme.tune.workers._executor import SPARE_AFTER_TASKS
+from mneme.tune.workers._dispatcher import SPARE_AFTER_TASKS
 from tune_support import (
     GOLDEN,
     POISON_REGISTERS,

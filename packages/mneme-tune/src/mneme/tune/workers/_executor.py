@@ -17,11 +17,11 @@ answer within ``timeout`` seconds (watchdog: it is killed) fails only its task, 
 reason, and a spare worker takes its place at once (spares.py: started ahead, context
 made, the instances restored and their code loaded, so a restart is a hand-over of the
 next task; a pool that grows while the tuner expects failures, refilled in the
-background). The dispatcher never waits for a failed process to end: it is killed and
-reaped when it has exited (process_reaper.py: a faulted GPU context takes hundreds of ms
-to tear down). While failures are expected, prepared spares may be lent as probe workers
-that try probe tasks beside each other (``probe_workers``, probe_workers.py); one that
-runs is replayed again alone.
+background). The dispatcher (_dispatcher.py, the executor's thread) never waits for a
+failed process to end: it is killed and reaped when it has exited (process_reaper.py: a
+faulted GPU context takes hundreds of ms to tear down). While failures are expected,
+prepared spares may be lent as probe workers that try probe tasks beside each other
+(``probe_workers``, probe_workers.py); one that runs is replayed again alone.
 Without devices (``devices=None``) the workers compile only, on the CPUs.
 """
 
@@ -37,15 +37,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, as_completed
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 from mneme.replay.db import Database, Instance
 from mneme.replay.engine import ReplayResult, ReplaySettings
-from mneme.replay.engine.errors import CONTEXT_POISONED
 
 from ..errors import DeviceSelectionError, TrialFailedError, TuneError
+from ._dispatcher import START_TIMEOUT, Dispatcher
 from ._pool_use import BusySeconds
 from ._probe_workers import ProbeWorkers
 from ._process_reaper import ProcessReaper, describe_exit
@@ -54,14 +53,6 @@ from ._worker import failure_kind, instance_key, precompile, resolved, worker_ma
 from ._worker_records import Restart, TaskRecord, WorkerRecord
 
 __all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
-
-#: seconds a starting worker may take to report its device
-START_TIMEOUT = 120.0
-#: spares are prepared (and, unless failures were expected at start, started) once this
-#: many tasks have finished, at the first restart or when failures are expected: memory
-#: restored beside the first replays (a tuner's baseline and determinism profile) would
-#: disturb the times they measure
-SPARE_AFTER_TASKS = 8
 
 
 def _worker_context():
@@ -107,7 +98,7 @@ def _compile_identity(key: str, settings: ReplaySettings) -> tuple:
             r.set_launch_bounds, shape, r.arch)
 
 
-class ReplayExecutor:
+class ReplayExecutor(Dispatcher):
     """Replays configurations of recorded instances on worker processes.
 
     ``database``: a path or an opened ``mneme.replay.db.Database``, needed only for
@@ -453,127 +444,6 @@ class ReplayExecutor:
             task.future.set_exception(error)
         else:
             task.future.set_result(result)
-
-    def _assign(self) -> None:
-        if self.probes.per_device:
-            with self._lock:
-                untried = any(t.probe and not t.tried for t in self._pending)
-            self.probes.lend(untried, self._sent, self._closing)
-        for worker in [*self.probes.workers(), *self._workers]:  # (probes first: their faults)
-            if not worker.ready or worker.task is not None or worker.conn is None:
-                continue
-            with self._lock:
-                if not self._pending:
-                    return
-                task = self.probes.next_task(worker, self._pending, self._workers)
-            if task is None:
-                continue
-            # The instance itself only with the first task for it in this process.
-            handle = None if task.key in worker.known else task.instance
-            try:
-                worker.conn.send((task.id, task.key, handle, task.settings_json,
-                                  task.guard and not task.tried))
-            except (OSError, BrokenPipeError):
-                task.started = time.monotonic()
-                worker.task = task
-                self._fail_and_restart(worker, "crashed", None, kill=False)
-                continue
-            worker.known.add(task.key)
-            self._sent.setdefault(task.key, (task.instance, task.settings_json))
-            task.started = time.monotonic()
-            worker.task = task
-            restart = None if worker.beside else self._awaiting_task.pop(worker.slot, None)
-            if restart is not None:
-                restart.next_task = task.started - restart.began
-
-    def _receive(self, worker: WorkerRecord) -> None:
-        try:
-            message = worker.conn.recv()
-        except (EOFError, OSError):
-            # It died (or is ending itself): the slot goes on without waiting for its exit,
-            # and its task's failure names the exit once the process is reaped.
-            self._fail_and_restart(worker, "crashed", None, kill=False)
-            return
-        kind = message[0]
-        if kind == "hello":
-            worker.ready, worker.hello = True, message[1]
-            self.spares.note_hello(worker.device, message[1])
-            return
-        if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
-            if worker.beside:  # (a lent spare goes back to the pool, prepared)
-                worker.restored.add(message[1])
-            return
-        if kind == "fatal":
-            worker.task = None
-            self._fail_and_restart(worker, "crashed", f"a restarted worker failed: {message[1]}")
-            return
-        task, worker.task = worker.task, None
-        if task is None:
-            return
-        self.busy.replay_seconds += time.monotonic() - task.started
-        if kind == "ok":
-            result = ReplayResult.from_dict(message[2])
-            if worker.beside and task.probe and result.verified is not False:
-                # It runs: replayed again alone on a slot's worker, whose result it gets.
-                task.tried = True
-                with self._lock:
-                    self._pending.appendleft(task)
-                return
-            if result.verified is False:
-                self._finish(task, error=TrialFailedError(
-                    "unverified",
-                    f"{len(result.mismatches)} region(s) differ from the recording", result))
-            else:
-                self._finish(task, result)
-            return
-        self._finish(task, error=TrialFailedError(kind, message[2]))
-        if kind == CONTEXT_POISONED:  # the worker exits after a fault: start its successor now
-            self._fail_and_restart(worker, "crashed", message[2])
-
-    def _watchdog(self) -> None:
-        now = time.monotonic()
-        for worker in [*self._workers, *self.probes.workers()]:
-            if worker.task is not None and now - worker.task.started > self.timeout:
-                self._fail_and_restart(
-                    worker, "timeout",
-                    f"no answer within {self.timeout:g} s (hang?): the worker was killed")
-            elif not worker.ready and worker.conn is not None and now - worker.started > START_TIMEOUT:
-                self._fail_and_restart(worker, "crashed", "a restarted worker did not start")
-
-    def _dispatch(self) -> None:
-        while not self._closing:
-            self._assign()
-            self.spares.refill()  # (after the tasks are sent: a hand-over waits for no spawn)
-            with self._lock:
-                commands, self._spare_commands = self._spare_commands, []
-            for count in commands:
-                self.spares.expect_failures(count)
-            if self._tasks_done >= SPARE_AFTER_TASKS:
-                self.spares.start()
-            self.spares.prepare(self._sent)
-            conns = {w.conn: w for w in [*self._workers, *self.probes.workers()]
-                     if w.conn is not None}
-            spares = self.spares.connections()
-            try:
-                ready = wait([*conns, *spares, *self.reaper.sentinels(), self._wake_r],
-                             timeout=self.reaper.wait_timeout(0.5))
-            except OSError:
-                continue
-            for conn in self.reaper.woken(ready):  # (exited processes: reaped below)
-                if conn is self._wake_r:
-                    while self._wake_r.poll():
-                        self._wake_r.recv()
-                    continue
-                if conn in spares:
-                    spare = spares[conn]
-                    if self.spares.owns(spare):
-                        self.spares.receive(spare)
-                    continue
-                worker = conns[conn]
-                if worker.conn is conn:
-                    self._receive(worker)
-            self.reaper.reap()
-            self._watchdog()
 
     # -- lifetime ----------------------------------------------------------------------------
 
