@@ -91,6 +91,7 @@ def raw_pinned_d2h(nbytes: int) -> dict[str, float]:
 
 def record_once(args, argv: list[str], host_memory: float | None) -> dict:
     from mneme.replay.db import Database
+    from mneme.runtime.native_settings import RECORD_DIGESTS, RECORD_PRESTAGE
 
     extra = ["--host-memory", str(host_memory)] if host_memory else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,8 +99,8 @@ def record_once(args, argv: list[str], host_memory: float | None) -> dict:
         record = [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db),
                   "-vass", str(max(16, 3 * args.mib // 1024 + 2)), "-mr", "1", "--stats", *extra,
                   "--", str(args.instrumented), *argv]
-        env = {**os.environ, "MNEME_RECORD_PRESTAGE": "0" if args.no_prestage else "1",
-               "MNEME_RECORD_DIGESTS": "0" if args.no_digests else "1"}
+        env = {**os.environ, RECORD_PRESTAGE: "0" if args.no_prestage else "1",
+               RECORD_DIGESTS: "0" if args.no_digests else "1"}
         recorded, result = wall(record, env=env)
         database = Database.open(db)
         instances = list(database.instances())

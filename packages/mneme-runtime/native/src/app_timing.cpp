@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "recorder_settings.hpp"
 #include "stream_predecessors.hpp"  // json_escaped
 
 namespace mneme::recorder {
@@ -50,14 +51,14 @@ void AppTiming::on_launch() {
     std::lock_guard lock(mutex_);
     if (!started_) {
       started_ = true;
-      const char* setting = std::getenv("MNEME_RECORD_APP_TIME");
-      if (setting && std::strcmp(setting, "0") == 0) return;
+      const auto& s = settings();
+      if (!s.app_time) return;
       auto& timer = rt::KernelTimer::instance();
       enabled_ = timer.start();
       if (!enabled_)
         std::fprintf(stderr, "mneme record: in-app kernel times not measured: %s\n", timer.reason().c_str());
-      else if (const char* tags = std::getenv("MNEME_RECORD_TAGS"); !tags || std::strcmp(tags, "0") != 0)
-        tagging_ = timer.tag_launches(tags && *tags ? tags : "filtered");
+      else if (s.tags != "0")
+        tagging_ = timer.tag_launches(s.tags);
       return;
     }
     if (!enabled_ || ++launches_ % kTakeEvery) return;

@@ -64,13 +64,7 @@ const char* const kWrappedDriverFunctions[] = {
     "cuStreamEndCapture_ptsz",
 };
 
-bool tracing_lookups() {
-  static const bool trace = [] {
-    const char* v = std::getenv("MNEME_RECORD_TRACE_LOOKUPS");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
-  return trace;
-}
+bool tracing_lookups() { return settings().trace_lookups; }
 
 namespace {
 

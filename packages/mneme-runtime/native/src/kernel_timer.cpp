@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cupti_abi.hpp"
+#include "mneme/runtime/native_settings.hpp"
 
 namespace mneme::runtime {
 namespace {
@@ -42,6 +43,15 @@ std::string first_match(const std::string& pattern) {
   return out;
 }
 
+// The timer's settings (native_settings.hpp), read once; `problem` gets a malformed
+// value's line, which is then why CUPTI is not used.
+const settings::Cupti& timer_settings(std::string* problem = nullptr) {
+  static std::string error;
+  static const settings::Cupti parsed = settings::read<settings::Cupti>(error);
+  if (problem) *problem = error;
+  return parsed;
+}
+
 }  // namespace
 
 KernelTimer& KernelTimer::instance() {
@@ -60,12 +70,13 @@ std::vector<std::string> KernelTimer::candidates() const {
 }
 
 std::vector<std::string> KernelTimer::candidates_locked() const {
+  const settings::Cupti& s = timer_settings();
   std::vector<std::string> out;
-  if (const char* chosen = std::getenv("MNEME_CUPTI_LIBRARY"); chosen && *chosen) out.push_back(chosen);
+  if (!s.library.empty()) out.push_back(s.library);
   out.insert(out.end(), search_paths_.begin(), search_paths_.end());
   std::vector<std::string> roots;
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* root = std::getenv(var); root && *root) roots.push_back(root);
+  for (const std::string* root : {&s.cuda_home, &s.cuda_path})
+    if (!root->empty()) roots.push_back(*root);
   roots.push_back("/usr/local/cuda");
   for (const auto& root : roots)
     for (const char* sub : {"/extras/CUPTI/lib64/", "/targets/x86_64-linux/lib/", "/lib64/", "/lib/"})
@@ -80,7 +91,12 @@ bool KernelTimer::load() {
   tried_ = true;
   std::string last_error = "not found";
   void* library = nullptr;
-  const char* chosen = std::getenv("MNEME_CUPTI_LIBRARY");
+  std::string problem;
+  const std::string& chosen = timer_settings(&problem).library;
+  if (!problem.empty()) {
+    reason_ = problem;
+    return false;
+  }
   for (const auto& candidate : candidates_locked()) {
     std::string path = first_match(candidate);
     if (path.empty()) continue;
@@ -91,13 +107,13 @@ bool KernelTimer::load() {
     }
     const char* why = ::dlerror();
     last_error = why ? why : "cannot be loaded";
-    if (chosen && *chosen && candidate == chosen) {  // the user's choice: no silent substitute
-      reason_ = "MNEME_CUPTI_LIBRARY=" + candidate + " cannot be loaded (" + last_error + ")";
+    if (!chosen.empty() && candidate == chosen) {  // the user's choice: no silent substitute
+      reason_ = MNEME_ENV_CUPTI_LIBRARY "=" + candidate + " cannot be loaded (" + last_error + ")";
       return false;
     }
   }
   if (!library) {
-    reason_ = "libcupti not found (install nvidia-cuda-cupti, or set MNEME_CUPTI_LIBRARY)";
+    reason_ = "libcupti not found (install nvidia-cuda-cupti, or set " MNEME_ENV_CUPTI_LIBRARY ")";
     return false;
   }
 #define MNEME_CUPTI_RESOLVE(name)                                                          \

@@ -50,6 +50,7 @@
 
 #include "interpose.hpp"
 #include "launch_plan.hpp"
+#include "mneme/runtime/native_settings.hpp"
 #include "mneme/runtime/kernel_timer.hpp"
 
 namespace {
@@ -89,6 +90,21 @@ struct Driver {
 };
 
 void at_exit();
+
+using Settings = mneme::runtime::settings::Apply;
+
+// The swapper's settings (MNEME_APPLY_*: native_settings.hpp), read once; a malformed value
+// ends the process with one line ("mneme run: MNEME_APPLY_TIMING=yes please is not a flag
+// (1 or 0); unset it or give one"), exit 2.
+const Settings& settings() {
+  static const Settings parsed = [] {
+    std::string error;
+    auto s = mneme::runtime::settings::read<Settings>(error);
+    if (!error.empty()) fatal(error, 2);
+    return s;
+  }();
+  return parsed;
+}
 
 class Swapper {
  public:
@@ -206,7 +222,7 @@ class Swapper {
       keep(KernelTimer::instance().drain());
       KernelTimer::instance().stop();
     }
-    std::string path = env("MNEME_APPLY_REPORT");
+    const std::string& path = settings().report;
     if (path.empty()) return;
     std::map<std::string, Durations> gpu = cupti_durations();
     std::ofstream out(path);
@@ -254,7 +270,8 @@ class Swapper {
 
  private:
   Swapper() {
-    std::string path = env("MNEME_APPLY_PLAN");
+    const Settings& s = settings();  // (a malformed value ends the process here)
+    const std::string& path = s.plan;
     if (path.empty()) return;
     plans_ = read_plan(path);
     for (auto& [name, plan] : plans_) {  // CUPTI keeps these kernels' records
@@ -262,15 +279,10 @@ class Swapper {
       timed_names_.insert(plan.function);
     }
     active_ = true;
-    timing_ = env("MNEME_APPLY_TIMING") == "1";
-    total_ = env("MNEME_APPLY_TOTAL") == "1";
-    measure_only_ = env("MNEME_APPLY_MODE") == "measure";
+    timing_ = s.timing;
+    total_ = s.total;
+    measure_only_ = s.mode == "measure";
     std::atexit(at_exit);
-  }
-
-  static std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    return v ? v : "";
   }
 
   // The context launches run in (the runtime's, created lazily, made current first).

@@ -10,8 +10,9 @@
 // Everything else passes through to the real CUDA runtime, found with dlsym(RTLD_NEXT).
 //
 // Configuration comes from environment variables that `mneme record` sets (see
-// docs/record.md); kernel metadata and IR come from a manifest file it extracts from
-// the executable's .mneme.kernels section.
+// docs/record.md), read once by settings() (recorder_settings.cpp); kernel metadata
+// and IR come from a manifest file it extracts from the executable's .mneme.kernels
+// section.
 #include "recorder.hpp"
 
 #include <cxxabi.h>
@@ -38,21 +39,6 @@ rt::SnapshotPipeline* g_pipeline = nullptr;
 double g_commit_wait = 60;
 pid_t g_owner_pid = 0;
 
-int this_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"}) {
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  }
-  return 0;
-}
-
-bool rank_selected(const std::string& ranks) {
-  if (ranks == "all") return true;
-  int rank = this_rank();
-  for (const auto& r : split(ranks.empty() ? "0" : ranks, ','))
-    if (!r.empty() && std::atoi(r.c_str()) == rank) return true;
-  return false;
-}
-
 }  // namespace
 
 [[noreturn]] void fatal(const std::string& message, int code) {
@@ -61,48 +47,6 @@ bool rank_selected(const std::string& ranks) {
   if (g_pipeline && getpid() == g_owner_pid && g_pipeline->uncommitted() > 0 && !g_pipeline->drain_for(g_commit_wait))
     std::fprintf(stderr, "mneme record: gave up waiting for the captured instances to be written\n");
   _exit(code);
-}
-
-std::string env(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
-}
-
-namespace {
-[[noreturn]] void not_a_number(const char* name, const std::string& text, const std::string& what) {
-  fatal(std::string(name) + "=" + text + " is not " + what + "; unset it or give one", 2);
-}
-}  // namespace
-
-int64_t env_integer(const char* name, int64_t fallback, int64_t low, int64_t high) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  errno = 0;
-  char* end = nullptr;
-  long long value = std::strtoll(text, &end, 0);
-  if (errno || end == text || *end || value < low || value > high)
-    not_a_number(name, text, "a whole number in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
-  return value;
-}
-
-uint64_t env_unsigned(const char* name, uint64_t fallback) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  errno = 0;
-  char* end = nullptr;
-  unsigned long long value = std::strtoull(text, &end, 0);
-  if (errno || end == text || *end || *text == '-') not_a_number(name, text, "a whole number of bytes");
-  return value;
-}
-
-double env_seconds(const char* name, double fallback) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  errno = 0;
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  if (errno || end == text || *end || !(value >= 0)) not_a_number(name, text, "a number of seconds");
-  return value;
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -114,36 +58,31 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 Recorder::Recorder() {
-  active_ = !env("MNEME_RECORD_DB").empty() && rank_selected(env("MNEME_RECORD_RANKS", "0"));
+  const rt::settings::Record& s = settings();  // (a malformed value ends the process here)
+  active_ = !s.db.empty() && rank_selected();
   if (!active_) return;
-  db_ = env("MNEME_RECORD_DB");
-  vass_ = env_unsigned("MNEME_RECORD_VASS", 274877906944ull);
-  base_ = env_unsigned("MNEME_RECORD_BASE", 0);
-  if (!base_) base_ = rt::kDefaultBase;
-  max_ = int(env_integer("MNEME_RECORD_MAX", 0, 0, INT32_MAX));
-  std::string filter = env("MNEME_RECORD_FILTER");
-  if (!filter.empty()) filter_ = std::make_unique<std::regex>(filter);
-  epilogue_ = env("MNEME_RECORD_EPILOGUE", "diff");
-  discover_ = env("MNEME_RECORD_FATBIN", "1") != "0";
-  capture_reachable_ = env("MNEME_RECORD_CAPTURE", "all") == "reachable";
-  prestage_ = env("MNEME_RECORD_PRESTAGE", "1") != "0";
-  options_.digests = env("MNEME_RECORD_DIGESTS", "1") != "0";
+  db_ = s.db;
+  vass_ = s.vass;
+  base_ = s.base ? s.base : rt::kDefaultBase;
+  max_ = int(s.max);
+  if (!s.filter.empty()) filter_ = std::make_unique<std::regex>(s.filter);
+  epilogue_ = s.epilogue;
+  discover_ = s.fatbin;
+  capture_reachable_ = s.capture == "reachable";
+  prestage_ = s.prestage;
+  options_.digests = s.digests;
   // Negative levels are zstd's fast modes: less compression, more throughput.
-  zstd_level_ = int(env_integer("MNEME_RECORD_ZSTD_LEVEL", MNEME_RECORDING_DEFAULT_ZSTD_LEVEL, -131072, 22));
+  zstd_level_ = int(s.zstd_level);
   // Room for managed memory after the device range (0: the driver's managed memory).
-  managed_size_ = env_unsigned("MNEME_RECORD_MANAGED_SIZE", 1099511627776ull);
+  managed_size_ = s.managed_size;
   // How managed memory is served (managed_arena.hpp): the driver's placed in that room,
   // host memory mapped there, or the driver's wherever it puts it.
-  managed_mode_ = env("MNEME_RECORD_MANAGED", "placed");
-  if (managed_mode_ != "placed" && managed_mode_ != "host" && managed_mode_ != "driver")
-    fatal("MNEME_RECORD_MANAGED=" + managed_mode_ + " is not one of placed, host, driver", 2);
-  std::string host_memory = env("MNEME_RECORD_HOST_MEMORY");
-  if (!host_memory.empty() && !(options_.host_memory = rt::parse_size(host_memory)))
-    fatal("MNEME_RECORD_HOST_MEMORY=" + host_memory + " is not a size (bytes, or e.g. 512M, 8G)", 2);
-  options_.threads = unsigned(env_integer("MNEME_RECORD_THREADS", 0, 0, 4096));
-  stats_ = !env("MNEME_RECORD_STATS").empty() && env("MNEME_RECORD_STATS") != "0";
-  crash_wait_ = env_seconds("MNEME_RECORD_CRASH_WAIT", 60);
-  load_manifest(env("MNEME_RECORD_MANIFEST"));
+  managed_mode_ = s.managed;
+  options_.host_memory = s.host_memory;  // (0: the pipeline's default)
+  options_.threads = unsigned(s.threads);
+  stats_ = s.stats;
+  crash_wait_ = s.crash_wait;
+  load_manifest(s.manifest);
   std::atexit(at_exit);  // the statistics line, or why nothing was recorded, even then
 }
 
@@ -167,7 +106,7 @@ void Recorder::finish() {
     predecessors_.write(*writer_);
   }
   // Preloaded by hand (no `mneme record` to sum the processes up): each says for itself.
-  if (seen_.recorded == 0 && seen_.launches > 0 && env("MNEME_RECORD_REPORT_DIR").empty())
+  if (seen_.recorded == 0 && seen_.launches > 0 && settings().report_dir.empty())
     explain_nothing_recorded();
   if (stats_) {
     rt::PipelineStats none;  // nothing recorded: the same keys, zero
@@ -204,7 +143,7 @@ void Recorder::explain_nothing_recorded() const {
 // What this process saw, for `mneme record`'s summary over the command's processes: one
 // file per process in MNEME_RECORD_REPORT_DIR (keys docs/record.md lists).
 void Recorder::write_report() const {
-  std::string dir = env("MNEME_RECORD_REPORT_DIR");
+  const std::string& dir = settings().report_dir;
   if (dir.empty()) return;
   std::string path = dir + "/" + std::to_string(getpid()) + ".txt";
   if (FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {

@@ -5,7 +5,8 @@
 // serves from the fixed address range, executable graphs and stream captures, and the
 // writer and snapshot pipeline. The interposed entry points (runtime_api.cpp,
 // driver_api.cpp, graph_api.cpp) lock Recorder::mutex and call into it:
-//   recorder.cpp        configuration, launch recording and snapshot orchestration
+//   recorder.cpp        launch recording and snapshot orchestration
+//   recorder_settings.cpp  the settings, read once; which MPI ranks record
 //   launch_regions.cpp  what a launch's snapshot copies (allocations, globals, peers)
 //   device_slots.cpp    the GPUs the process works on, each with its own range
 //   snapshot_source.cpp device-to-host copies for the snapshot pipeline
@@ -40,6 +41,7 @@
 #include "graph_mirror.hpp"
 #include "interpose.hpp"
 #include "managed_arena.hpp"
+#include "recorder_settings.hpp"
 #include "snapshot_source.hpp"
 
 namespace mneme::recorder {
@@ -51,13 +53,6 @@ bool synchronize_device();
 
 // One line on stderr, then exit with `code` (instances captured so far are committed first).
 [[noreturn]] void fatal(const std::string& message, int code = 70);
-std::string env(const char* name, const char* fallback = "");
-// Numbers from the environment, whole or refused: a value that is not a number in
-// [low, high] (written by hand: `mneme record` passes checked ones) ends the process with
-// one line naming the variable, never a silent 0. Base 0: 0x... is hexadecimal.
-int64_t env_integer(const char* name, int64_t fallback, int64_t low, int64_t high);
-uint64_t env_unsigned(const char* name, uint64_t fallback);
-double env_seconds(const char* name, double fallback);
 std::vector<std::string> split(const std::string& s, char sep);
 
 using Clock = std::chrono::steady_clock;

@@ -83,26 +83,6 @@ uint64_t default_host_memory() {
   return std::min<uint64_t>(32ull << 30, quarter);
 }
 
-uint64_t parse_size(const std::string& text) {
-  if (text.empty()) return 0;
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(text.c_str(), &end);
-  if (errno || end == text.c_str() || !(value > 0) || !std::isfinite(value)) return 0;
-  std::string unit(end);
-  for (auto& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
-  if (!unit.empty() && unit.back() == 'B') unit.pop_back();            // "GB", "MiB"
-  if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();             // "Gi"
-  double scale = 1;
-  if (unit == "K") scale = 1024.0;
-  else if (unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty()) return 0;
-  double bytes = value * scale;
-  return bytes >= 1 && bytes < 1.8e19 ? uint64_t(bytes) : 0;
-}
-
 // --- construction --------------------------------------------------------------
 
 SnapshotPipeline::SnapshotPipeline(RecordingWriter& writer, SnapshotSource& source, PipelineOptions options)

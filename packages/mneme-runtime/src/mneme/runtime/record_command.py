@@ -21,6 +21,22 @@ import click
 
 from .address_space import DEFAULT_BASE
 from .errors import UserError
+from .native_settings import (
+    CUPTI_LIBRARY,
+    RECORD_BASE,
+    RECORD_CAPTURE,
+    RECORD_DB,
+    RECORD_EPILOGUE,
+    RECORD_FILTER,
+    RECORD_HOST_MEMORY,
+    RECORD_MANAGED,
+    RECORD_MANIFEST,
+    RECORD_MAX,
+    RECORD_RANKS,
+    RECORD_REPORT_DIR,
+    RECORD_STATS,
+    RECORD_VASS,
+)
 
 RECORDER = Path(__file__).with_name("libmneme_recorder.so")
 #: The default range fits a framework process on the largest GPUs (PyTorch's caching
@@ -178,29 +194,29 @@ def record(db: Path, vass: int, vass_base: str, max_recordings: int, kernel_rege
         env = dict(os.environ)
         env.update({
             "LD_PRELOAD": ":".join(filter(None, [str(RECORDER), env.get("LD_PRELOAD", "")])),
-            "MNEME_RECORD_DB": str(db.resolve()),
-            "MNEME_RECORD_MANIFEST": str(Path(tmp) / "kernels.tsv"),
-            "MNEME_RECORD_VASS": str(vass << 30),
-            "MNEME_RECORD_BASE": hex(base),
-            "MNEME_RECORD_MAX": str(max_recordings),
-            "MNEME_RECORD_FILTER": kernel_regex,
-            "MNEME_RECORD_EPILOGUE": epilogue_format,
-            "MNEME_RECORD_RANKS": record_ranks,
-            "MNEME_RECORD_CAPTURE": capture,
-            "MNEME_RECORD_MANAGED": managed,
+            RECORD_DB: str(db.resolve()),
+            RECORD_MANIFEST: str(Path(tmp) / "kernels.tsv"),
+            RECORD_VASS: str(vass << 30),
+            RECORD_BASE: hex(base),
+            RECORD_MAX: str(max_recordings),
+            RECORD_FILTER: kernel_regex,
+            RECORD_EPILOGUE: epilogue_format,
+            RECORD_RANKS: record_ranks,
+            RECORD_CAPTURE: capture,
+            RECORD_MANAGED: managed,
         })
         if host_memory is not None:
-            env["MNEME_RECORD_HOST_MEMORY"] = str(max(1, int(host_memory * (1 << 30))))
+            env[RECORD_HOST_MEMORY] = str(max(1, int(host_memory * (1 << 30))))
         if stats:
-            env["MNEME_RECORD_STATS"] = "1"
-        if "MNEME_CUPTI_LIBRARY" not in env:  # in-app kernel times (app_timing.cpp)
+            env[RECORD_STATS] = "1"
+        if CUPTI_LIBRARY not in env:  # in-app kernel times (app_timing.cpp)
             from .kernel_timing import cupti_wheel_libraries
 
             if wheels := cupti_wheel_libraries():
-                env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded recorder cannot ask Python
+                env[CUPTI_LIBRARY] = wheels[0]  # the preloaded recorder cannot ask Python
         reports = Path(tmp) / "reports"
         reports.mkdir()
-        env["MNEME_RECORD_REPORT_DIR"] = str(reports)
+        env[RECORD_REPORT_DIR] = str(reports)
         with held_clocks(clock_policy, None, lambda line: click.echo(line, err=True)):
             code = subprocess.call([executable, *command[1:]], env=env)
         summary = summarize_reports(reports)

@@ -92,8 +92,7 @@ struct PipelineOptions {
 
 // min(32 GiB, a quarter of physical memory).
 uint64_t default_host_memory();
-// "1073741824", "64M", "0.5G", "8GiB" (binary units); 0 when not a size.
-uint64_t parse_size(const std::string& text);
+// parse_size ("64M", "8G"): settings_reader.hpp.
 
 struct RegionSpec {
   std::string kind;  // a kind of MNEME_RECORDING_REGION_KINDS

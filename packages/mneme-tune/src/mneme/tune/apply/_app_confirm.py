@@ -169,12 +169,11 @@ def _run(identity: dict, instance, settings: ReplaySettings | None, command: Seq
         out.failure = f"could not be compiled for the application: {_one_line(error)}"
         return out
     report = folder / "report.txt"
-    extra = {"MNEME_APPLY_TIMING": "1", "MNEME_APPLY_REPORT": str(report)}
-    if settings is None:
-        extra["MNEME_APPLY_MODE"] = "measure"
+    # timed; the original code (measure) when there is no configuration
+    env = swap_env(plan, timing=True, measure=settings is None, report=report)
     start = time.perf_counter()
     try:
-        run = run_once(list(command), swap_env(plan, **extra), report, timeout)
+        run = run_once(list(command), env, report, timeout)
     except ApplicationFailedError as failure:
         out.exit_status = failure.code  # (negative: the signal that ended it)
         out.failure, out.seconds = str(failure), time.perf_counter() - start

@@ -47,17 +47,36 @@ def resolve_command(command: Sequence[str]) -> list[str]:
     return [executable, *command[1:]]
 
 
-def swap_env(plan: Path, **extra: str) -> dict[str, str]:
-    """This process's environment with the swapper preloaded to follow ``plan``, plus
-    ``extra`` (MNEME_APPLY_TIMING, MNEME_APPLY_MODE, MNEME_APPLY_REPORT)."""
+def swap_env(plan: Path, *, timing: bool = False, total: bool = False, measure: bool = False,
+             report: Path | None = None) -> dict[str, str]:
+    """This process's environment with the swapper preloaded to follow ``plan``.
+
+    Parameters:
+        plan: The plan apply_plan.py wrote.
+        timing: Time each launch of a planned kernel (MNEME_APPLY_TIMING).
+        total: Time every kernel of the process, summed (MNEME_APPLY_TOTAL).
+        measure: Run the original kernels, timed, without swapping (MNEME_APPLY_MODE).
+        report: Where the swapper writes its report at exit (MNEME_APPLY_REPORT).
+
+    Returns:
+        The environment to run the application with.
+    """
+    from mneme.runtime import native_settings as ns
     from mneme.runtime.kernel_timing import cupti_wheel_libraries
 
     env = dict(os.environ)
-    if "MNEME_CUPTI_LIBRARY" not in env and (wheels := cupti_wheel_libraries()):
-        env["MNEME_CUPTI_LIBRARY"] = wheels[0]  # the preloaded swapper cannot ask Python
+    if ns.CUPTI_LIBRARY not in env and (wheels := cupti_wheel_libraries()):
+        env[ns.CUPTI_LIBRARY] = wheels[0]  # the preloaded swapper cannot ask Python
     env["LD_PRELOAD"] = ":".join(filter(None, [str(swapper_library()), env.get("LD_PRELOAD", "")]))
-    env["MNEME_APPLY_PLAN"] = str(plan)
-    env.update(extra)
+    env[ns.APPLY_PLAN] = str(plan)
+    if timing:
+        env[ns.APPLY_TIMING] = "1"
+    if total:
+        env[ns.APPLY_TOTAL] = "1"
+    if measure:
+        env[ns.APPLY_MODE] = "measure"
+    if report is not None:
+        env[ns.APPLY_REPORT] = str(report)
     return env
 
 
@@ -65,7 +84,9 @@ def run_once(command: list[str], env: dict[str, str] | None, report: Path | None
              timeout: float | None = None) -> Run:
     """One run of the application; ApplicationFailedError (one line: how it ended, the last
     lines of its stderr) when it fails or outlives ``timeout`` seconds."""
-    swapped = " under the swap" if env and "MNEME_APPLY_PLAN" in env else ""
+    from mneme.runtime.native_settings import APPLY_PLAN
+
+    swapped = " under the swap" if env and APPLY_PLAN in env else ""
     start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, timeout=timeout)
