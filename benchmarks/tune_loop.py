@@ -137,6 +137,7 @@ class Components:
 def run(args) -> dict:
     import optuna
     from mneme.tune.search import LaunchRegion, TuneOptions, Tuner
+    from mneme.tune.search import _trial_loop as loop_mod
     from mneme.tune.search import _tuner as tuner_mod
     from mneme.tune.study import MirroredStudy
 
@@ -163,7 +164,7 @@ def run(args) -> dict:
     parts.wrap(Tuner, "settings_of", "settings_of")
     parts.wrap(InstantExecutor, "submit", "submit")
     parts.wrap(optuna.Study, "get_trials", "get_trials")
-    parts.wrap(tuner_mod.concurrent.futures, "wait", "wait (idle)")
+    parts.wrap(loop_mod.concurrent.futures, "wait", "wait (idle)")
     original_tell = MirroredStudy.tell
 
     def tell(self, *a, **k):

@@ -1,4 +1,4 @@
-"""The search of a tuning run: the Tuner and its loop, the baseline replayed first, the
+"""The search of a tuning run: the Tuner and its trial loop, the baseline replayed first, the
 probe of launch shapes and the valid region of the sampler, the objectives, the phases
 and timing of the run, and the confirmation of the best configurations.
 
@@ -41,15 +41,15 @@ _LAZY = {
     'method_label': '._timing_report',
     'resolved_modes': '._timing_report',
     'timing_line': '._timing_report',
+    'CLAIM_SECONDS': '._trial_loop',
+    'CLAIM_WAIT_SECONDS': '._trial_loop',
+    'MAX_INFEASIBLE': '._trial_loop',
+    'RECOUNT_SECONDS': '._trial_loop',
     'ABANDONED_AFTER': '._tuner',
     'BASELINE_ATTR': '._tuner',
-    'CLAIM_SECONDS': '._tuner',
-    'CLAIM_WAIT_SECONDS': '._tuner',
     'CONFIRM_RUNS': '._tuner',
-    'MAX_INFEASIBLE': '._tuner',
     'PROBE_WORKERS': '._tuner',
     'Progress': '._tuner',
-    'RECOUNT_SECONDS': '._tuner',
     'TRIAL_ATTR': '._tuner',
     'TUNER_ATTR': '._tuner',
     'TrialRecord': '._tuner',
@@ -95,11 +95,13 @@ if TYPE_CHECKING:
         check_cache_mode as check_cache_mode, instance_timing as instance_timing,
         method_label as method_label, resolved_modes as resolved_modes, timing_line as timing_line,
     )
+    from ._trial_loop import (
+        CLAIM_SECONDS as CLAIM_SECONDS, CLAIM_WAIT_SECONDS as CLAIM_WAIT_SECONDS,
+        MAX_INFEASIBLE as MAX_INFEASIBLE, RECOUNT_SECONDS as RECOUNT_SECONDS,
+    )
     from ._tuner import (
         ABANDONED_AFTER as ABANDONED_AFTER, BASELINE_ATTR as BASELINE_ATTR,
-        CLAIM_SECONDS as CLAIM_SECONDS, CLAIM_WAIT_SECONDS as CLAIM_WAIT_SECONDS,
-        CONFIRM_RUNS as CONFIRM_RUNS, MAX_INFEASIBLE as MAX_INFEASIBLE,
-        PROBE_WORKERS as PROBE_WORKERS, RECOUNT_SECONDS as RECOUNT_SECONDS,
+        CONFIRM_RUNS as CONFIRM_RUNS, PROBE_WORKERS as PROBE_WORKERS,
         TRIAL_ATTR as TRIAL_ATTR, TUNER_ATTR as TUNER_ATTR, Progress as Progress,
         TrialRecord as TrialRecord, TuneOptions as TuneOptions, TuneOutcome as TuneOutcome,
         Tuner as Tuner, make_executor as make_executor,

@@ -14,7 +14,6 @@ tuner left running are marked failed (``interrupted``) and run again.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -29,7 +28,7 @@ from mneme.replay.engine import ReplayConfig, ReplaySettings
 from mneme.replay.jit import CompileConfig
 from optuna.trial import TrialState
 
-from ..errors import StudyError, TrialFailedError, TuneError
+from ..errors import StudyError, TuneError
 from ..space import BoundSpace, Space, SpaceContext, resolve_spaces
 from ..study._interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
 from ..study._study import (
@@ -50,10 +49,8 @@ from ..tune_types import (
     TuneOptions,
     TuneOutcome,
 )
-from ..workers import _in_flight as in_flight
 from ..workers._executor import ReplayExecutor
 from ..workers._pool_use import pool_use
-from ..workers._worker import failure_kind
 from ..workers._worker_start import WorkerStart, executor_factory, prepare_baseline
 from . import _confirmation as confirmation
 from . import _launch_probe as launch_probe
@@ -63,26 +60,17 @@ from ._baseline import measure_baseline
 from ._confirmation import CONFIRMATION_ATTR
 from ._launch_probe import PROBE_SHARE
 from ._run_phases import PhaseClock
+from ._trial_loop import TrialLoop
 from ._valid_region import LaunchRegion, ValidRegionSampler
 
 # The run's options and records are in tune_types.py, the confirmation after the search in
 # confirmation.py, the launch-shape probe in launch_probe.py, the recovery of interrupted
 # trials in interrupted_trials.py: their names stay importable here.
 __all__ = [
-    "ABANDONED_AFTER", "BASELINE_ATTR", "CLAIM_SECONDS", "CLAIM_WAIT_SECONDS", "CONFIRMATION_ATTR",
-    "CONFIRM_RUNS", "MAX_INFEASIBLE", "PROBE_SHARE", "PROBE_WORKERS", "RECOUNT_SECONDS",
-    "TRIAL_ATTR", "TUNER_ATTR", "Progress", "TrialRecord", "TuneOptions", "TuneOutcome", "Tuner",
-    "make_executor",
+    "ABANDONED_AFTER", "BASELINE_ATTR", "CONFIRMATION_ATTR", "CONFIRM_RUNS", "PROBE_SHARE",
+    "PROBE_WORKERS", "TRIAL_ATTR", "TUNER_ATTR", "Progress", "TrialRecord", "TuneOptions",
+    "TuneOutcome", "Tuner", "make_executor",
 ]
-
-#: consecutive infeasible samples after which the search gives up
-MAX_INFEASIBLE = 2000
-#: longest time between reading the study's counts (other tuners may share it)
-RECOUNT_SECONDS = 0.25
-#: a claim on a shared budget takes about this many seconds of the tuner's trials
-CLAIM_SECONDS = 0.5
-#: seconds between looks while other tuners hold the rest of a shared budget
-CLAIM_WAIT_SECONDS = 0.2
 
 
 def make_executor(tuner: Tuner, **overrides) -> ReplayExecutor:
@@ -109,7 +97,7 @@ def _executor_factory(tuner: Tuner, overrides: dict | None = None):
     return executor_factory(tuner.db, baseline, **kwargs)
 
 
-class Tuner:
+class Tuner(TrialLoop):
     """Tunes the configuration of one instance, or of a kernel across several instances
     (one configuration, objectives summed over them).
 
@@ -423,194 +411,6 @@ class Tuner:
         self.clock = PhaseClock()
         self.clock.phases.update(built)
         self.clock.begin(start)
-
-    def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
-        o = self.options
-        owner = tuner_owner()
-        study.pull()  # what other tuners did while this one measured its baseline
-        depth = in_flight.depth(executor.worker_count, executor.compile_workers, budget)
-        finished = self._finished(study)
-        # Trials taken from the shared budget and not launched yet (study.claim): every
-        # trial that counts is launched on one, so tuners sharing the study never overrun it.
-        claimed = 0
-        inflight: dict[concurrent.futures.Future, int] = {}  # -> trial number
-        trials_of: dict[int, list] = {}
-        seen: dict[str, tuple[int, list[float] | None, dict]] = {}
-        attrs: dict[str, Any]
-        ran = failed = infeasible = 0
-        best: float | None = None
-        last_failure: str | None = None
-        deadline = start + o.timeout if o.timeout else None
-        last_count = time.monotonic()
-        bound = self.bound[0]
-        # The probe answers before the search begins: a search trial beside a probe trial
-        # whose shape has not answered yet may try that (invalid) shape again (seen on two
-        # H200s: 8-15 extra failures for ~30 invalid shapes while the probe ran).
-        probe_keys = set(self._probe_keys)  # probe points not asked yet
-        probing: set[int] = set()  # probe trials in flight
-
-        def report() -> None:
-            if on_progress:
-                elapsed = time.monotonic() - start
-                on_progress(Progress(finished, budget, failed, best,
-                                     ran / elapsed if elapsed > 0 else 0.0, last_failure))
-
-        def tell(trial, values, attrs, state=TrialState.COMPLETE) -> None:
-            nonlocal finished, ran, failed, best, last_failure
-            trial.set_user_attr(TRIAL_ATTR, {**attrs, "owner": owner})
-            if state == TrialState.COMPLETE:
-                study.tell(trial, values)
-                if len(values) == 1 and (best is None or values[0] < best):
-                    best = values[0]
-            else:
-                study.tell(trial, state=state)
-                failed += 1
-                last_failure = f"{attrs.get('failure')}: {attrs.get('reason')}"
-            finished += 1
-            ran += 1
-            report()
-
-        while True:
-            now = time.monotonic()
-            # Other tuners may share the study: as often as pulling costs at most ~5 %.
-            if now - last_count > min(RECOUNT_SECONDS, study.pull_interval):
-                study.pull()
-                finished = self._finished(study)
-                last_count = now
-            out_of_time = deadline is not None and now >= deadline
-            # While the probe runs, enough in flight for the probe workers too.
-            limit = depth + (executor.probe_capacity if probe_keys else 0)
-            while not out_of_time and len(trials_of) < limit:
-                if probing and not probe_keys:
-                    break  # every probe point is out: the search waits for their answers
-                if claimed == 0:
-                    # About CLAIM_SECONDS of trials at once: a claim costs a pull and a write.
-                    elapsed = time.monotonic() - start
-                    rate = ran / elapsed if elapsed > 1.0 else 0.0
-                    want = max(limit - len(trials_of), int(rate * CLAIM_SECONDS))
-                    claimed = study.claim(want, budget, lambda: self._finished(study),
-                                          len(trials_of))
-                    finished = self._finished(study)
-                    last_count = time.monotonic()
-                    if claimed == 0:
-                        break
-                trial = study.ask()
-                point = bound.suggest(trial)
-                key = json.dumps(point, sort_keys=True)
-                is_probe = key in probe_keys
-                probe_keys.discard(key)
-                reason = bound.violated(point)
-                if reason is not None:
-                    trial.set_user_attr(TRIAL_ATTR, {"failure": "infeasible", "reason": reason})
-                    study.tell(trial, state=TrialState.PRUNED)
-                    infeasible += 1
-                    if infeasible > MAX_INFEASIBLE:
-                        raise TuneError(
-                            f"the sampler proposed {MAX_INFEASIBLE} points in a row that break "
-                            f"the constraints (last: {reason}); try --sampler random or widen the space"
-                        )
-                    continue
-                self.region.update(study)  # (enqueued points bypass the sampler)
-                shape = self.region.shape_of(point)
-                if self.region.active and self.region.is_invalid(shape):
-                    trial.set_user_attr(TRIAL_ATTR, {"failure": "invalid-launch",
-                                                     "reason": self.region.why_invalid(shape)})
-                    study.tell(trial, state=TrialState.PRUNED)
-                    if self.sampler_name == "grid":
-                        budget -= 1  # a point of the walk that needs no trial (nor its claim)
-                        claimed = max(0, claimed - 1)
-                    continue
-                infeasible = 0
-                if o.reuse_repeats and key in seen and seen[key][1] is not None:
-                    # The same point again (small discrete spaces): reuse its measurement.
-                    number, values, attrs = seen[key]
-                    claimed -= 1
-                    tell(trial, values, {**attrs, "same_as": number})
-                    continue
-                failed_before = self.region.known_failure(point) if o.reuse_repeats else None
-                if failed_before is not None:
-                    # This shape with this code failed already (not the recorded code's
-                    # failure, so the shape stays): its failure again, not a replay.
-                    old = study.get_trials(deepcopy=False)[failed_before].user_attrs[TRIAL_ATTR]
-                    claimed -= 1
-                    tell(trial, None, {k: v for k, v in old.items() if k != "owner"}
-                         | {"same_as": failed_before}, TrialState.FAIL)
-                    continue
-                try:
-                    settings = self.settings_of(point)
-                except Exception as error:  # noqa: BLE001 - a user space's apply()
-                    claimed -= 1
-                    tell(trial, None, {"failure": "error", "reason":
-                                       f"the space's apply() raised {type(error).__name__}: {error}"},
-                         TrialState.FAIL)
-                    continue
-                first = settings
-                if self._screening:
-                    first = [ReplaySettings(x.compile, x.replay.with_(iterations=o.screen))
-                             for x in settings]
-                # A shape not known to run may fault: the guarded variant answers first.
-                unknown = self.region.active and not self.region.known_to_run(shape)
-                futures = [executor.submit(s, i, probe=is_probe, guard=unknown)
-                           for s, i in zip(first, self.instances, strict=True)]
-                trials_of[trial.number] = [trial, point, settings, futures, self._screening]
-                if is_probe:
-                    probing.add(trial.number)
-                claimed -= 1
-                for f in futures:
-                    inflight[f] = trial.number
-            if out_of_time and claimed:
-                claimed = 0  # given back: the others may run them
-            study.announce(len(trials_of) + claimed)
-            if not trials_of:
-                if out_of_time or study.others_running == 0:
-                    break  # (the last claim's look: nothing left, and nobody holds any)
-                # The rest of the budget is held by other tuners: wait until they run it, or
-                # until some comes free (a tuner that stops early or dies gives its part back).
-                time.sleep(CLAIM_WAIT_SECONDS)
-                continue
-            done, _ = concurrent.futures.wait(list(inflight), timeout=1.0,
-                                              return_when=concurrent.futures.FIRST_COMPLETED)
-            for f in done:
-                inflight.pop(f, None)
-            for number in [n for n, entry in trials_of.items() if all(f.done() for f in entry[3])]:
-                trial, point, all_settings, futures, screening = trials_of.pop(number)
-                if number in probing:
-                    probing.discard(number)
-                    if not probing and not probe_keys:
-                        executor.expect_failures(0)  # the probe has answered: one spare
-                settings = all_settings[0]
-                attrs = {"settings": settings.to_dict()}
-                errors = [f.exception() for f in futures if f.exception() is not None]
-                if errors:
-                    error = errors[0]  # type: ignore[misc]  # TrialFailedError: the kind its raiser set
-                    attrs.update(failure=failure_kind(error),
-                                 reason=getattr(error, "message", str(error)))
-                    if isinstance(error, TrialFailedError) and error.result is not None:
-                        attrs["verified"] = False
-                    tell(trial, None, attrs, TrialState.FAIL)
-                    continue
-                results = [f.result() for f in futures]
-                values = objectives_mod.evaluate(self.objectives, results)
-                if screening:
-                    if best is None or values[0] <= best * o.screen_margin:
-                        # Promising: measured again with every iteration (verified already).
-                        again = [ReplaySettings(x.compile, x.replay.with_(verify=False))
-                                 for x in all_settings]
-                        futures = [executor.submit(x, i)
-                                   for x, i in zip(again, self.instances, strict=True)]
-                        trials_of[number] = [trial, point, all_settings, futures, False]
-                        for f in futures:
-                            inflight[f] = number
-                        continue
-                    attrs["fidelity"] = f"screened: {o.screen} iteration(s), not promising"
-                attrs.update(metrics=objectives_mod.metrics(results),
-                             verified=None if o.compile_only else True)
-                method = timing_report.method_label(results[0]) if results[0].times else None
-                if method and self._baseline_method and method != self._baseline_method:
-                    attrs["timing_method"] = method  # not as the baseline was timed
-                seen[json.dumps(point, sort_keys=True)] = (number, values, attrs)
-                tell(trial, values, attrs)
-        return ran, failed
 
     # -- results -------------------------------------------------------------------------------
 
