@@ -48,3 +48,41 @@ def test_well_formed_numbers_pass_the_settings(program, tmp_path):
     done = subprocess.run([str(program)], capture_output=True, text=True, env=env, timeout=60)
     assert "is not a" not in done.stderr
     assert "kernel manifest" in done.stderr
+
+
+# Every other kind of setting (mneme.runtime.native_settings): flags, choices, sizes,
+# regular expressions, rank lists, and the MPI launchers' rank variables, read at the same
+# moment, refused in the same one line.
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("MNEME_RECORD_STATS", "maybe", "is not a flag (1 or 0)"),
+    ("MNEME_RECORD_DIGESTS", "2", "is not a flag (1 or 0)"),
+    ("MNEME_RECORD_CAPTURE", "some", "is not one of all, reachable"),
+    ("MNEME_RECORD_MANAGED", "heap", "is not one of placed, host, driver"),
+    ("MNEME_RECORD_EPILOGUE", "zip", "is not one of diff, bytes, best"),
+    ("MNEME_RECORD_TAGS", "none", "is not one of filtered, all, launches, 0"),
+    ("MNEME_RECORD_HOST_MEMORY", "lots", "is not a size (bytes, or e.g. 512M, 8G)"),
+    ("MNEME_RECORD_FILTER", "(", "is not a regular expression (ECMAScript)"),
+    ("MNEME_RECORD_RANKS", "0,x", "is not all or a list of ranks (e.g. 0,2)"),
+    ("SLURM_PROCID", "first", "is not a whole number in [0, 2147483647]"),
+])
+def test_a_malformed_setting_of_any_kind_is_one_line(program, tmp_path, name, value, says):
+    env = {**os.environ, "MNEME_RECORD_DB": str(tmp_path / "x.rdb"), name: value,
+           "LD_PRELOAD": str(RECORDER)}
+    done = subprocess.run([str(program)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("mneme record:")]
+    assert lines == [f"mneme record: {name}={value} {says}; unset it or give one"]
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("MNEME_APPLY_TIMING", "maybe", "is not a flag (1 or 0)"),
+    ("MNEME_APPLY_MODE", "fast", "is not one of swap, measure"),
+])
+def test_the_launch_swapper_says_a_malformed_setting_in_one_line(program, name, value, says):
+    """libmneme_apply.so reads its settings when the application registers its kernels."""
+    swapper = RECORDER.with_name("libmneme_apply.so")
+    env = {**os.environ, name: value, "LD_PRELOAD": str(swapper)}
+    done = subprocess.run([str(program)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("mneme run:")]
+    assert lines == [f"mneme run: {name}={value} {says}; unset it or give one"]
