@@ -28,7 +28,7 @@
 // and summed (the application's kernel time, plain or tuned: `mneme run --apply` of a
 // whole-application report). Per planned kernel the report counts the launches the tuned
 // code was not used for, by reason, so that a kernel swapped into no launch says why.
-// Results go to MNEME_APPLY_REPORT at exit.
+// Results go to MNEME_APPLY_REPORT at exit (launch_report.cpp).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -50,6 +50,7 @@
 
 #include "interpose.hpp"
 #include "launch_plan.hpp"
+#include "launch_report.hpp"
 #include "mneme/runtime/native_settings.hpp"
 #include "mneme/runtime/kernel_timer.hpp"
 
@@ -224,48 +225,8 @@ class Swapper {
     }
     const std::string& path = settings().report;
     if (path.empty()) return;
-    std::map<std::string, Durations> gpu = cupti_durations();
-    std::ofstream out(path);
-    out << "mneme-apply-report 2\n";
-    std::string fallback;  // why events timed a kernel, if any did
-    for (auto& [name, p] : plans_) {
-      Durations events;
-      for (auto& [ms, same] : p.event_times) {
-        events.all.push_back(ms);
-        if (same) events.same_config.push_back(ms);
-      }
-      // CUPTI's times when it saw every timed launch; else the events', said so.
-      auto it = gpu.find(name);
-      bool use_cupti = cupti_ && it != gpu.end() && it->second.all.size() >= events.all.size();
-      if (timing_ && !use_cupti && fallback.empty())
-        fallback = !cupti_ ? KernelTimer::instance().reason()
-                           : "CUPTI recorded " + std::to_string(it == gpu.end() ? 0 : it->second.all.size()) +
-                                 " of " + std::to_string(events.all.size()) + " launches of " + name;
-      const Durations& d = use_cupti ? it->second : events;
-      out << "kernel " << name << " launches " << p.launches << " swapped " << p.swapped << " refused "
-          << p.refused << " same_config " << p.same_config << " method " << (use_cupti ? "cupti" : "events")
-          << " timed " << d.all.size() << " time_s " << Durations::total(d.all) * 1e-3 << " first_ms "
-          << (d.all.empty() ? 0 : d.all.front()) << " median_ms " << Durations::steady(d.all)
-          << " same_config_timed " << d.same_config.size() << " same_config_time_s "
-          << Durations::total(d.same_config) * 1e-3 << " same_config_median_ms "
-          << Durations::steady(d.same_config) << " other_dims " << p.other_dims << " other_args " << p.other_args
-          << " over_bound " << p.over_bound << " attributes " << p.attributes << " cupti_launches "
-          << (cupti_ && it != gpu.end() ? it->second.all.size() : 0);
-      if (!p.swapped_on.empty()) {  // per GPU: "0:40,1:40"
-        out << " swapped_on ";
-        const char* sep = "";
-        for (auto& [device, count] : p.swapped_on) {
-          out << sep << device << ":" << count;
-          sep = ",";
-        }
-      }
-      out << "\n";
-      if (!p.load_error.empty()) out << "load_error " << name << " " << p.load_error << "\n";
-    }
-    if (total_) out << "total kernel_ms " << total_ms_ << " launches " << total_launches_ << "\n";
-    for (auto& [device, sums] : device_totals_)  // (CUPTI's device ids: the driver's ordinals)
-      out << "total_device " << device << " kernel_ms " << sums.first << " launches " << sums.second << "\n";
-    if (!fallback.empty()) out << "fallback " << fallback << "\n";
+    write_report(path, plans_, records_, total_ ? &totals_ : nullptr, timing_, cupti_,
+                 cupti_ ? std::string() : KernelTimer::instance().reason());
   }
 
  private:
@@ -393,44 +354,13 @@ class Swapper {
   // CUPTI records every kernel of the process: only the planned kernels' are kept.
   void keep(std::vector<KernelRecord> records) {
     for (auto& r : records) {
-      if (total_) {
-        total_ms_ += r.duration_ms();
-        ++total_launches_;
-        device_totals_[r.device].first += r.duration_ms();
-        ++device_totals_[r.device].second;
-      }
+      if (total_) totals_.add(r);
       if (timed_names_.count(r.name)) records_.push_back(std::move(r));
     }
   }
 
-  // The CUPTI durations of the planned kernels (the original's name, or the tuned code's
-  // entry point), in the GPU's order, with the recorded-configuration ones apart.
-  std::map<std::string, Durations> cupti_durations() {
-    std::unordered_map<std::string, Plan*> by_name;
-    for (auto& [name, p] : plans_) {
-      by_name[name] = &p;
-      by_name[p.function] = &p;
-    }
-    std::vector<const KernelRecord*> mine;
-    for (const auto& r : records_)
-      if (by_name.count(r.name)) mine.push_back(&r);
-    std::sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
-    std::map<std::string, Durations> out;
-    for (const KernelRecord* r : mine) {
-      Plan& p = *by_name[r->name];
-      Durations& d = out[p.kernel];
-      d.all.push_back(r->duration_ms());
-      Dims grid{{r->grid[0], r->grid[1], r->grid[2]}}, block{{r->block[0], r->block[1], r->block[2]}};
-      if (grid == p.recorded_grid && block == p.recorded_block && r->dynamic_shared == p.recorded_shared)
-        d.same_config.push_back(r->duration_ms());
-    }
-    return out;
-  }
-
   bool active_ = false, timing_ = false, measure_only_ = false, finished_ = false, total_ = false;
-  double total_ms_ = 0;
-  unsigned long long total_launches_ = 0;
-  std::map<uint32_t, std::pair<double, unsigned long long>> device_totals_;  // ms, launches per GPU
+  KernelTotals totals_;  // every kernel of the process (total_)
   std::unordered_map<CUcontext, int> devices_;  // each context's GPU ordinal
   bool cupti_tried_ = false, cupti_ = false;
   std::vector<KernelRecord> records_;
