@@ -72,7 +72,7 @@ def test_python_readers_take_the_one_definition():
 
 def test_plugin_source_uses_the_header():
     """The pass plugin spells none of the constants itself."""
-    source = Path(section_format.__file__).parents[2] / "native" / "MnemePass.cpp"
+    source = Path(section_format.__file__).parents[3] / "native" / "MnemePass.cpp"
     if not source.is_file():
         pytest.skip("not a source checkout")
     text = source.read_text()
