@@ -59,7 +59,12 @@ def verdict(outcome: TuneOutcome) -> str:
                f"{c['speedup']:.2f}x, noise ±{100 * c['noise']:.1f} % ({runs})")
     if c.get("failure"):
         return f"no significant speedup: {c['failure']}"
+    across = c.get("noise_across_runs") or 0.0
+    if across:
+        numbers += f", ±{100 * across:.1f} % across {c.get('runs_compared')} runs"
     if not c.get("significant"):
+        if c["speedup"] and max(c["best"]) < min(c["baseline"]) and c["speedup"] - 1 <= across:
+            return f"no significant speedup: {numbers}, below the noise across runs"
         return f"no significant speedup: {numbers}, the ranges overlap"
     return f"significant speedup: {numbers}"
 

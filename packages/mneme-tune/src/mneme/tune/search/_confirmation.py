@@ -16,6 +16,7 @@ from mneme.replay.engine import ReplaySettings
 from ..errors import TrialFailedError
 from ..tune_types import BASELINE_ATTR, TuneOutcome
 from . import _objective as objectives_mod
+from ._noise_floor import across_runs, remember
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
     from ._tuner import Tuner
@@ -34,6 +35,15 @@ def _time_of(tuner: Tuner, executor, settings: list[ReplaySettings]) -> float | 
     except TrialFailedError as failure:
         return f"{failure.kind}: {failure.message}"
     return objectives_mod.METRICS["time"].value(results)  # type: ignore[return-value]
+
+
+def _run_key(tuner: Tuner, executor, baseline: dict[str, Any]) -> str:
+    """Runs compare with runs at the same clock policy on the same GPU model."""
+    clocks = tuner.options.clock_control or {}
+    locked = sorted(set((clocks.get("locked_sm_mhz") or {}).values()))
+    policy = f"locked {locked[0]} MHz" if locked else "unlocked"
+    names = sorted({str(i.get("name", "")) for i in getattr(executor, "device_info", None) or []})
+    return f"{policy}; {', '.join(names) or (baseline.get('timing') or {}).get('method', '')}"
 
 
 def confirm(tuner: Tuner, executor, study, outcome: TuneOutcome) -> dict[str, Any]:
@@ -81,10 +91,16 @@ def confirm(tuner: Tuner, executor, study, outcome: TuneOutcome) -> dict[str, An
         best_times = [best_value]
     best_median = statistics.median(best_times)
     noise = (max(base_times) - min(base_times)) / 2 / median if median else 0.0
+    # Across processes: the baseline's median in this run beside earlier runs' (noise_floor.py)
+    medians = remember(tuner.instances[0], median, _run_key(tuner, executor, baseline))
+    across = across_runs(medians)
+    speedup = median / best_median if best_median else None
     result = {"objective": "time", "trial": best.number, "baseline": base_times,
-              "best": best_times, "speedup": median / best_median if best_median else None,
-              "noise": noise,
-              "significant": failure is None and max(best_times) < min(base_times)}
+              "best": best_times, "speedup": speedup,
+              "noise": max(noise, across), "noise_in_run": noise, "noise_across_runs": across,
+              "runs_compared": len(medians),
+              "significant": (failure is None and max(best_times) < min(base_times)
+                              and speedup is not None and speedup - 1 > across)}
     if failure is not None:
         result["failure"] = f"the best failed when replayed again: {failure}"
     study.set_user_attr(CONFIRMATION_ATTR, result)
