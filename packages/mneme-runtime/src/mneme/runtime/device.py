@@ -18,18 +18,36 @@ Dim = int | Sequence[int]
 
 
 def driver_available() -> bool:
-    """True when libcuda.so.1 loads and cuInit succeeds (never raises)."""
+    """Whether this process can use the CUDA driver; never raises.
+
+    Returns:
+        True when libcuda.so.1 loads and cuInit succeeds.
+    """
     return _native.cuda_driver_available()
 
 
 def device_count() -> int:
-    """CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applies); raises
-    NoDriverError without a driver."""
+    """The CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applies).
+
+    Returns:
+        Their number.
+
+    Raises:
+        NoDriverError: no usable CUDA driver.
+    """
     return _native.cuda_device_count()
 
 
 def can_access_peer(ordinal: int, peer: int) -> bool:
-    """Whether device ``ordinal`` can read and write memory of device ``peer``."""
+    """Whether one device can read and write the memory of another (peer access).
+
+    Parameters:
+        ordinal: the device that reads and writes.
+        peer: the device whose memory it reaches.
+
+    Returns:
+        The driver's answer (``cuDeviceCanAccessPeer``).
+    """
     return _native.cuda_can_access_peer(ordinal, peer)
 
 
@@ -51,7 +69,7 @@ def _byte_view(data: Any, writable: bool = False) -> np.ndarray:
     elif isinstance(data, np.ndarray):
         array = data
     else:
-        array = np.asarray(memoryview(data))
+        array = np.asarray(memoryview(data))  # type: ignore[assignment]
     if not array.flags.c_contiguous:
         if writable:
             raise ValueError("the destination buffer must be C-contiguous")
@@ -62,7 +80,12 @@ def _byte_view(data: Any, writable: bool = False) -> np.ndarray:
 
 
 class Stream:
-    """A non-blocking stream; async copies keep their host buffers alive until synchronize()."""
+    """A non-blocking stream; async copies keep their host buffers alive until
+    :meth:`synchronize`. Made by :meth:`Device.stream`.
+
+    Parameters:
+        native: the native stream this wraps.
+    """
 
     def __init__(self, native: _native.Stream) -> None:
         self._native = native
@@ -72,27 +95,56 @@ class Stream:
         self._pending.append(buffer)
 
     def synchronize(self) -> None:
+        """Wait for everything queued on the stream, then let go of the host buffers its
+        copies kept alive.
+
+        Raises:
+            DriverError: the driver reports a failure of the queued work.
+        """
         self._native.synchronize()
         self._pending.clear()
 
 
 class Event:
+    """A CUDA event, for timing work on a stream. Made by :meth:`Device.event`.
+
+    Parameters:
+        native: the native event this wraps.
+    """
+
     def __init__(self, native: _native.Event) -> None:
         self._native = native
 
     def record(self, stream: Stream | None = None) -> None:
+        """Record the event on a stream: it completes when the work queued before it has.
+
+        Parameters:
+            stream: the stream; None for the default stream.
+        """
         self._native.record(stream._native if stream else None)
 
     def synchronize(self) -> None:
+        """Wait until the event has completed."""
         self._native.synchronize()
 
     def elapsed_ms(self, end: Event) -> float:
-        """Milliseconds between this event and ``end`` (both recorded and complete)."""
+        """The time between this event and a later one.
+
+        Parameters:
+            end: the later event (both recorded and complete).
+
+        Returns:
+            Milliseconds between them.
+        """
         return self._native.elapsed_ms(end._native)
 
 
 class Function:
-    """A kernel of a loaded module."""
+    """A kernel of a loaded module. Made by :meth:`Module.function`.
+
+    Parameters:
+        native: the native function this wraps.
+    """
 
     def __init__(self, native: _native.Function) -> None:
         self._native = native
@@ -114,14 +166,27 @@ class Function:
         return self._native.attributes()
 
     def set_max_dynamic_shared_memory(self, nbytes: int) -> None:
+        """Allow launches with up to ``nbytes`` of dynamic shared memory (above the
+        default 48 KiB, up to the device's opt-in limit).
+
+        Parameters:
+            nbytes: the new limit.
+        """
         self._native.set_max_dynamic_shared_memory(nbytes)
 
     def pack_arguments(self, *values: Any) -> bytes:
         """Lay ``values`` out as the kernel's argument buffer.
 
-        Each value is an int (little-endian, the parameter's size; pointers and
-        :class:`Allocation` objects too), a float (f32 or f64 by size), a numpy
-        scalar/array or bytes of exactly the parameter's size.
+        Parameters:
+            *values: one per parameter: an int (little-endian, the parameter's size;
+                pointers and Allocation objects too), a float (f32 or f64 by size), a
+                numpy scalar or array, or bytes of exactly the parameter's size.
+
+        Returns:
+            The argument buffer, as :meth:`launch` takes it.
+
+        Raises:
+            ValueError: a value count or size that does not match the parameters.
         """
         params = self.params
         if len(values) != len(params):
@@ -187,7 +252,13 @@ def _encode(value: Any, size: int) -> bytes:
 
 
 class Module:
-    """Loaded device code (PTX or cubin); unloaded when garbage collected."""
+    """Loaded device code (PTX or cubin); unloaded when garbage collected. Made by
+    :meth:`Device.load_module`.
+
+    Parameters:
+        native: the native module this wraps.
+        device: the device it is loaded on.
+    """
 
     def __init__(self, native: _native.Module, device: Device) -> None:
         self._native = native
@@ -197,7 +268,17 @@ class Module:
         return Function(self._native.function(name))
 
     def global_address(self, name: str) -> tuple[int, int]:
-        """(address, size in bytes) of a module-scope ``__device__`` variable."""
+        """Where a module-scope ``__device__`` variable lives.
+
+        Parameters:
+            name: the variable's (mangled) name.
+
+        Returns:
+            Its address and size in bytes.
+
+        Raises:
+            DriverError: the module has no such variable.
+        """
         return self._native.global_address(name)
 
     def set_global(self, name: str, data: Any) -> None:
@@ -205,6 +286,17 @@ class Module:
         buffer = _byte_view(data)
         nbytes = buffer.nbytes
         if nbytes != size:
+        """A kernel of the module.
+
+        Parameters:
+            name: its (mangled) name.
+
+        Returns:
+            The kernel.
+
+        Raises:
+            DriverError: the module has no kernel of that name.
+        """
             raise ValueError(f"global {name} is {size} bytes, the data gives {nbytes}")
         self.device.copy_to_device(address, buffer)
 
@@ -212,14 +304,41 @@ class Module:
         address, size = self.global_address(name)
         out = np.empty(size // np.dtype(dtype).itemsize, dtype=dtype)
         self.device.copy_from_device(out, address)
+        """Write a module-scope ``__device__`` variable.
+
+        Parameters:
+            name: the variable's (mangled) name.
+            data: a host buffer of exactly the variable's size.
+
+        Raises:
+            ValueError: ``data`` is not the variable's size.
+        """
         return out
 
 
 class Device:
     """One GPU. On CUDA it works in the device's primary context, the one the CUDA
-    runtime of a recorded application uses too. ``backend="hip"`` needs a build
-    made with ROCm installed."""
+    runtime of a recorded application uses too.
 
+    Parameters:
+        ordinal: the device's number in this process (``CUDA_VISIBLE_DEVICES``
+            applies).
+        backend: ``"cuda"``; ``"hip"`` needs a build made with ROCm installed.
+
+    Raises:
+        NoDriverError: no usable driver, or the backend was not built.
+        NoDeviceError: no device of that ordinal, or one without the VMM API.
+    """
+
+        """Read a module-scope ``__device__`` variable.
+
+        Parameters:
+            name: the variable's (mangled) name.
+            dtype: the element type of the array returned.
+
+        Returns:
+            A new array holding the variable's bytes.
+        """
     def __init__(self, ordinal: int = 0, backend: str = "cuda") -> None:
         self._native = _native.open_device(backend, ordinal)
         self.properties: DeviceProperties = self._native.properties
@@ -238,7 +357,11 @@ class Device:
         return (p.compute_capability_major, p.compute_capability_minor)
 
     def memory_info(self) -> tuple[int, int]:
-        """(free, total) bytes of device memory."""
+        """The device's memory.
+
+        Returns:
+            Free and total bytes.
+        """
         return self._native.memory_info()
 
     def synchronize(self) -> None:
@@ -247,12 +370,25 @@ class Device:
     def address_space(
         self, base: int = DEFAULT_BASE, size: int = DEFAULT_SIZE, shared_with: Sequence = ()
     ) -> AddressSpace:
-        """Reserve ``[base, base+size)`` of device virtual address space. Devices in
-        ``shared_with`` (Devices or ordinals) reach its memory too (peer access)."""
+        """Reserve a fixed range of device virtual address space, with an allocator.
+
+        Parameters:
+            base: the range's first address.
+            size: its size in bytes.
+            shared_with: Devices (or ordinals) that reach its memory too (peer access).
+
+        Returns:
+            The range; close it to give the memory back.
+
+        Raises:
+            RangeUnavailableError: part of the range is in use.
+            UserError: a device of ``shared_with`` cannot reach this one.
+        """
         space = AddressSpace(self._native.address_space(base, size), device=self)
         try:
             for other in shared_with:
                 space.share_with(other)
+        """Wait for all work on the device (its primary context)."""
         except BaseException:
             space.close()
             raise
@@ -261,14 +397,34 @@ class Device:
     # --- copies ---------------------------------------------------------------
 
     def copy_to_device(self, dst: SupportsInt, src: Any, stream: Stream | None = None) -> None:
-        """Copy a host buffer (numpy array, bytes, any buffer) to ``dst``."""
+        """Copy a host buffer to device memory.
+
+        Parameters:
+            dst: the device address (an int or an Allocation).
+            src: a numpy array, bytes or any buffer; all of it is copied.
+            stream: copy asynchronously on this stream (the buffer is kept alive until
+                it synchronizes); None copies before returning.
+
+        Raises:
+            DriverError: the copy failed.
+        """
         buffer = _byte_view(src)
         self._native.copy_to_device(int(dst), buffer, stream._native if stream else None)
         if stream:
             stream._keep(buffer)
 
     def copy_from_device(self, dst: Any, src: SupportsInt, stream: Stream | None = None) -> None:
-        """Fill the writable, C-contiguous host buffer ``dst`` from ``src``."""
+        """Copy device memory into a host buffer.
+
+        Parameters:
+            dst: a writable, C-contiguous host buffer; it is filled whole.
+            src: the device address.
+            stream: copy asynchronously on this stream; None copies before returning.
+
+        Raises:
+            ValueError: ``dst`` is read-only or not contiguous.
+            DriverError: the copy failed.
+        """
         buffer = _byte_view(dst, writable=True)
         self._native.copy_from_device(buffer, int(src), stream._native if stream else None)
         if stream:
@@ -277,7 +433,16 @@ class Device:
     def read(
         self, src: SupportsInt, shape: int | Sequence[int], dtype: Any = np.uint8
     ) -> np.ndarray:
-        """A new array of ``shape``/``dtype`` read from ``src``."""
+        """Read device memory into a new array.
+
+        Parameters:
+            src: the device address.
+            shape: the array's shape.
+            dtype: its element type.
+
+        Returns:
+            The array.
+        """
         out = np.empty(shape, dtype=dtype)
         self.copy_from_device(out, src)
         return out
@@ -290,12 +455,36 @@ class Device:
         )
 
     def fill(self, dst: SupportsInt, value: int, nbytes: int, stream: Stream | None = None) -> None:
-        """Set ``nbytes`` bytes at ``dst`` to the byte ``value``."""
+        """Set device memory to one byte value.
+
+        Parameters:
+            dst: the device address.
+            value: the byte (0-255).
+            nbytes: bytes to set.
+            stream: set asynchronously on this stream; None before returning.
+        """
         self._native.fill(int(dst), value, nbytes, stream._native if stream else None)
 
     def pinned_array(self, shape: int | Sequence[int], dtype: Any = np.uint8) -> np.ndarray:
-        """A numpy array on page-locked host memory (freed with the array)."""
+        """A numpy array on page-locked host memory (freed with the array), for fast and
+        asynchronous copies.
+
+        Parameters:
+            shape: the array's shape.
+            dtype: its element type.
+
+        Returns:
+            The array (uninitialised).
+        """
         dtype = np.dtype(dtype)
+        """Copy device memory to device memory.
+
+        Parameters:
+            dst: the destination address.
+            src: the source address.
+            nbytes: bytes to copy.
+            stream: copy asynchronously on this stream; None copies before returning.
+        """
         count = int(np.prod(shape))
         raw = self._native.pinned_buffer(max(count * dtype.itemsize, 1))
         return raw[: count * dtype.itemsize].view(dtype).reshape(shape)
@@ -303,10 +492,20 @@ class Device:
     # --- code, streams, events -------------------------------------------------
 
     def load_module(self, image: str | bytes | bytearray | memoryview) -> Module:
-        """Load PTX text or a cubin/fatbin image."""
+        """Load device code.
+
+        Parameters:
+            image: PTX text (str or bytes) or a cubin or fatbin image.
+
+        Returns:
+            The loaded module.
+
+        Raises:
+            DriverError: the driver refused the image (its JIT log is in the message).
+        """
         if isinstance(image, str):
             image = image.encode()
-        return Module(self._native.load_module(image), self)
+        return Module(self._native.load_module(image), self)  # type: ignore[arg-type]
 
     def stream(self) -> Stream:
         return Stream(self._native.create_stream())
@@ -317,3 +516,13 @@ class Device:
     def __repr__(self) -> str:
         major, minor = self.compute_capability
         return f"Device({self.ordinal}, {self.name!r}, sm_{major}{minor})"
+        """A new non-blocking stream.
+
+        Returns:
+            The stream.
+        """
+        """A new event.
+
+        Returns:
+            The event.
+        """

@@ -25,7 +25,15 @@ class RangeUnavailableError(UserError):
 
 
 class OutOfSpaceError(UserError):
-    """The reserved range has no free block for an allocation."""
+    """The reserved range has no free block for an allocation.
+
+    Parameters:
+        message: the one line shown (what was requested, what the range holds).
+        requested: the bytes asked for.
+        range_size: the range's size.
+        needed_size: a range size (bytes, whole GiB) that would have held the
+            allocation: the ``--vass`` to record with.
+    """
 
     def __init__(
         self, message: str, requested: int = 0, range_size: int = 0, needed_size: int = 0
@@ -38,6 +46,7 @@ class OutOfSpaceError(UserError):
 
     @property
     def needed_gib(self) -> int:
+        """``needed_size`` in GiB, rounded up."""
         return -(-self.needed_size // (1 << 30))
 
 
@@ -58,7 +67,13 @@ class AllocationError(DeviceLayerError):
 
 
 class DriverError(DeviceLayerError):
-    """A driver call failed; ``code``/``name`` are the driver's (e.g. CUDA_ERROR_OUT_OF_MEMORY)."""
+    """A driver call failed.
+
+    Parameters:
+        message: what failed, with the driver's own text (``cuGetErrorString``).
+        code: the driver's error code.
+        name: its name (``CUDA_ERROR_OUT_OF_MEMORY``).
+    """
 
     def __init__(self, message: str, code: int = 0, name: str = "") -> None:
         super().__init__(message)
