@@ -227,3 +227,11 @@ def test_docs_list_every_setting_of_the_recorder():
         for choice in s.choices:
             if choice != "0":
                 assert f"`{choice}`" in table, (s.name, choice)
+
+
+def test_docs_list_every_setting_of_the_swapper():
+    text = (ROOT / "docs" / "tune.md").read_text()
+    table = text[text.index("**The swapper's environment.**"):]
+    table = table[:table.index("\n## ")]
+    listed = set(re.findall(r"`(MNEME_[A-Z_]+)", table))
+    assert listed == {s.name for s in ns.section("apply")} | {ns.CUPTI_LIBRARY}
