@@ -26,7 +26,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RegionChange:
-    """How one region differs between prologue and epilogue."""
+    """How one region differs between prologue and epilogue (:meth:`Instance.changes`).
+
+    Attributes:
+        name: the region's name.
+        kind: its kind (heap, global, ...).
+        size: its size in bytes.
+        changed_bytes: how many of its bytes the launch changed.
+        first_offset: the offset of the first changed byte; None when none changed.
+    """
 
     name: str
     kind: str
@@ -36,7 +44,14 @@ class RegionChange:
 
 
 class Instance:
-    """A recorded kernel instance: launch configuration, arguments, memory before/after."""
+    """A recorded kernel instance: launch configuration, arguments, memory before and
+    after. Metadata is read on first use, bytes only when asked for (a region's range
+    at a time). Get one from :meth:`Database.instance` or :meth:`Kernel.instances`.
+
+    Parameters:
+        kernel: the kernel it belongs to.
+        dynamic_hash: its dynamic hash (its folder's name).
+    """
 
     def __init__(self, kernel: Kernel, dynamic_hash: str):
         self.kernel = kernel
@@ -150,8 +165,12 @@ class Instance:
         return regions
 
     def problem(self) -> str | None:
-        """Why this instance cannot be read (its metadata breaks the schema or the layout
-        rules), as one line; None when it reads. Its chunks are not read (``mneme check``)."""
+        """Whether the instance's metadata reads (its schema, the layout rules); its
+        chunks are not read (``mneme check`` reads them).
+
+        Returns:
+            Why it cannot be read, as one line; None when it reads.
+        """
         try:
             self._attrs, self.regions, self.annotations, self.app_time, self.predecessor  # noqa: B018
         except DatabaseError as error:
@@ -159,8 +178,18 @@ class Instance:
         return None
 
     def region_checksums(self, name: str) -> tuple[int, int] | None:
-        """(prologue, epilogue) CRC-32C of the region's full bytes recorded at write time
-        (format 2); None in format 1 databases."""
+        """The content checksums of a region, recorded at write time (format 2).
+
+        Parameters:
+            name: the region's name.
+
+        Returns:
+            CRC-32C of its prologue and of its epilogue (all its bytes); None in a
+            format 1 database.
+
+        Raises:
+            CorruptDataError: a format 2 database lacks them.
+        """
         for r in self._attrs["regions"]:
             if r["name"] == name and "prologue_crc32c" in r and "epilogue_crc32c" in r:
                 return r["prologue_crc32c"], r["epilogue_crc32c"]
@@ -169,7 +198,14 @@ class Instance:
         return None
 
     def epilogue_encoding(self, name: str) -> str:
-        """How the epilogue of a region is stored (``bytes`` or ``xor-prologue``)."""
+        """How the epilogue of a region is stored.
+
+        Parameters:
+            name: the region's name.
+
+        Returns:
+            ``bytes`` or ``xor-prologue`` (its XOR with the prologue).
+        """
         self.region(name)
         return next(r["epilogue_encoding"] for r in self._attrs["regions"] if r["name"] == name)
 
@@ -182,6 +218,17 @@ class Instance:
             + (", ".join(r.name for r in self.regions) or "none")
         )
 
+        """One region of the instance.
+
+        Parameters:
+            name: the region's name.
+
+        Returns:
+            The region.
+
+        Raises:
+            NotFoundError: the instance has no such region (the message lists them).
+        """
     @property
     def annotations(self) -> dict[str, Annotation]:
         raw = self._attrs["annotations"]
@@ -225,7 +272,18 @@ class Instance:
     def stored_array(self, side: str, name: str) -> tuple[ArrayInfo, str]:
         """The prologue or epilogue array of a region as stored (its chunk files, for
         readers that decompress them elsewhere: restore's device path) and its encoding,
-        checked as ``prologue`` and ``stored_epilogue`` check them."""
+        checked as ``prologue`` and ``stored_epilogue`` check them.
+
+        Parameters:
+            side: ``prologue`` or ``epilogue`` (``layout.PROLOGUE``, ``layout.EPILOGUE``).
+            name: the region's name.
+
+        Returns:
+            The array's chunk files and its encoding.
+
+        Raises:
+            CorruptDataError: the array's size or encoding does not match the metadata.
+        """
         if side == layout.PROLOGUE:
             info, _ = self._array(layout.PROLOGUE, name)
             self._prologue_encoding(info)
@@ -242,8 +300,18 @@ class Instance:
     def prologue(
         self, name: str, start: int = 0, stop: int | None = None, *, out: np.ndarray | None = None
     ) -> np.ndarray:
-        """Bytes of a region before the launch (all, or [start, stop)); ``out``: a buffer of
-        that many bytes to decompress into (restore streams through page-locked buffers)."""
+        """Bytes of a region before the launch; only the chunks of the range are read.
+
+        Parameters:
+            name: the region's name.
+            start: the first byte (an offset in the region).
+            stop: the end of the range; None for the region's end.
+            out: a buffer of ``stop - start`` bytes to decompress into (restore streams
+                through page-locked buffers); None for a new array.
+
+        Returns:
+            The bytes, as a uint8 array.
+        """
         info, _ = self._array(layout.PROLOGUE, name)
         self._prologue_encoding(info)
         return read_range(info, start, stop, out=out)
@@ -253,16 +321,39 @@ class Instance:
     ) -> tuple[str, np.ndarray]:
         """The epilogue array as stored, and its encoding: ``bytes`` (the bytes after the
         launch) or ``xor-prologue`` (their XOR with the prologue; zeros where a chunk is
-        absent). For readers that resolve the XOR themselves (restore does it on the device)."""
+        absent). For readers that resolve the XOR themselves (restore does it on the device).
+
+        Parameters:
+            name: the region's name.
+            start: the first byte.
+            stop: the end of the range; None for the region's end.
+            out: a buffer to decompress into; None for a new array.
+
+        Returns:
+            The encoding and the stored bytes.
+        """
         info, encoding = self.stored_array(layout.EPILOGUE, name)
         return encoding, read_range(info, start, stop, missing_is_zero=encoding != "bytes", out=out)
 
     def epilogue(
         self, name: str, start: int = 0, stop: int | None = None, *, prologue: np.ndarray | None = None
     ) -> np.ndarray:
-        """Bytes of a region after the launch; XOR deltas are resolved against the prologue
-        (``prologue``: its bytes [start, stop) when the caller has them already, so they
-        are not read and decompressed again)."""
+        """Bytes of a region after the launch; XOR deltas are resolved against the
+        prologue.
+
+        Parameters:
+            name: the region's name.
+            start: the first byte.
+            stop: the end of the range; None for the region's end.
+            prologue: the prologue's bytes of the same range when the caller has them
+                already (they are not read and decompressed again).
+
+        Returns:
+            The bytes, as a uint8 array.
+
+        Raises:
+            ValueError: ``prologue`` is not the range's size.
+        """
         encoding, delta = self.stored_epilogue(name, start, stop)
         if encoding == "bytes":
             return delta
@@ -273,7 +364,12 @@ class Instance:
         return np.bitwise_xor(prologue.view(np.uint8).reshape(-1), delta, out=delta)
 
     def changes(self) -> list[RegionChange]:
-        """Which regions the launch changed, and how many bytes of each."""
+        """Which regions the launch changed, and how many bytes of each (every region
+        read, 64 MiB at a time).
+
+        Returns:
+            One change per region, in region order.
+        """
         result = []
         for region in self.regions:
             changed, first = 0, None
@@ -288,18 +384,36 @@ class Instance:
         return result
 
     def raw_bytes(self) -> int:
-        """Bytes the prologue and epilogue represent (uncompressed)."""
+        """The bytes the instance represents uncompressed.
+
+        Returns:
+            Its regions twice (prologue and epilogue) and its arguments.
+        """
         return 2 * sum(r.size for r in self.regions) + self._attrs["args_size"]
 
     def stored_bytes(self) -> int:
         return stored_bytes(self.path)
 
     def unique_bytes(self) -> int:
-        """Stored bytes no other instance shares (what deleting it would free)."""
+        """The stored bytes no other instance shares: what deleting it would free.
+
+        Returns:
+            The total.
+        """
         return own_bytes(self.path)
 
     def describe(self) -> dict:
-        """Everything about the instance as plain JSON data."""
+        """Everything about the instance as plain JSON data (what ``mneme show --json``
+        prints).
+
+        Returns:
+            The description.
+        """
+        """The bytes of the instance's files (a chunk shared with others counted too).
+
+        Returns:
+            The total.
+        """
         return {
             "id": self.id,
             "kernel": self.kernel.demangled_name,

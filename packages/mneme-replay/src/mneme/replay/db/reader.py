@@ -51,7 +51,12 @@ def check_format_version(root: Path, attrs: dict) -> None:
 
 
 class Database:
-    """A recording database opened for reading."""
+    """A recording database opened for reading. Open one with :meth:`open`.
+
+    Parameters:
+        root: the database's folder.
+        info: what the recording says about itself (its root's attributes).
+    """
 
     def __init__(self, root: Path, info: RecordingInfo):
         self.root = root
@@ -59,6 +64,21 @@ class Database:
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> Database:
+        """Open a recording database, checking that it is one and that this mneme reads
+        its format.
+
+        Parameters:
+            path: the folder given to ``mneme record -rdb``.
+
+        Returns:
+            The database (kernels and instances are read when asked for).
+
+        Raises:
+            NotADatabaseError: ``path`` does not exist, is not a folder, or is not a
+                mneme recording database.
+            FormatVersionError: it was written in a newer format than this mneme reads.
+            CorruptDataError: its root metadata is malformed.
+        """
         root = Path(path)
         if not root.exists():
             raise NotADatabaseError(f"{root} does not exist")
@@ -90,7 +110,12 @@ class Database:
     # -- kernels ------------------------------------------------------------------------
 
     def kernel_hashes(self) -> list[str]:
-        """Static hashes of the committed kernels (nodes with their metadata in place)."""
+        """The static hashes of the committed kernels (nodes with their metadata in
+        place).
+
+        Returns:
+            The hashes, sorted.
+        """
         base = layout.no_symlinks(self.root, self.root / layout.KERNELS)
         try:
             names = os.listdir(base)
@@ -100,12 +125,28 @@ class Database:
 
     def kernels(self) -> list[Kernel]:
         """Every committed kernel by name; one whose metadata is damaged comes last (by
-        hash) instead of hiding the others (``Kernel.problem`` says what is wrong)."""
+        hash) instead of hiding the others (``Kernel.problem`` says what is wrong).
+
+        Returns:
+            The kernels.
+        """
         kernels = [Kernel(self, h) for h in self.kernel_hashes()]
         return sorted(kernels, key=lambda k: (k.problem() is not None, _names(k)[-1:], k.static_hash))
 
     def kernel(self, key: str) -> Kernel:
-        """A kernel by static hash (or a unique prefix of it), mangled or demangled name."""
+        """One kernel, by any name a user types for it.
+
+        Parameters:
+            key: its static hash or a unique prefix of it, its mangled or demangled
+                name, or its bare function name (``saxpy``, ``box_sum<float, 1>``).
+
+        Returns:
+            The kernel.
+
+        Raises:
+            NotFoundError: no kernel, or several, answer to ``key`` (the message lists
+                them).
+        """
         hashes = self.kernel_hashes()
         if key in hashes:
             return Kernel(self, key)
@@ -125,7 +166,20 @@ class Database:
         )
 
     def instance(self, spec: str) -> Instance:
-        """``KERNEL/INSTANCE``, or ``KERNEL`` alone when it has exactly one instance."""
+        """One instance, as the commands name it.
+
+        Parameters:
+            spec: ``KERNEL/INSTANCE`` (each any key :meth:`kernel` and
+                :meth:`Kernel.instance` take), or ``KERNEL`` alone when that kernel has
+                exactly one instance.
+
+        Returns:
+            The instance.
+
+        Raises:
+            NotFoundError: no such kernel or instance, or ``KERNEL`` alone names a
+                kernel with several instances.
+        """
         kernel_key, _, instance_key = spec.partition("/")
         kernel = self.kernel(kernel_key)
         if instance_key:
@@ -140,14 +194,30 @@ class Database:
         return instances[0]
 
     def instances(self) -> Iterator[Instance]:
+        """Every instance of every kernel, kernel by kernel.
+
+        Yields:
+            The instances.
+        """
         for kernel in self.kernels():
             yield from kernel.instances()
 
     def stored_bytes(self) -> int:
+        """The bytes of the database's files, every file counted (a chunk shared by
+        several instances once per instance).
+
+        Returns:
+            The total.
+        """
         return stored_bytes(self.root)
 
     def disk_bytes(self) -> int:
-        """Bytes of the recordings on disk, chunks shared through the content store once."""
+        """The bytes the recordings take on disk, a chunk shared through the content
+        store counted once.
+
+        Returns:
+            The total.
+        """
         return disk_bytes(self.root / layout.KERNELS)
 
     def __repr__(self) -> str:
@@ -188,7 +258,14 @@ def _is_hash(name: str) -> bool:
 
 
 class Kernel:
-    """A static kernel of a database."""
+    """A static kernel of a database: its code, parameters, globals and instances.
+    Metadata is read on first use. Get one from :meth:`Database.kernel` or
+    :meth:`Database.kernels`.
+
+    Parameters:
+        db: the database.
+        static_hash: the kernel's static hash (its folder's name).
+    """
 
     def __init__(self, db: Database, static_hash: str):
         self.db = db
@@ -217,7 +294,11 @@ class Kernel:
         return _names(self)[-1] if _names(self) else "damaged metadata"
 
     def problem(self) -> str | None:
-        """Why this kernel's metadata cannot be read, as one line; None when it reads."""
+        """Whether the kernel's metadata reads.
+
+        Returns:
+            Why it cannot be read, as one line; None when it reads.
+        """
         try:
             self._attrs  # noqa: B018 - validated on first use
         except DatabaseError as error:
@@ -271,12 +352,24 @@ class Kernel:
         return self.code == "llvm-bitcode"
 
     def code_bytes(self) -> bytes:
-        """The stored code as it is (bitcode or fatbinary)."""
+        """The stored code as it is.
+
+        Returns:
+            The bytes of the code array: bitcode, a fatbinary, PTX or a cubin (:attr:`code`
+            says which).
+        """
         return read_range(self._ir_info()).tobytes()
 
     def code_images(self) -> list:
         """This kernel's PTX and cubin entries in its stored code
-        (``mneme.instrument.fatbin.FatbinEntry``), cubins first, newest arch first."""
+        (``mneme.instrument.fatbin.FatbinEntry``), cubins first, newest arch first.
+
+        Returns:
+            The entries; empty for a kernel recorded with LLVM IR.
+
+        Raises:
+            CorruptDataError: the stored fatbinary or image does not parse.
+        """
         from mneme.instrument.errors import FatbinError
         from mneme.instrument.fatbin import parse_code_image
 
@@ -297,7 +390,15 @@ class Kernel:
         return sorted({e.kind for e in self.code_images() if e.kind in ("ptx", "cubin")})
 
     def ir(self) -> bytes:
-        """The kernel's LLVM IR module as bitcode."""
+        """The kernel's LLVM IR module.
+
+        Returns:
+            The bitcode.
+
+        Raises:
+            NotFoundError: the kernel was recorded from an nvcc build (no LLVM IR).
+            CorruptDataError: the stored bytes are not bitcode.
+        """
         if self.code != "llvm-bitcode":
             raise NotFoundError(
                 f"kernel {self.demangled_name} was recorded from an nvcc build: it has "
@@ -309,6 +410,11 @@ class Kernel:
         return data
 
     def instance_hashes(self) -> list[str]:
+        """The dynamic hashes of the kernel's committed instances.
+
+        Returns:
+            The hashes, sorted.
+        """
         base = layout.no_symlinks(self.db.root, self.path / layout.INSTANCES)
         try:
             names = os.listdir(base)
@@ -317,9 +423,25 @@ class Kernel:
         return sorted(n for n in names if _is_hash(n) and _is_node(base / n))
 
     def instances(self) -> list[Instance]:
+        """The kernel's committed instances.
+
+        Returns:
+            The instances, by dynamic hash.
+        """
         return [Instance(self, h) for h in self.instance_hashes()]
 
     def instance(self, key: str) -> Instance:
+        """One instance of the kernel.
+
+        Parameters:
+            key: its dynamic hash or a unique prefix of it.
+
+        Returns:
+            The instance.
+
+        Raises:
+            NotFoundError: no instance, or several, answer to ``key``.
+        """
         hashes = self.instance_hashes()
         matches = [h for h in hashes if h == key] or [h for h in hashes if key and h.startswith(key)]
         if len(matches) == 1:
@@ -330,6 +452,11 @@ class Kernel:
         )
 
     def stored_bytes(self) -> int:
+        """The bytes of the kernel's files, its instances' included.
+
+        Returns:
+            The total.
+        """
         return stored_bytes(self.path)
 
     def __repr__(self) -> str:

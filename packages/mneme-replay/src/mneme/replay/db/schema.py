@@ -169,7 +169,21 @@ def _field(doc: dict, key: str, kind, what: str):
 
 @dataclass(frozen=True)
 class RecordingInfo:
-    """Root attributes: where and how the recording was made."""
+    """Root attributes: where and how the recording was made.
+
+    Attributes:
+        vas_base: the first address of the recorded address range.
+        vas_size: its size in bytes.
+        gpu_name: the recording GPU's name.
+        compute_capability: its compute capability (``"9.0"``).
+        driver_version: the CUDA driver's version.
+        runtime_version: the CUDA runtime's version.
+        host: the machine's host name.
+        command_line: the recorded command.
+        created: when the database was created (ISO 8601).
+        tool_version: the mneme version that wrote it.
+        format_version: the recording format's version.
+    """
 
     vas_base: int
     vas_size: int
@@ -186,6 +200,11 @@ class RecordingInfo:
     def to_json(self) -> dict:
         return {
             "format_version": self.format_version,
+        """The root attributes as stored (docs/format.md).
+
+        Returns:
+            The JSON document.
+        """
             "tool_version": self.tool_version,
             "created": self.created,
             "host": self.host,
@@ -200,6 +219,17 @@ class RecordingInfo:
     def from_json(cls, doc: dict) -> RecordingInfo:
         ROOT_SCHEMA.check(doc, "database attributes")
         gpu, vas = doc["gpu"], doc["address_space"]
+        """Read the root attributes, checked against their schema.
+
+        Parameters:
+            doc: the stored JSON document.
+
+        Returns:
+            The recording's information.
+
+        Raises:
+            CorruptDataError: the document breaks the schema.
+        """
         return cls(
             vas_base=vas["base"],
             vas_size=vas["size"],
@@ -217,7 +247,16 @@ class RecordingInfo:
 
 @dataclass(frozen=True)
 class Param:
-    """One kernel parameter as laid out in the argument buffer."""
+    """One kernel parameter as laid out in the argument buffer.
+
+    Attributes:
+        size: its size in bytes.
+        align: its alignment.
+        offset: where it starts in the argument buffer.
+        is_pointer: whether it is a pointer (false for kernels whose code does not
+            say: nvcc builds).
+        by_value: whether it is an aggregate passed by value.
+    """
 
     size: int
     align: int
@@ -229,11 +268,25 @@ class Param:
     def from_json(cls, doc: dict) -> Param:
         PARAM_SCHEMA.check(doc, "parameter")
         return cls(doc["size"], doc["align"], doc["offset"], doc["is_pointer"], doc["by_value"])
+        """Read a stored parameter, checked against its schema.
+
+        Parameters:
+            doc: the stored JSON document.
+
+        Returns:
+            The parameter.
+        """
 
 
 @dataclass(frozen=True)
 class GlobalVar:
-    """A device global a kernel uses (``__device__``, ``__constant__``)."""
+    """A device global a kernel uses (``__device__``, ``__constant__``).
+
+    Attributes:
+        name: its (mangled) name.
+        size: its size in bytes.
+        address_space: its LLVM address space (1 global, 4 constant).
+    """
 
     name: str
     size: int
@@ -243,11 +296,37 @@ class GlobalVar:
     def from_json(cls, doc: dict) -> GlobalVar:
         GLOBAL_SCHEMA.check(doc, "global")
         return cls(doc["name"], doc["size"], doc["address_space"])
+        """Read a stored global, checked against its schema.
+
+        Parameters:
+            doc: the stored JSON document.
+
+        Returns:
+            The global.
+        """
 
 
 @dataclass(frozen=True)
 class KernelRecord:
-    """A static kernel: its identity, its IR and its parameter layout."""
+    """A static kernel as handed to the writer: its identity, its code and its
+    parameter layout.
+
+    Attributes:
+        static_hash: the kernel's static hash (16 hex digits).
+        name: its mangled name.
+        ir: its code: LLVM bitcode, or what ``code`` says.
+        demangled_name: its demangled name ("": the mangled one).
+        params: its parameters in order.
+        globals: the device globals it uses.
+        launch_bounds: its launch bounds (``max_threads``, ``min_blocks``, ...), if any.
+        code: what ``ir`` holds (``layout.CODE_KINDS``).
+        origin: the file the code came from (docs/format.md); metadata only, not in the
+            static hash.
+
+    Raises:
+        InvalidNameError: ``static_hash`` is not a hash.
+        ValueError: ``code`` is not a known code kind.
+    """
 
     static_hash: str
     name: str
@@ -269,6 +348,11 @@ class KernelRecord:
     def attributes(self) -> dict:
         return {
             "kind": "kernel",
+        """The kernel node's attributes as the writer stores them (docs/format.md).
+
+        Returns:
+            The JSON document.
+        """
             "static_hash": self.static_hash,
             "name": self.name,
             "demangled_name": self.demangled_name or self.name,
@@ -290,6 +374,16 @@ class Annotation:
     the whole region passes when the norm of the difference is within that bound instead.
     """
 
+
+    Attributes:
+        dtype: the element type (``ANNOTATION_DTYPES``: float32, float64, ...).
+        atol: the absolute tolerance.
+        rtol: the relative tolerance.
+        norm: None (element by element), ``"l2"`` or ``"max"``.
+
+    Raises:
+        CorruptDataError: an unknown dtype or norm, or a tolerance that is not a
+            finite number in range.
     dtype: str
     atol: float = 0.0
     rtol: float = 0.0
@@ -311,17 +405,40 @@ class Annotation:
     def to_json(self) -> dict:
         return asdict(self)
 
+        """The annotation as stored.
+
+        Returns:
+            The JSON document.
+        """
     @classmethod
     def from_json(cls, doc: dict) -> Annotation:
         ANNOTATION_SCHEMA.check(doc, "annotation")
         return cls(
+        """Read a stored annotation, checked against its schema.
+
+        Parameters:
+            doc: the stored JSON document.
+
+        Returns:
+            The annotation.
+        """
             dtype=doc["dtype"], atol=float(doc["atol"]), rtol=float(doc["rtol"]), norm=doc.get("norm")
         )
 
 
 @dataclass(frozen=True)
 class RegionInfo:
-    """A device memory region of an instance: a live heap allocation or a device global."""
+    """A device memory region of an instance: a live heap allocation, a device global,
+    or memory of another GPU it reached (its name follows from its address).
+
+    Attributes:
+        kind: ``heap``, ``global``, ``managed``, ``mapped`` or ``peer``.
+        address: its first address.
+        size: its size in bytes.
+        symbol: a global's name; None for other regions.
+        device: for ``peer`` regions, the GPU whose memory it is (its CUDA ordinal in
+            the recorded process); None otherwise.
+    """
 
     kind: str
     address: int
@@ -337,6 +454,11 @@ class RegionInfo:
     def to_json(self) -> dict:
         doc = {
             "name": self.name,
+        """The region as stored in its instance's metadata.
+
+        Returns:
+            The JSON document.
+        """
             "kind": self.kind,
             "address": self.address,
             "size": self.size,
@@ -350,6 +472,18 @@ class RegionInfo:
     def from_json(cls, doc: dict) -> RegionInfo:
         REGION_SCHEMA.check(doc, "region")
         info = cls(doc["kind"], doc["address"], doc["size"], doc["symbol"], doc.get("device"))
+        """Read a stored region, checked against its schema.
+
+        Parameters:
+            doc: the stored JSON document.
+
+        Returns:
+            The region.
+
+        Raises:
+            CorruptDataError: its name does not match its address, or it runs past the
+                end of the address space.
+        """
         if check_region_name(doc["name"]) != info.name:
             raise CorruptDataError(f"region {doc['name']!r} does not match its address")
         if info.address + info.size > 1 << 64:
@@ -359,7 +493,14 @@ class RegionInfo:
 
 @dataclass(frozen=True)
 class Region:
-    """A region with its bytes, as handed to the writer."""
+    """A region with its bytes, as handed to the writer.
+
+    Attributes:
+        kind: the region's kind (``heap``, ``global``, ...).
+        address: its first address.
+        data: its bytes (any buffer; viewed as bytes).
+        symbol: a global's name; None for other regions.
+    """
 
     kind: str
     address: int
@@ -369,6 +510,11 @@ class Region:
     def info(self) -> RegionInfo:
         return RegionInfo(self.kind, self.address, as_bytes_array(self.data).size, self.symbol)
 
+        """The region without its bytes.
+
+        Returns:
+            Its RegionInfo.
+        """
 
 def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
     """View any buffer as a flat uint8 array without copying."""

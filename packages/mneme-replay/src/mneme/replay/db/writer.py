@@ -73,6 +73,17 @@ class DatabaseWriter:
     >>> with DatabaseWriter.create(path, RecordingInfo(vas_base=..., vas_size=...)) as db:
     ...     db.add_kernel(KernelRecord(...))
     ...     db.add_instance(static_hash, InstanceRecord(...))
+
+    Parameters:
+        root: the database's folder (made by :meth:`create`).
+        info: the recording's information (its root attributes).
+        epilogue_format: how epilogues are stored by default: ``diff`` (XOR with the
+            prologue), ``bytes``, or ``best`` (whichever is smaller).
+        chunk_size: bytes per chunk of the arrays written.
+        level: the zstd compression level.
+
+    Raises:
+        DatabaseError: an unknown epilogue format or a chunk size that is not positive.
     """
 
     def __init__(
@@ -102,7 +113,25 @@ class DatabaseWriter:
     @classmethod
     def create(cls, path: str | os.PathLike, info: RecordingInfo, **options) -> DatabaseWriter:
         """Open ``path`` for writing: create a database there, or append to the one that is
-        there if it recorded the same address range."""
+        there if it recorded the same address range (several processes may do this at
+        once: the decision is taken under a lock).
+
+        Parameters:
+            path: the database's folder; its parent must exist.
+            info: the recording's information; its missing facts (host, tool version,
+                creation time) are filled in.
+            **options: the constructor's keyword arguments (``epilogue_format``,
+                ``chunk_size``, ``level``).
+
+        Returns:
+            The writer.
+
+        Raises:
+            NotADatabaseError: ``path`` is a file, its parent does not exist, or it is a
+                folder holding something other than a mneme database.
+            IncompatibleDatabaseError: the database there recorded another address range.
+            DatabaseError: the folder cannot be created or written.
+        """
         root = Path(path)
         info = _complete(info)
         if root.exists() and not root.is_dir():
@@ -158,10 +187,26 @@ class DatabaseWriter:
     # -- kernels ------------------------------------------------------------------------
 
     def has_kernel(self, static_hash: str) -> bool:
+        """Whether a kernel is stored.
+
+        Parameters:
+            static_hash: the kernel's static hash.
+
+        Returns:
+            True when its node is committed.
+        """
         return (layout.kernel_dir(self.root, static_hash) / "zarr.json").exists()
 
     def add_kernel(self, kernel: KernelRecord) -> bool:
-        """Store a kernel; returns False if it was already there (same static hash)."""
+        """Store a kernel (written aside, then committed by a rename: durable when this
+        returns).
+
+        Parameters:
+            kernel: the kernel.
+
+        Returns:
+            False when it was there already (same static hash).
+        """
         final = layout.kernel_dir(self.root, kernel.static_hash)
         if (final / "zarr.json").exists():
             return False
@@ -185,8 +230,22 @@ class DatabaseWriter:
     def add_instance(
         self, static_hash: str, record: InstanceRecord, *, epilogue_format: str | None = None
     ) -> tuple[str, bool]:
-        """Store an instance of a stored kernel. Returns (dynamic hash, newly stored); a
-        repeat of a stored instance only increments its occurrence count."""
+        """Store an instance of a stored kernel; a repeat of a stored instance only
+        increments its occurrence count. Durable when this returns.
+
+        Parameters:
+            static_hash: the kernel's static hash (:meth:`add_kernel` first).
+            record: the instance.
+            epilogue_format: how to store its epilogues; None for the writer's default.
+
+        Returns:
+            Its dynamic hash, and whether it was newly stored.
+
+        Raises:
+            DatabaseError: an unknown epilogue format, or an instance the format does
+                not allow (its regions, annotations or launch dimensions).
+            NotFoundError: the kernel is not stored.
+        """
         fmt = epilogue_format or self.epilogue_format
         if fmt not in layout.EPILOGUE_FORMATS:
             raise DatabaseError(f"unknown epilogue format {fmt!r}")
