@@ -265,6 +265,17 @@ class Module:
         self.device = device
 
     def function(self, name: str) -> Function:
+        """A kernel of the module.
+
+        Parameters:
+            name: its (mangled) name.
+
+        Returns:
+            The kernel.
+
+        Raises:
+            DriverError: the module has no kernel of that name.
+        """
         return Function(self._native.function(name))
 
     def global_address(self, name: str) -> tuple[int, int]:
@@ -282,28 +293,6 @@ class Module:
         return self._native.global_address(name)
 
     def set_global(self, name: str, data: Any) -> None:
-        address, size = self.global_address(name)
-        buffer = _byte_view(data)
-        nbytes = buffer.nbytes
-        if nbytes != size:
-        """A kernel of the module.
-
-        Parameters:
-            name: its (mangled) name.
-
-        Returns:
-            The kernel.
-
-        Raises:
-            DriverError: the module has no kernel of that name.
-        """
-            raise ValueError(f"global {name} is {size} bytes, the data gives {nbytes}")
-        self.device.copy_to_device(address, buffer)
-
-    def get_global(self, name: str, dtype: Any = np.uint8) -> np.ndarray:
-        address, size = self.global_address(name)
-        out = np.empty(size // np.dtype(dtype).itemsize, dtype=dtype)
-        self.device.copy_from_device(out, address)
         """Write a module-scope ``__device__`` variable.
 
         Parameters:
@@ -313,6 +302,26 @@ class Module:
         Raises:
             ValueError: ``data`` is not the variable's size.
         """
+        address, size = self.global_address(name)
+        buffer = _byte_view(data)
+        nbytes = buffer.nbytes
+        if nbytes != size:
+            raise ValueError(f"global {name} is {size} bytes, the data gives {nbytes}")
+        self.device.copy_to_device(address, buffer)
+
+    def get_global(self, name: str, dtype: Any = np.uint8) -> np.ndarray:
+        """Read a module-scope ``__device__`` variable.
+
+        Parameters:
+            name: the variable's (mangled) name.
+            dtype: the element type of the array returned.
+
+        Returns:
+            A new array holding the variable's bytes.
+        """
+        address, size = self.global_address(name)
+        out = np.empty(size // np.dtype(dtype).itemsize, dtype=dtype)
+        self.device.copy_from_device(out, address)
         return out
 
 
@@ -330,15 +339,6 @@ class Device:
         NoDeviceError: no device of that ordinal, or one without the VMM API.
     """
 
-        """Read a module-scope ``__device__`` variable.
-
-        Parameters:
-            name: the variable's (mangled) name.
-            dtype: the element type of the array returned.
-
-        Returns:
-            A new array holding the variable's bytes.
-        """
     def __init__(self, ordinal: int = 0, backend: str = "cuda") -> None:
         self._native = _native.open_device(backend, ordinal)
         self.properties: DeviceProperties = self._native.properties
@@ -365,6 +365,7 @@ class Device:
         return self._native.memory_info()
 
     def synchronize(self) -> None:
+        """Wait for all work on the device (its primary context)."""
         self._native.synchronize()
 
     def address_space(
@@ -388,7 +389,6 @@ class Device:
         try:
             for other in shared_with:
                 space.share_with(other)
-        """Wait for all work on the device (its primary context)."""
         except BaseException:
             space.close()
             raise
@@ -450,6 +450,14 @@ class Device:
     def copy_device_to_device(
         self, dst: SupportsInt, src: SupportsInt, nbytes: int, stream: Stream | None = None
     ) -> None:
+        """Copy device memory to device memory.
+
+        Parameters:
+            dst: the destination address.
+            src: the source address.
+            nbytes: bytes to copy.
+            stream: copy asynchronously on this stream; None copies before returning.
+        """
         self._native.copy_device_to_device(
             int(dst), int(src), nbytes, stream._native if stream else None
         )
@@ -477,14 +485,6 @@ class Device:
             The array (uninitialised).
         """
         dtype = np.dtype(dtype)
-        """Copy device memory to device memory.
-
-        Parameters:
-            dst: the destination address.
-            src: the source address.
-            nbytes: bytes to copy.
-            stream: copy asynchronously on this stream; None copies before returning.
-        """
         count = int(np.prod(shape))
         raw = self._native.pinned_buffer(max(count * dtype.itemsize, 1))
         return raw[: count * dtype.itemsize].view(dtype).reshape(shape)
@@ -508,21 +508,21 @@ class Device:
         return Module(self._native.load_module(image), self)  # type: ignore[arg-type]
 
     def stream(self) -> Stream:
-        return Stream(self._native.create_stream())
-
-    def event(self) -> Event:
-        return Event(self._native.create_event())
-
-    def __repr__(self) -> str:
-        major, minor = self.compute_capability
-        return f"Device({self.ordinal}, {self.name!r}, sm_{major}{minor})"
         """A new non-blocking stream.
 
         Returns:
             The stream.
         """
+        return Stream(self._native.create_stream())
+
+    def event(self) -> Event:
         """A new event.
 
         Returns:
             The event.
         """
+        return Event(self._native.create_event())
+
+    def __repr__(self) -> str:
+        major, minor = self.compute_capability
+        return f"Device({self.ordinal}, {self.name!r}, sm_{major}{minor})"

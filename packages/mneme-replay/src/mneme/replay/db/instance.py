@@ -210,14 +210,6 @@ class Instance:
         return next(r["epilogue_encoding"] for r in self._attrs["regions"] if r["name"] == name)
 
     def region(self, name: str) -> RegionInfo:
-        for r in self.regions:
-            if r.name == name:
-                return r
-        raise NotFoundError(
-            f"instance {self.id} has no region {name!r}; regions: "
-            + (", ".join(r.name for r in self.regions) or "none")
-        )
-
         """One region of the instance.
 
         Parameters:
@@ -229,6 +221,14 @@ class Instance:
         Raises:
             NotFoundError: the instance has no such region (the message lists them).
         """
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise NotFoundError(
+            f"instance {self.id} has no region {name!r}; regions: "
+            + (", ".join(r.name for r in self.regions) or "none")
+        )
+
     @property
     def annotations(self) -> dict[str, Annotation]:
         raw = self._attrs["annotations"]
@@ -392,6 +392,11 @@ class Instance:
         return 2 * sum(r.size for r in self.regions) + self._attrs["args_size"]
 
     def stored_bytes(self) -> int:
+        """The bytes of the instance's files (a chunk shared with others counted too).
+
+        Returns:
+            The total.
+        """
         return stored_bytes(self.path)
 
     def unique_bytes(self) -> int:
@@ -408,11 +413,6 @@ class Instance:
 
         Returns:
             The description.
-        """
-        """The bytes of the instance's files (a chunk shared with others counted too).
-
-        Returns:
-            The total.
         """
         return {
             "id": self.id,

@@ -198,13 +198,13 @@ class RecordingInfo:
     format_version: int = 0
 
     def to_json(self) -> dict:
-        return {
-            "format_version": self.format_version,
         """The root attributes as stored (docs/format.md).
 
         Returns:
             The JSON document.
         """
+        return {
+            "format_version": self.format_version,
             "tool_version": self.tool_version,
             "created": self.created,
             "host": self.host,
@@ -217,8 +217,6 @@ class RecordingInfo:
 
     @classmethod
     def from_json(cls, doc: dict) -> RecordingInfo:
-        ROOT_SCHEMA.check(doc, "database attributes")
-        gpu, vas = doc["gpu"], doc["address_space"]
         """Read the root attributes, checked against their schema.
 
         Parameters:
@@ -230,6 +228,8 @@ class RecordingInfo:
         Raises:
             CorruptDataError: the document breaks the schema.
         """
+        ROOT_SCHEMA.check(doc, "database attributes")
+        gpu, vas = doc["gpu"], doc["address_space"]
         return cls(
             vas_base=vas["base"],
             vas_size=vas["size"],
@@ -266,8 +266,6 @@ class Param:
 
     @classmethod
     def from_json(cls, doc: dict) -> Param:
-        PARAM_SCHEMA.check(doc, "parameter")
-        return cls(doc["size"], doc["align"], doc["offset"], doc["is_pointer"], doc["by_value"])
         """Read a stored parameter, checked against its schema.
 
         Parameters:
@@ -276,6 +274,8 @@ class Param:
         Returns:
             The parameter.
         """
+        PARAM_SCHEMA.check(doc, "parameter")
+        return cls(doc["size"], doc["align"], doc["offset"], doc["is_pointer"], doc["by_value"])
 
 
 @dataclass(frozen=True)
@@ -294,8 +294,6 @@ class GlobalVar:
 
     @classmethod
     def from_json(cls, doc: dict) -> GlobalVar:
-        GLOBAL_SCHEMA.check(doc, "global")
-        return cls(doc["name"], doc["size"], doc["address_space"])
         """Read a stored global, checked against its schema.
 
         Parameters:
@@ -304,6 +302,8 @@ class GlobalVar:
         Returns:
             The global.
         """
+        GLOBAL_SCHEMA.check(doc, "global")
+        return cls(doc["name"], doc["size"], doc["address_space"])
 
 
 @dataclass(frozen=True)
@@ -346,13 +346,13 @@ class KernelRecord:
             raise ValueError(f"unknown kernel code kind {self.code!r}")
 
     def attributes(self) -> dict:
-        return {
-            "kind": "kernel",
         """The kernel node's attributes as the writer stores them (docs/format.md).
 
         Returns:
             The JSON document.
         """
+        return {
+            "kind": "kernel",
             "static_hash": self.static_hash,
             "name": self.name,
             "demangled_name": self.demangled_name or self.name,
@@ -372,8 +372,6 @@ class Annotation:
 
     An element passes when ``|a - b| <= atol + rtol * |b|``; with ``norm`` ("l2" or "max")
     the whole region passes when the norm of the difference is within that bound instead.
-    """
-
 
     Attributes:
         dtype: the element type (``ANNOTATION_DTYPES``: float32, float64, ...).
@@ -384,6 +382,8 @@ class Annotation:
     Raises:
         CorruptDataError: an unknown dtype or norm, or a tolerance that is not a
             finite number in range.
+    """
+
     dtype: str
     atol: float = 0.0
     rtol: float = 0.0
@@ -403,17 +403,15 @@ class Annotation:
                 raise CorruptDataError(f"annotation: {name} must be a number in [0, {top:g}], not {value!r}")
 
     def to_json(self) -> dict:
-        return asdict(self)
-
         """The annotation as stored.
 
         Returns:
             The JSON document.
         """
+        return asdict(self)
+
     @classmethod
     def from_json(cls, doc: dict) -> Annotation:
-        ANNOTATION_SCHEMA.check(doc, "annotation")
-        return cls(
         """Read a stored annotation, checked against its schema.
 
         Parameters:
@@ -422,6 +420,8 @@ class Annotation:
         Returns:
             The annotation.
         """
+        ANNOTATION_SCHEMA.check(doc, "annotation")
+        return cls(
             dtype=doc["dtype"], atol=float(doc["atol"]), rtol=float(doc["rtol"]), norm=doc.get("norm")
         )
 
@@ -452,13 +452,13 @@ class RegionInfo:
         return region_name(self.address)
 
     def to_json(self) -> dict:
-        doc = {
-            "name": self.name,
         """The region as stored in its instance's metadata.
 
         Returns:
             The JSON document.
         """
+        doc = {
+            "name": self.name,
             "kind": self.kind,
             "address": self.address,
             "size": self.size,
@@ -470,8 +470,6 @@ class RegionInfo:
 
     @classmethod
     def from_json(cls, doc: dict) -> RegionInfo:
-        REGION_SCHEMA.check(doc, "region")
-        info = cls(doc["kind"], doc["address"], doc["size"], doc["symbol"], doc.get("device"))
         """Read a stored region, checked against its schema.
 
         Parameters:
@@ -484,6 +482,8 @@ class RegionInfo:
             CorruptDataError: its name does not match its address, or it runs past the
                 end of the address space.
         """
+        REGION_SCHEMA.check(doc, "region")
+        info = cls(doc["kind"], doc["address"], doc["size"], doc["symbol"], doc.get("device"))
         if check_region_name(doc["name"]) != info.name:
             raise CorruptDataError(f"region {doc['name']!r} does not match its address")
         if info.address + info.size > 1 << 64:
@@ -508,13 +508,13 @@ class Region:
     symbol: str | None = None
 
     def info(self) -> RegionInfo:
-        return RegionInfo(self.kind, self.address, as_bytes_array(self.data).size, self.symbol)
-
         """The region without its bytes.
 
         Returns:
             Its RegionInfo.
         """
+        return RegionInfo(self.kind, self.address, as_bytes_array(self.data).size, self.symbol)
+
 
 def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndarray:
     """View any buffer as a flat uint8 array without copying."""

@@ -135,13 +135,13 @@ class ReplaySession(EpilogueChecks):
         self._code_images: list | None = None  # nvcc-built kernels: parsed once
         # the guarded probe (guarded_probe.py): trusted once the recorded shape passes it,
         # or why it is not used for this instance
+        self.guard_note: str | None
         self.guard_trusted, self.guard_note = False, None
 
     # -- pieces ---------------------------------------------------------------------------
 
     @property
     def device(self):
-        self.guard_note: str | None
         if self._device is None:
             if not self.gpu:
                 raise NoGpuError("this replay needs a GPU; none is available (use --compile-only)")
