@@ -102,6 +102,15 @@ def test_cu_get_proc_address_serves_wrappers_by_version(lookups):
     assert lookups["proc cuMemcpy"] == ["libcuda.so.1"]
 
 
+def test_cooperative_launches_are_served_their_wrappers(lookups):
+    """cuLaunchCooperativeKernel (and its per-thread-stream version), which a static CUDA
+    runtime's cudaLaunchCooperativeKernel takes from cuGetProcAddress, reach the recorder's
+    wrappers, which reach exactly the driver's function of that version (issue 35)."""
+    assert lookups["dlsym cuLaunchCooperativeKernel"] == [RECORDER.name, "706"]
+    assert lookups["proc cuLaunchCooperativeKernel"] == [RECORDER.name, "706"]
+    assert lookups["proc cuLaunchCooperativeKernel/ptsz"] == [RECORDER.name, "707"]
+
+
 def test_rtld_next_from_another_library_keeps_its_meaning(lookups):
     """dlsym(RTLD_NEXT) searches after the caller's library, not after the recorder that
     now answers every dlsym: an interposing library still finds the one it wraps."""

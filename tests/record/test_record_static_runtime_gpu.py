@@ -41,8 +41,8 @@ from record_support import corpus_build
 #: the launch styles (<<<>>>, cudaLaunchKernel(Ex), cuLaunchKernel on a runtime kernel),
 #: graphs, memory pools, globals, thrust/cub, NVRTC and the module/library loaders
 STATIC_RUNTIME_PROGRAMS = [
-    "atomics", "device_globals", "driver_api", "driver_graphs", "graph_capture", "launch_styles",
-    "malloc_async", "many_launches", "shared_memory", "templates",
+    "atomics", "cooperative_solver", "device_globals", "driver_api", "driver_graphs", "graph_capture",
+    "launch_styles", "malloc_async", "many_launches", "shared_memory", "templates",
     "atomic_relaxed", "cluster_launch", "inline_ptx", "library_load", "nvrtc_module", "rdc_two_tu",
     "thrust_cub",
 ]
@@ -187,6 +187,19 @@ def test_cluster_launches_record_their_cluster_shape(recording):
         clusters[(inst.kernel.demangled_name.split("(")[0], inst.cluster)] += inst.occurrences
     assert clusters == {("cluster_block_sums", (2, 1, 1)): 1, ("cluster_block_sums", (16, 1, 1)): 1,
                         ("cluster_neighbors", (4, 1, 1)): 1, ("cluster_neighbors", (2, 1, 1)): 3}
+    assert_recorded_and_verified(app)
+
+
+@pytest.mark.gpu
+def test_cooperative_launches_record_as_cooperative(recording):
+    """cudaLaunchCooperativeKernel and cudaLaunchKernelEx with the cooperative attribute,
+    which the static runtime makes through the driver functions it takes from
+    cuGetProcAddress (cuLaunchCooperativeKernel, cuLaunchKernelEx): every instance is marked
+    cooperative and replays verified in a cooperative launch (issue 35)."""
+    app, _, _ = recording("cooperative_solver")
+    instances = list(Database.open(app.db).instances())
+    assert {i.kernel.demangled_name.split("(")[0] for i in instances} == {"jacobi_solve", "power_iteration"}
+    assert all(i.cooperative for i in instances), [(i.id, i.cooperative) for i in instances]
     assert_recorded_and_verified(app)
 
 

@@ -8,6 +8,8 @@
 typedef int (*GetProc)(const char*, void**, int, unsigned long long, int*);
 typedef int (*Launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
 typedef int (*Alloc)(void*, unsigned long);
+typedef int (*LaunchCooperative)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                                 void**);
 /* Every graph function takes at most six integer or pointer arguments: called with zeros. */
 typedef int (*AnyGraphFunction)(void*, void*, void*, void*, void*, void*);
 struct GraphLookup {
@@ -43,6 +45,16 @@ int main(void) {
   printf("proc cuLaunchKernel %s %d\n", owner(pfn), ((Launch)pfn)(0, 1, 1, 1, 1, 1, 1, 0, 0, params, 0));
   get("cuMemAlloc", &pfn, 13000, 0, &status);
   printf("proc cuMemAlloc@13000 %s\n", owner(pfn));
+  /* cooperative launches (a static CUDA runtime's cudaLaunchCooperativeKernel), both streams */
+  LaunchCooperative cooperative = (LaunchCooperative)dlsym(cuda, "cuLaunchCooperativeKernel");
+  printf("dlsym cuLaunchCooperativeKernel %s %d\n", owner((void*)cooperative),
+         cooperative(0, 1, 1, 1, 1, 1, 1, 0, 0, params));
+  get("cuLaunchCooperativeKernel", &pfn, 13000, 0, &status);
+  printf("proc cuLaunchCooperativeKernel %s %d\n", owner(pfn),
+         ((LaunchCooperative)pfn)(0, 1, 1, 1, 1, 1, 1, 0, 0, params));
+  get("cuLaunchCooperativeKernel", &pfn, 13000, 2, &status);
+  printf("proc cuLaunchCooperativeKernel/ptsz %s %d\n", owner(pfn),
+         ((LaunchCooperative)pfn)(0, 1, 1, 1, 1, 1, 1, 0, 0, params));
   get("cuMemAlloc", &pfn, 2000, 0, &status);
   printf("proc cuMemAlloc@2000 %s %d\n", owner(pfn), ((Alloc)pfn)(0, 0));
   get("cuMemcpy", &pfn, 13000, 0, &status);

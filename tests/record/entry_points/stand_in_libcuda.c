@@ -10,6 +10,8 @@
 #define MARK_ALLOC_V1 703
 #define MARK_ALLOC_V2 704
 #define MARK_COPY 705
+#define MARK_COOPERATIVE 706
+#define MARK_COOPERATIVE_PTSZ 707
 
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shmem, void* stream, void** params, void** extra) { return MARK_LAUNCH; }
@@ -17,6 +19,12 @@ int cuLaunchKernelEx(const void* config, void* f, void** params, void** extra) {
 int cuMemAlloc(unsigned* ptr, unsigned size) { return MARK_ALLOC_V1; }
 int cuMemAlloc_v2(unsigned long long* ptr, unsigned long size) { return MARK_ALLOC_V2; }
 int cuMemcpy(unsigned long long dst, unsigned long long src, unsigned long n) { return MARK_COPY; }
+int cuLaunchCooperativeKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                              unsigned shmem, void* stream, void** params) { return MARK_COOPERATIVE; }
+int cuLaunchCooperativeKernel_ptsz(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shmem, void* stream, void** params) {
+  return MARK_COOPERATIVE_PTSZ;
+}
 
 /* Every exported version of the graph functions the recorder must follow (instantiate,
  * change, destroy or launch an executable graph; begin or end a capture). Each returns its
@@ -108,6 +116,8 @@ int cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned lo
   void* found = 0;
   if (!strcmp(symbol, "cuLaunchKernel")) found = (void*)cuLaunchKernel;
   else if (!strcmp(symbol, "cuLaunchKernelEx")) found = (void*)cuLaunchKernelEx;
+  else if (!strcmp(symbol, "cuLaunchCooperativeKernel"))
+    found = (flags & 2) ? (void*)cuLaunchCooperativeKernel_ptsz : (void*)cuLaunchCooperativeKernel;
   else if (!strcmp(symbol, "cuMemAlloc")) found = version >= 3020 ? (void*)cuMemAlloc_v2 : (void*)cuMemAlloc;
   else if (!strcmp(symbol, "cuMemcpy")) found = (void*)cuMemcpy;
   else if (!strcmp(symbol, "cuGetProcAddress")) found = (void*)cuGetProcAddress_v2;

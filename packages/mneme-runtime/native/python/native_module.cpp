@@ -20,6 +20,7 @@
 #include "mneme/runtime/errors.hpp"
 #include "mneme/runtime/host_mapping_backend.hpp"
 #include "mneme/runtime/recording_writer.hpp"
+#include "mneme/runtime/settings_reader.hpp"
 #include "mneme/runtime/snapshot_pipeline.hpp"
 #include <nanobind/stl/map.h>
 
@@ -296,6 +297,8 @@ NB_MODULE(_native, m) {
       .def_ro("multiprocessor_count", &rt::DeviceProperties::multiprocessor_count)
       .def_ro("max_threads_per_block", &rt::DeviceProperties::max_threads_per_block)
       .def_ro("warp_size", &rt::DeviceProperties::warp_size)
+      .def_ro("max_threads_per_multiprocessor", &rt::DeviceProperties::max_threads_per_multiprocessor)
+      .def_ro("max_blocks_per_multiprocessor", &rt::DeviceProperties::max_blocks_per_multiprocessor)
       .def_ro("max_shared_memory_per_block", &rt::DeviceProperties::max_shared_memory_per_block)
       .def_ro("max_shared_memory_per_block_optin",
               &rt::DeviceProperties::max_shared_memory_per_block_optin)
@@ -361,15 +364,20 @@ NB_MODULE(_native, m) {
       .def("set_max_dynamic_shared_memory", [](FunctionObject& f, int bytes) {
              f.module->device->set_max_dynamic_shared_memory(f.handle, bytes);
            }, "bytes"_a)
+      .def("max_active_blocks_per_multiprocessor", [](FunctionObject& f, int block_threads, size_t shared_bytes) {
+             return f.module->device->max_active_blocks_per_multiprocessor(f.handle, block_threads, shared_bytes);
+           }, "block_threads"_a, "shared_bytes"_a = 0,
+           "Blocks of this size one multiprocessor holds at once (the driver's occupancy).")
       .def("launch", [](FunctionObject& f, std::tuple<unsigned, unsigned, unsigned> grid,
                         std::tuple<unsigned, unsigned, unsigned> block, ReadBuffer args,
                         unsigned shared_bytes, const StreamObject* stream,
-                        std::tuple<unsigned, unsigned, unsigned> cluster) {
+                        std::tuple<unsigned, unsigned, unsigned> cluster, bool cooperative) {
              nb::gil_scoped_release release;
              f.module->device->launch(f.handle, to_dim3(grid), to_dim3(block), shared_bytes,
-                                      stream_handle(stream), args.data(), args.nbytes(), to_dim3(cluster));
+                                      stream_handle(stream), args.data(), args.nbytes(), to_dim3(cluster),
+                                      cooperative);
            }, "grid"_a, "block"_a, "args"_a, "shared_bytes"_a = 0, "stream"_a = nb::none(),
-           "cluster"_a = std::make_tuple(1u, 1u, 1u));
+           "cluster"_a = std::make_tuple(1u, 1u, 1u), "cooperative"_a = false);
 
   nb::class_<rt::Device>(m, "Device")
       .def_prop_ro("properties", &rt::Device::properties, nb::rv_policy::copy)
@@ -495,8 +503,9 @@ NB_MODULE(_native, m) {
            [make_info](rt::RecordingWriter& w, const std::string& static_hash, std::tuple<uint32_t, uint32_t, uint32_t> grid,
               std::tuple<uint32_t, uint32_t, uint32_t> block, uint32_t shared_mem, nb::bytes args,
               const std::vector<RegionTuple>& regions, const DeviceOptions& devices,
-              std::tuple<uint32_t, uint32_t, uint32_t> cluster) {
+              std::tuple<uint32_t, uint32_t, uint32_t> cluster, bool cooperative) {
              rt::InstanceInfo inst = make_info(grid, block, shared_mem, args, cluster);
+             inst.cooperative = cooperative;
              for (auto& [kind, address, symbol, before, after] : regions) {
                if (before.nbytes() != after.nbytes())
                  throw rt::Error("prologue and epilogue of a region differ in size");
@@ -510,7 +519,7 @@ NB_MODULE(_native, m) {
              return w.add_instance(static_hash, inst);
            },
            "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "regions"_a,
-           "devices"_a = DeviceOptions{}, "cluster"_a = std::make_tuple(1u, 1u, 1u));
+           "devices"_a = DeviceOptions{}, "cluster"_a = std::make_tuple(1u, 1u, 1u), "cooperative"_a = false);
   // The snapshot pipeline with host memory as the "device" (see SnapshotWriterObject).
   using SpecTuple = std::tuple<std::string, uint64_t, uint64_t, std::string>;  // kind, address, size, symbol
   auto pointers = [](const std::vector<ReadBuffer>& buffers, const CaptureObject& capture) {
@@ -650,10 +659,11 @@ NB_MODULE(_native, m) {
 
   m.def("dynamic_hash", [](const std::string& s, std::tuple<uint32_t, uint32_t, uint32_t> g,
                            std::tuple<uint32_t, uint32_t, uint32_t> b, uint32_t shm, nb::bytes args,
-                           std::tuple<uint32_t, uint32_t, uint32_t> c) {
+                           std::tuple<uint32_t, uint32_t, uint32_t> c, bool cooperative) {
     uint32_t grid[3] = {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
     uint32_t block[3] = {std::get<0>(b), std::get<1>(b), std::get<2>(b)};
     uint32_t cluster[3] = {std::get<0>(c), std::get<1>(c), std::get<2>(c)};
-    return rt::dynamic_hash(s, grid, block, shm, std::string(args.c_str(), args.size()), cluster);
-  }, "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "cluster"_a = std::make_tuple(1u, 1u, 1u));
+    return rt::dynamic_hash(s, grid, block, shm, std::string(args.c_str(), args.size()), cluster, cooperative);
+  }, "static_hash"_a, "grid"_a, "block"_a, "shared_mem"_a, "args"_a, "cluster"_a = std::make_tuple(1u, 1u, 1u),
+     "cooperative"_a = false);
 }

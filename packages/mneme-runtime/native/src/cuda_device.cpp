@@ -82,6 +82,8 @@ void CudaDevice::query_properties(int ordinal) {
   p.multiprocessor_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   p.max_threads_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   p.warp_size = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+  p.max_threads_per_multiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  p.max_blocks_per_multiprocessor = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
   p.max_shared_memory_per_block = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
   p.max_shared_memory_per_block_optin =
       attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
@@ -321,15 +323,29 @@ void CudaDevice::set_max_dynamic_shared_memory(FunctionHandle function, int byte
         "cuFuncSetAttribute");
 }
 
+int CudaDevice::max_active_blocks_per_multiprocessor(FunctionHandle function, int block_threads,
+                                                     size_t shared_bytes) {
+  if (!driver_.cuOccupancyMaxActiveBlocksPerMultiprocessor)
+    throw UserError("this CUDA driver has no cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  Scope scope(*this);
+  int blocks = 0;
+  check(driver_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, from_handle<CUfunction>(function),
+                                                            block_threads, shared_bytes),
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  return blocks;
+}
+
 void CudaDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                        StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) {
+                        StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster,
+                        bool cooperative) {
   size_t size = args_bytes;
   // The driver reads but never writes the buffer; `extra` is untyped void*.
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
   Scope scope(*this);
-  if (uint64_t(cluster.x) * cluster.y * cluster.z > 1) {
-    launch_clustered(function, grid, block, shared_bytes, stream, args_bytes ? extra : nullptr, cluster);
+  if (uint64_t(cluster.x) * cluster.y * cluster.z > 1 || cooperative) {
+    launch_with_attributes(function, grid, block, shared_bytes, stream, args_bytes ? extra : nullptr, cluster,
+                           cooperative);
     return;
   }
   check(driver_.cuLaunchKernel(from_handle<CUfunction>(function), grid.x, grid.y, grid.z, block.x,
@@ -338,28 +354,41 @@ void CudaDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned
         "cuLaunchKernel");
 }
 
-// A launch in thread-block clusters (cuLaunchKernelEx's attribute). Clusters of more than
-// eight blocks are "non-portable": the function must allow them first, as the recorded
-// application did.
-void CudaDevice::launch_clustered(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                                  StreamHandle stream, void** extra, Dim3 cluster) {
+// A launch with launch attributes (cuLaunchKernelEx): in thread-block clusters, and/or
+// cooperative (CU_LAUNCH_ATTRIBUTE_COOPERATIVE: every block resident at once, so
+// cooperative_groups' grid sync holds; cuLaunchCooperativeKernel takes no packed buffer).
+// Clusters of more than eight blocks are "non-portable": the function must allow them
+// first, as the recorded application did.
+void CudaDevice::launch_with_attributes(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                                        StreamHandle stream, void** extra, Dim3 cluster, bool cooperative) {
+  bool clustered = uint64_t(cluster.x) * cluster.y * cluster.z > 1;
   if (!driver_.cuLaunchKernelEx)
-    throw UserError("this CUDA driver has no cuLaunchKernelEx: a launch in thread-block clusters needs CUDA 12");
+    throw UserError(clustered ? "this CUDA driver has no cuLaunchKernelEx: a launch in thread-block clusters needs CUDA 12"
+                              : "this CUDA driver has no cuLaunchKernelEx: a cooperative replay launch needs CUDA 12");
   auto f = from_handle<CUfunction>(function);
   if (uint64_t(cluster.x) * cluster.y * cluster.z > 8)
     check(driver_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), "cuFuncSetAttribute");
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim.x = cluster.x;
-  attribute.value.clusterDim.y = cluster.y;
-  attribute.value.clusterDim.z = cluster.z;
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (clustered) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = cluster.x;
+    attributes[count].value.clusterDim.y = cluster.y;
+    attributes[count].value.clusterDim.z = cluster.z;
+    ++count;
+  }
+  if (cooperative) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[count].value.cooperative = 1;
+    ++count;
+  }
   CUlaunchConfig config{};
   config.gridDimX = grid.x; config.gridDimY = grid.y; config.gridDimZ = grid.z;
   config.blockDimX = block.x; config.blockDimY = block.y; config.blockDimZ = block.z;
   config.sharedMemBytes = shared_bytes;
   config.hStream = from_handle<CUstream>(stream);
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = count;
   check(driver_.cuLaunchKernelEx(&config, f, nullptr, extra), "cuLaunchKernelEx");
 }
 

@@ -20,6 +20,8 @@ extern "C" {
 CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, CUstream, void**);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
@@ -87,25 +89,17 @@ CUresult serve_driver(CUdeviceptr* ptr, size_t size) {
   return status;
 }
 
-// The cluster shape a launch's attributes set (cuBLASLt's Hopper GEMMs, PyTorch), recorded
-// with the instance; false for a cooperative launch, which a plain replay launch cannot
-// reproduce (grid-wide synchronisation): it runs unrecorded, said once.
-bool recordable_attributes(const CUlaunchConfig* config, const char* call, dim3& cluster) {
+// What a launch's attributes set that the instance keeps: the cluster shape (cuBLASLt's
+// Hopper GEMMs, PyTorch) and whether the launch is cooperative (replay launches it so).
+void launch_attributes(const CUlaunchConfig* config, dim3& cluster, bool& cooperative) {
   cluster = dim3(1, 1, 1);
+  cooperative = false;
   for (unsigned i = 0; config->attrs && i < config->numAttrs; ++i) {
     const auto& a = config->attrs[i];
     if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
       cluster = dim3(a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z);
-    if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a.value.cooperative) {
-      auto& r = Recorder::get();
-      if (r.active() && !Forwarding::active()) {
-        RecorderLock lock(r);
-        r.unrecorded_call(call, "cooperative launches (a launch attribute) are not recorded yet");
-      }
-      return false;
-    }
+    if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) cooperative = a.value.cooperative != 0;
   }
-  return true;
 }
 
 bool served_by_driver_wrapper() { return !Forwarding::active() && served_here(); }
@@ -141,8 +135,10 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** par
   auto launch = [&] { return int(real_cuLaunchKernelEx(config, f, params, extra)); };
   if (!config) return CUresult(launch());
   dim3 cluster;
-  if (!recordable_attributes(config, "cuLaunchKernelEx", cluster)) return CUresult(launch());
+  bool cooperative = false;
+  launch_attributes(config, cluster, cooperative);
   ClusterScope scope(cluster);
+  CooperativeScope cooperative_scope(cooperative);
   return launch_through(f, dim3(config->gridDimX, config->gridDimY, config->gridDimZ),
                         dim3(config->blockDimX, config->blockDimY, config->blockDimZ), config->sharedMemBytes,
                         config->hStream, params, extra, "cuLaunchKernelEx", launch);
@@ -153,11 +149,47 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void*
   auto launch = [&] { return int(real_cuLaunchKernelEx_ptsz(config, f, params, extra)); };
   if (!config) return CUresult(launch());
   dim3 cluster;
-  if (!recordable_attributes(config, "cuLaunchKernelEx_ptsz", cluster)) return CUresult(launch());
+  bool cooperative = false;
+  launch_attributes(config, cluster, cooperative);
   ClusterScope scope(cluster);
+  CooperativeScope cooperative_scope(cooperative);
   return launch_through(f, dim3(config->gridDimX, config->gridDimY, config->gridDimZ),
                         dim3(config->blockDimX, config->blockDimY, config->blockDimZ), config->sharedMemBytes,
                         config->hStream, params, extra, "cuLaunchKernelEx_ptsz", launch);
+}
+
+// Cooperative launches (grid-wide synchronisation): recorded like any other, marked
+// cooperative. The static CUDA runtime's cudaLaunchCooperativeKernel arrives here too.
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shmem, CUstream stream, void** params) {
+  DRIVER(cuLaunchCooperativeKernel);
+  CooperativeScope scope(true);
+  return launch_through(f, dim3(gx, gy, gz), dim3(bx, by, bz), shmem, stream, params, nullptr,
+                        "cuLaunchCooperativeKernel",
+                        [&] { return int(real_cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params)); });
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned shmem, CUstream stream, void** params) {
+  DRIVER(cuLaunchCooperativeKernel_ptsz);
+  CooperativeScope scope(true);
+  return launch_through(f, dim3(gx, gy, gz), dim3(bx, by, bz), shmem, stream, params, nullptr,
+                        "cuLaunchCooperativeKernel_ptsz", [&] {
+                          return int(real_cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, stream, params));
+                        });
+}
+
+// A launch on several GPUs at once (deprecated): runs unrecorded, said once.
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS* launches, unsigned int count, unsigned int flags) {
+  using Fn = CUresult (*)(CUDA_LAUNCH_PARAMS*, unsigned int, unsigned int);
+  static auto real_launch = driver_function<Fn>("cuLaunchCooperativeKernelMultiDevice");
+  if (!real_launch) return CUDA_ERROR_NOT_FOUND;
+  auto& r = Recorder::get();
+  if (r.active() && !Forwarding::active()) {
+    RecorderLock lock(r);
+    r.unrecorded_call("cuLaunchCooperativeKernelMultiDevice", "a cooperative launch on several GPUs is not recorded");
+  }
+  return real_launch(launches, count, flags);
 }
 
 CUresult cuModuleLoad(CUmodule* module, const char* path) {

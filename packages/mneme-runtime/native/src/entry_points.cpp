@@ -39,6 +39,7 @@ namespace mneme::recorder {
 const char* const kWrappedDriverFunctions[] = {
     "cuGetProcAddress", "cuGetProcAddress_v2",
     "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz", "cuLaunchCooperativeKernelMultiDevice",
     "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary", "cuModuleUnload",
     "cuModuleGetFunction", "cuModuleGetGlobal_v2",
     "cuLibraryLoadData", "cuLibraryLoadFromFile", "cuLibraryUnload", "cuLibraryGetKernel", "cuLibraryGetGlobal",

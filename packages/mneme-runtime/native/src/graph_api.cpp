@@ -56,6 +56,7 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
     const auto& k = step.kernel;
     if (step.type != cudaGraphNodeTypeKernel) continue;
     ClusterScope scope(k.cluster);
+    CooperativeScope cooperative(k.cooperative);
     if (would_record(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, k.function, module_of_step(k))) {
       record = true;
       break;
@@ -66,6 +67,7 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
     for (const auto& step : steps)
       if (step.type == cudaGraphNodeTypeKernel) {
         ClusterScope scope(step.kernel.cluster);
+        CooperativeScope cooperative(step.kernel.cooperative);
         launch(name_of_step(step.kernel), step.kernel.grid, step.kernel.block, step.kernel.params,
                step.kernel.shared_mem, stream, [] { return 0; }, step.kernel.function, nullptr,
                module_of_step(step.kernel));
@@ -80,6 +82,7 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
     }
     const auto& k = step.kernel;
     ClusterScope scope(k.cluster);
+    CooperativeScope cooperative(k.cooperative);
     int status = launch(name_of_step(k), k.grid, k.block, k.params, k.shared_mem, stream,
                         [&] { return launch_step(k, stream) == CUDA_SUCCESS ? 0 : int(cudaErrorLaunchFailure); },
                         k.function, nullptr, module_of_step(k));
@@ -88,28 +91,39 @@ int Recorder::launch_graph(cudaGraphExec_t exec, uint64_t stream, const void* ca
   return 0;
 }
 
-// A graph's kernel node launched on its own: with its cluster shape when it has one.
+// A graph's kernel node launched on its own: with its cluster shape and cooperatively
+// when its attributes say so.
 CUresult Recorder::launch_step(const KernelStep& k, uint64_t stream) {
   using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 CUstream, void**, void**);
   using LaunchExFn = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
   static auto driver_launch = mneme::recorder::driver_function<LaunchFn>("cuLaunchKernel");
   static auto driver_launch_ex = mneme::recorder::driver_function<LaunchExFn>("cuLaunchKernelEx");
-  if (uint64_t(k.cluster.x) * k.cluster.y * k.cluster.z <= 1)
+  bool clustered = uint64_t(k.cluster.x) * k.cluster.y * k.cluster.z > 1;
+  if (!clustered && !k.cooperative)
     return driver_launch(k.function, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z, k.shared_mem,
                          reinterpret_cast<CUstream>(stream), k.params, nullptr);
-  CUlaunchAttribute cluster{};
-  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.clusterDim.x = k.cluster.x;
-  cluster.value.clusterDim.y = k.cluster.y;
-  cluster.value.clusterDim.z = k.cluster.z;
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (clustered) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = k.cluster.x;
+    attributes[count].value.clusterDim.y = k.cluster.y;
+    attributes[count].value.clusterDim.z = k.cluster.z;
+    ++count;
+  }
+  if (k.cooperative) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[count].value.cooperative = 1;
+    ++count;
+  }
   CUlaunchConfig config{};
   config.gridDimX = k.grid.x; config.gridDimY = k.grid.y; config.gridDimZ = k.grid.z;
   config.blockDimX = k.block.x; config.blockDimY = k.block.y; config.blockDimZ = k.block.z;
   config.sharedMemBytes = k.shared_mem;
   config.hStream = reinterpret_cast<CUstream>(stream);
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = count;
   return driver_launch_ex ? driver_launch_ex(&config, k.function, k.params, nullptr) : CUDA_ERROR_NOT_SUPPORTED;
 }
 

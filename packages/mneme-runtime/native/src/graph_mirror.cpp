@@ -307,20 +307,17 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
           why = std::string("kernel node ") + name + " passes its arguments as a packed buffer (extra)";
           return false;
         }
-        // A plain launch cannot reproduce a cooperative kernel node; a clustered one is
-        // launched with its cluster shape.
+        // A cooperative kernel node is launched cooperatively, a clustered one with its
+        // cluster shape.
         using GetAttribute = CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*);
         static auto get_attribute = driver_function<GetAttribute>("cuGraphKernelNodeGetAttribute");
         CUkernelNodeAttrValue value{};
         auto as_node = reinterpret_cast<CUgraphNode>(node);
-        if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &value) == CUDA_SUCCESS &&
-            value.cooperative) {
-          why = std::string("kernel node ") + name + " is a cooperative launch";
-          return false;
-        }
         step.kernel = {f, name, dim3(p.gridDimX, p.gridDimY, p.gridDimZ), dim3(p.blockDimX, p.blockDimY, p.blockDimZ),
                        p.sharedMemBytes, p.kernelParams,
                        p.kern ? static_cast<const void*>(p.kern) : static_cast<const void*>(p.func)};
+        if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &value) == CUDA_SUCCESS)
+          step.kernel.cooperative = value.cooperative != 0;
         value = CUkernelNodeAttrValue{};
         if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_CLUSTER_DIMENSION, &value) == CUDA_SUCCESS &&
             value.clusterDim.x * value.clusterDim.y * value.clusterDim.z > 1)

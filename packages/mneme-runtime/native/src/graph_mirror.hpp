@@ -34,6 +34,7 @@ struct KernelStep {
   void** params = nullptr;  // the driver's copies of the argument values
   const void* handle = nullptr;  // the node's CUkernel, else its CUfunction (as the recorder may know it)
   dim3 cluster{1, 1, 1};  // the node's thread-block cluster shape (its attribute)
+  bool cooperative = false;  // the node launches cooperatively (its attribute)
 };
 
 // One node, in an order that respects every edge.

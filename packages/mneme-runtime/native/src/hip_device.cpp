@@ -66,6 +66,7 @@ HipDevice::HipDevice(int ordinal) : ordinal_(ordinal) {
   p.multiprocessor_count = prop.multiProcessorCount;
   p.max_threads_per_block = prop.maxThreadsPerBlock;
   p.warp_size = prop.warpSize;
+  p.max_threads_per_multiprocessor = prop.maxThreadsPerMultiProcessor;  // (resident blocks: not said, 0)
   p.max_shared_memory_per_block = static_cast<int>(prop.sharedMemPerBlock);
   p.max_shared_memory_per_block_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
   p.l2_cache_size = prop.l2CacheSize;
@@ -222,10 +223,24 @@ void HipDevice::set_max_dynamic_shared_memory(FunctionHandle, int) {
   // AMD GPUs have no opt-in limit: the full LDS is available to every launch.
 }
 
+int HipDevice::max_active_blocks_per_multiprocessor(FunctionHandle function, int block_threads,
+                                                    size_t shared_bytes) {
+  select();
+  int blocks = 0;
+  check(hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, from_handle<hipFunction_t>(function),
+                                                           block_threads, shared_bytes),
+        "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor");
+  return blocks;
+}
+
 void HipDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                       StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) {
+                       StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster,
+                       bool cooperative) {
   if (uint64_t(cluster.x) * cluster.y * cluster.z > 1)
     throw UserError("thread-block clusters are a CUDA launch attribute; AMD GPUs have none");
+  // (hipModuleLaunchCooperativeKernel takes no packed argument buffer, which replay has)
+  if (cooperative)
+    throw UserError("a cooperative launch recorded with CUDA cannot be replayed on an AMD GPU");
   select();
   size_t size = args_bytes;
   void* extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),

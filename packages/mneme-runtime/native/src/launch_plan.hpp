@@ -44,7 +44,7 @@ struct Plan {
   std::map<int, unsigned long long> swapped_on;  // swapped launches per GPU ordinal
   // launches that ran the original code, by why: the recorded dimensions were compiled in
   // and this launch has others; a specialised argument differs; the block exceeds the
-  // compiled-in bound; launch attributes (clusters, cooperative, priority) were set
+  // compiled-in bound; launch attributes other than COOPERATIVE (clusters, priority) were set
   unsigned long long other_dims = 0, other_args = 0, over_bound = 0, attributes = 0;
   std::string load_error;  // why the tuned code did not load ("" when it did or was not tried)
   // event times (ms) of each launch in launch order, and whether it had the recorded config

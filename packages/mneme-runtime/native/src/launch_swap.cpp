@@ -48,6 +48,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cooperative_swap.hpp"
 #include "interpose.hpp"
 #include "launch_plan.hpp"
 #include "launch_report.hpp"
@@ -77,6 +78,8 @@ struct Driver {
   decltype(&cuModuleGetGlobal_v2) get_global = driver_function<decltype(&cuModuleGetGlobal_v2)>("cuModuleGetGlobal_v2");
   decltype(&cuFuncSetAttribute) set_attribute = driver_function<decltype(&cuFuncSetAttribute)>("cuFuncSetAttribute");
   decltype(&cuLaunchKernel) launch = driver_function<decltype(&cuLaunchKernel)>("cuLaunchKernel");
+  decltype(&cuLaunchCooperativeKernel) launch_cooperative =
+      driver_function<decltype(&cuLaunchCooperativeKernel)>("cuLaunchCooperativeKernel");
   decltype(&cuMemcpyDtoDAsync_v2) copy = driver_function<decltype(&cuMemcpyDtoDAsync_v2)>("cuMemcpyDtoDAsync_v2");
   decltype(&cuEventCreate) event_create = driver_function<decltype(&cuEventCreate)>("cuEventCreate");
   decltype(&cuEventRecord) event_record = driver_function<decltype(&cuEventRecord)>("cuEventRecord");
@@ -153,9 +156,10 @@ class Swapper {
   }
 
   // Runs one launch of a planned kernel: the tuned code when the plan applies to it, else
-  // `original`. Returns the launch's status as a CUresult/cudaError_t number.
+  // `original`. Returns the launch's status as a CUresult/cudaError_t number. A cooperative
+  // launch runs the tuned code cooperatively too (its grid synchronises).
   int launch(Plan& plan, Dims grid, Dims block, size_t shared, CUstream stream, void** args,
-             const std::function<int()>& original) {
+             const std::function<int()>& original, bool cooperative = false) {
     ++plan.launches;
     bool same = grid == plan.recorded_grid && block == plan.recorded_block && shared == plan.recorded_shared;
     if (same) ++plan.same_config;
@@ -183,8 +187,11 @@ class Swapper {
     int status = CUDA_ERROR_NOT_FOUND;
     if (code) {
       for (auto& [app, mine] : code->global_pairs) driver_.copy(mine, app, global_sizes_[mine], stream);
-      status = driver_.launch(code->tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0], new_block.v[1],
-                              new_block.v[2], unsigned(new_shared), stream, args, nullptr);
+      status = cooperative
+                   ? driver_.launch_cooperative(code->tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0],
+                                                new_block.v[1], new_block.v[2], unsigned(new_shared), stream, args)
+                   : driver_.launch(code->tuned, new_grid.v[0], new_grid.v[1], new_grid.v[2], new_block.v[0],
+                                    new_block.v[1], new_block.v[2], unsigned(new_shared), stream, args, nullptr);
       if (status == CUDA_SUCCESS) {
         ++plan.swapped;
         ++plan.swapped_on[device_of(context)];
@@ -381,7 +388,7 @@ Dims dims(dim3 d) { return Dims{{d.x, d.y, d.z}}; }
 
 // A runtime-API launch of `host` (the kernel's host stub), per-thread default stream or not.
 int runtime_launch(const void* host, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t stream,
-                   bool per_thread, const std::function<int()>& original) {
+                   bool per_thread, const std::function<int()>& original, bool cooperative = false) {
   auto& s = Swapper::get();
   if (!s.active() || !host) return original();
   s.saw_launch();
@@ -389,10 +396,43 @@ int runtime_launch(const void* host, dim3 grid, dim3 block, void** args, size_t 
   Plan* plan = s.plan_for_host(host);
   if (!plan) return original();
   CUstream driver_stream = (!stream && per_thread) ? CU_STREAM_PER_THREAD : reinterpret_cast<CUstream>(stream);
-  return s.launch(*plan, dims(grid), dims(block), shared, driver_stream, args, original);
+  return s.launch(*plan, dims(grid), dims(block), shared, driver_stream, args, original, cooperative);
+}
+
+// A driver-API launch of `f` (its kernel parameters in `params`).
+int driver_launch(CUfunction f, Dims grid, Dims block, unsigned shared, CUstream stream, void** params,
+                  const std::function<int()>& original, bool cooperative = false) {
+  auto& s = Swapper::get();
+  if (!s.active()) return original();
+  s.saw_launch();
+  if (!params) return original();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Plan* plan = s.plan_for_function(f);
+  if (!plan) return original();
+  return s.launch(*plan, grid, block, shared, stream, params, original, cooperative);
 }
 
 }  // namespace
+
+namespace mneme::apply {
+
+int swap_runtime_launch(const void* func, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t stream,
+                        bool per_thread, bool cooperative, const std::function<int()>& original) {
+  auto& s = Swapper::get();
+  const void* host = func;
+  if (s.active()) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (const void* stub = s.host_of(static_cast<cudaKernel_t>(const_cast<void*>(func)))) host = stub;
+  }
+  return runtime_launch(host, grid, block, args, shared, stream, per_thread, original, cooperative);
+}
+
+int swap_driver_launch(CUfunction f, dim3 grid, dim3 block, unsigned shared, CUstream stream, void** params,
+                       bool cooperative, const std::function<int()>& original) {
+  return driver_launch(f, dims(grid), dims(block), shared, stream, params, original, cooperative);
+}
+
+}  // namespace mneme::apply
 
 extern "C" {
 
@@ -429,9 +469,15 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
   REAL(cudaLaunchKernelExC);
-  // Launch attributes (clusters, cooperative, priorities) have no tuned equivalent here:
-  // counted, so that the report says why such launches kept their code.
+  // COOPERATIVE is the one launch attribute the tuned launch carries (cooperative_swap.cpp);
+  // others (clusters, priorities) have no tuned equivalent here: counted, so that the
+  // report says why such launches kept their code.
   auto& s = Swapper::get();
+  bool cooperative = false;
+  if (config->numAttrs && swappable_attributes(config->attrs, config->numAttrs, cooperative))
+    return cudaError_t(swap_runtime_launch(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                                           config->stream, false, cooperative,
+                                           [&] { return int(real_cudaLaunchKernelExC(config, func, args)); }));
   if (config->numAttrs) {
     if (s.active()) {
       s.saw_launch();
@@ -482,34 +528,25 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
                         unsigned shmem, CUstream stream, void** params, void** extra) {
   REAL(cuLaunchKernel);
   auto original = [&] { return int(real_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)); };
-  auto& s = Swapper::get();
-  if (!s.active() || !params) return CUresult(original());
-  s.saw_launch();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  Plan* plan = s.plan_for_function(f);
-  if (!plan) return CUresult(original());
-  return CUresult(s.launch(*plan, Dims{{gx, gy, gz}}, Dims{{bx, by, bz}}, shmem, stream, params, original));
+  return CUresult(driver_launch(f, Dims{{gx, gy, gz}}, Dims{{bx, by, bz}}, shmem, stream, params, original));
 }
 
-// cuLaunchKernelEx (Triton's launcher, libraries): without attributes as cuLaunchKernel;
-// with attributes the original runs, counted.
+// cuLaunchKernelEx (Triton's launcher, libraries): without attributes, or with COOPERATIVE
+// alone, as cuLaunchKernel; with other attributes the original runs, counted.
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   REAL(cuLaunchKernelEx);
   auto original = [&] { return int(real_cuLaunchKernelEx(config, f, params, extra)); };
   auto& s = Swapper::get();
   if (!s.active() || !config) return CUresult(original());
+  bool cooperative = false;
+  if (!config->numAttrs || swappable_attributes(config->attrs, config->numAttrs, cooperative))
+    return CUresult(driver_launch(f, Dims{{config->gridDimX, config->gridDimY, config->gridDimZ}},
+                                  Dims{{config->blockDimX, config->blockDimY, config->blockDimZ}},
+                                  config->sharedMemBytes, config->hStream, params, original, cooperative));
   s.saw_launch();
   std::lock_guard<std::mutex> lock(s.mutex);
-  Plan* plan = s.plan_for_function(f);
-  if (!plan) return CUresult(original());
-  if (config->numAttrs) {
-    s.attribute_launch(*plan);
-    return CUresult(original());
-  }
-  if (!params) return CUresult(original());
-  return CUresult(s.launch(*plan, Dims{{config->gridDimX, config->gridDimY, config->gridDimZ}},
-                           Dims{{config->blockDimX, config->blockDimY, config->blockDimZ}}, config->sharedMemBytes,
-                           config->hStream, params, original));
+  if (Plan* plan = s.plan_for_function(f)) s.attribute_launch(*plan);
+  return CUresult(original());
 }
 
 // Reset destroys the events: the times so far are taken first.

@@ -286,6 +286,7 @@ bool Recorder::pending(const std::string* device_name, dim3 grid, dim3 block, vo
   inst.shared_mem = uint32_t(shmem);
   dim3 cluster = ClusterScope::current();
   inst.cluster[0] = cluster.x; inst.cluster[1] = cluster.y; inst.cluster[2] = cluster.z;
+  inst.cooperative = CooperativeScope::current();
   inst.stream = stream;
   inst.args = buffer;
   out.kernel = kernel;

@@ -114,6 +114,23 @@ class ClusterScope {
   static inline thread_local dim3 current_{1, 1, 1};
 };
 
+// Whether the launch this thread is making is cooperative, set around it by the entry
+// points that launch cooperatively (cudaLaunchCooperativeKernel, cuLaunchCooperativeKernel,
+// the COOPERATIVE launch attribute, a cooperative graph kernel node). The recorded instance
+// keeps it, and replay launches cooperatively, so grid-wide synchronisation holds.
+class CooperativeScope {
+ public:
+  explicit CooperativeScope(bool cooperative) : saved_(current_) { current_ = cooperative; }
+  ~CooperativeScope() { current_ = saved_; }
+  CooperativeScope(const CooperativeScope&) = delete;
+  CooperativeScope& operator=(const CooperativeScope&) = delete;
+  static bool current() { return current_; }
+
+ private:
+  bool saved_;
+  static inline thread_local bool current_ = false;
+};
+
 class Recorder {
  public:
   static Recorder& get() {

@@ -126,12 +126,14 @@ class Staging {
 std::string region_name(uint64_t address) { return "r-" + hex16(address); }
 
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3], const uint32_t block[3],
-                         uint32_t shared_mem, const std::string& args, const uint32_t cluster[3]) {
+                         uint32_t shared_mem, const std::string& args, const uint32_t cluster[3],
+                         bool cooperative) {
   bool clustered = cluster && uint64_t(cluster[0]) * cluster[1] * cluster[2] > 1;
-  uint32_t dims[10] = {grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem};
+  uint32_t dims[11] = {grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_mem};
   if (clustered) std::copy(cluster, cluster + 3, dims + 7);
   size_t count = clustered ? 10 : 7;
-  uint8_t head[10 * 4];
+  if (cooperative) dims[count++] = 1;
+  uint8_t head[11 * 4];
   for (size_t i = 0; i < count; ++i)
     for (int b = 0; b < 4; ++b) head[i * 4 + b] = static_cast<uint8_t>(dims[i] >> (8 * b));
   uint64_t h = fnv1a64(static_hash.data(), static_hash.size());
@@ -140,7 +142,8 @@ std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3],
 }
 
 std::string dynamic_hash(const std::string& static_hash, const InstanceInfo& inst) {
-  return dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args, inst.cluster);
+  return dynamic_hash(static_hash, inst.grid, inst.block, inst.shared_mem, inst.args, inst.cluster,
+                      inst.cooperative);
 }
 
 RecordingWriter::RecordingWriter(fs::path root, RecordingInfo info, std::string epilogue_format,
@@ -310,6 +313,7 @@ void RecordingWriter::write_instance_metadata(const fs::path& node, const std::s
   if (inst.device >= 0) a << ", \"device\": " << inst.device;
   if (uint64_t(inst.cluster[0]) * inst.cluster[1] * inst.cluster[2] > 1)
     a << ", \"cluster\": [" << inst.cluster[0] << ", " << inst.cluster[1] << ", " << inst.cluster[2] << "]";
+  if (inst.cooperative) a << ", \"cooperative\": true";
   if (inst.capture != "all") a << ", \"capture\": " << json_string(inst.capture);
   a << "}";
   write_json(node / "zarr.json", group_json(a.str()));

@@ -135,22 +135,17 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, 
                               [&] { return int(next(kernel, grid, block, args, shmem, stream)); });
 }
 
-// The cluster shape a launch's attributes set (recorded with the instance); false for a
-// cooperative launch, which runs unrecorded, said once (as cuLaunchKernelEx's in driver_api.cpp).
-static bool recordable_attributes(const cudaLaunchConfig_t* config, const char* call, dim3& cluster) {
+// What a launch's attributes set that the instance keeps: the cluster shape and whether
+// the launch is cooperative (as cuLaunchKernelEx's in driver_api.cpp).
+static void launch_attributes(const cudaLaunchConfig_t* config, dim3& cluster, bool& cooperative) {
   cluster = dim3(1, 1, 1);
+  cooperative = false;
   for (unsigned i = 0; config && config->attrs && i < config->numAttrs; ++i) {
     const auto& a = config->attrs[i];
     if (a.id == cudaLaunchAttributeClusterDimension)
       cluster = dim3(a.val.clusterDim.x, a.val.clusterDim.y, a.val.clusterDim.z);
-    if (a.id == cudaLaunchAttributeCooperative && a.val.cooperative) {
-      auto& r = Recorder::get();
-      RecorderLock lock(r);
-      r.unrecorded_call(call, "cooperative launches (a launch attribute) are not recorded yet");
-      return false;
-    }
+    if (a.id == cudaLaunchAttributeCooperative) cooperative = a.val.cooperative != 0;
   }
-  return true;
 }
 
 // cudaLaunchKernelEx (a template in the headers) lands here.
@@ -158,10 +153,12 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
   Forwarding forwarding;
   REAL(cudaLaunchKernelExC);
   auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernelExC(config, func, args);
   dim3 cluster;
-  if (!r.active() || !recordable_attributes(config, "cudaLaunchKernelExC", cluster))
-    return real_cudaLaunchKernelExC(config, func, args);
+  bool cooperative = false;
+  launch_attributes(config, cluster, cooperative);
   ClusterScope scope(cluster);
+  CooperativeScope cooperative_scope(cooperative);
   RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                       reinterpret_cast<uint64_t>(config->stream),
@@ -173,14 +170,45 @@ cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const voi
   Forwarding forwarding;
   REAL(cudaLaunchKernelExC_ptsz);
   auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchKernelExC_ptsz(config, func, args);
   dim3 cluster;
-  if (!r.active() || !recordable_attributes(config, "cudaLaunchKernelExC_ptsz", cluster))
-    return real_cudaLaunchKernelExC_ptsz(config, func, args);
+  bool cooperative = false;
+  launch_attributes(config, cluster, cooperative);
   ClusterScope scope(cluster);
+  CooperativeScope cooperative_scope(cooperative);
   RecorderLock lock(r);
   return cudaError_t(r.launch_runtime(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
                                       reinterpret_cast<uint64_t>(config->stream),
                                       [&] { return int(real_cudaLaunchKernelExC_ptsz(config, func, args)); }));
+}
+
+// Cooperative launches (cooperative_groups::this_grid().sync()): recorded like any other,
+// marked cooperative, so that replay launches them cooperatively.
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                        cudaStream_t stream) {
+  Forwarding forwarding;
+  REAL(cudaLaunchCooperativeKernel);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchCooperativeKernel(func, grid, block, args, shmem, stream);
+  CooperativeScope scope(true);
+  RecorderLock lock(r);
+  return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream), [&] {
+    return int(real_cudaLaunchCooperativeKernel(func, grid, block, args, shmem, stream));
+  }));
+}
+
+// Built with --default-stream per-thread, cudaLaunchCooperativeKernel lands here.
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t shmem,
+                                             cudaStream_t stream) {
+  Forwarding forwarding;
+  REAL(cudaLaunchCooperativeKernel_ptsz);
+  auto& r = Recorder::get();
+  if (!r.active()) return real_cudaLaunchCooperativeKernel_ptsz(func, grid, block, args, shmem, stream);
+  CooperativeScope scope(true);
+  RecorderLock lock(r);
+  return cudaError_t(r.launch_runtime(func, grid, block, args, shmem, reinterpret_cast<uint64_t>(stream), [&] {
+    return int(real_cudaLaunchCooperativeKernel_ptsz(func, grid, block, args, shmem, stream));
+  }));
 }
 
 // The runtime's libraries (CUDA 12+): libcudart reaches the driver through entry points

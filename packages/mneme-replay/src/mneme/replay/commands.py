@@ -56,9 +56,10 @@ def _dims(d) -> str:
     return "x".join(str(v) for v in d)
 
 
-def _grid(grid, cluster) -> str:
-    """The grid, and the thread-block clusters it was launched in."""
-    return _dims(grid) + (f" in {_dims(cluster)} clusters" if cluster else "")
+def _grid(grid, cluster, cooperative=False) -> str:
+    """The grid, the thread-block clusters it was launched in, and whether cooperatively."""
+    return (_dims(grid) + (f" in {_dims(cluster)} clusters" if cluster else "")
+            + (" cooperative" if cooperative else ""))
 
 
 def _ratio(raw: int, stored: int) -> str:
@@ -128,6 +129,7 @@ def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
                 "grid": list(inst.grid),
                 "block": list(inst.block),
                 "cluster": list(inst.cluster) if inst.cluster else None,
+                "cooperative": inst.cooperative,
                 "shared_mem": inst.shared_mem,
                 "occurrences": inst.occurrences,
                 "app_ms": _app_ms(inst),
@@ -161,7 +163,7 @@ def ls(db: Path, as_json: bool):
         soft_wrap=True,
     )
     cells = [
-        [r["kernel"], r["instance"], _origin_file(r["origin"]), _gpu(r["device"], r["peer_devices"]), _grid(r["grid"], r["cluster"]), _dims(r["block"]), str(r["shared_mem"]),
+        [r["kernel"], r["instance"], _origin_file(r["origin"]), _gpu(r["device"], r["peer_devices"]), _grid(r["grid"], r["cluster"], r["cooperative"]), _dims(r["block"]), str(r["shared_mem"]),
          str(r["occurrences"]), _ms(r["app_ms"]), str(r["regions"]), human(r["raw_bytes"]),
          human(r["stored_bytes"]), human(r["unique_bytes"]), _ratio(r["raw_bytes"], r["stored_bytes"])]
         for r in rows

@@ -89,7 +89,8 @@ def _write_ll(session: ReplaySession, settings: ReplaySettings, path: Path) -> N
     grid, block, _ = session.launch_shape(replay)
     arch, _ = session.target_arch(replay, compile_only)
     config = derive_compile_config(
-        settings.compile, session.kernel, instance, replay, grid, block, arch
+        settings.compile, session.kernel, instance, replay, grid, block, arch,
+        multiprocessors=session.multiprocessors(compile_only),
     )
     module = parse_module(session.ir, session.kernel.static_hash)
     prepare_module(module, session.kernel.name, config)

@@ -213,9 +213,13 @@ class Function:
         shared_bytes: int = 0,
         stream: Stream | None = None,
         cluster: Dim | None = None,
+        cooperative: bool = False,
     ) -> None:
         """Launch with a raw argument buffer (as recorded, or from :meth:`pack_arguments`);
-        ``cluster`` is a thread-block cluster shape (CUDA 12, compute capability 9.0+)."""
+        ``cluster`` is a thread-block cluster shape (CUDA 12, compute capability 9.0+);
+        ``cooperative`` launches cooperatively (every block resident at once, so a grid-wide
+        ``cooperative_groups`` sync holds; the driver refuses a grid larger than
+        :meth:`max_active_blocks_per_multiprocessor` times the multiprocessors)."""
         self._native.launch(
             _dim3(grid),
             _dim3(block),
@@ -223,7 +227,14 @@ class Function:
             shared_bytes,
             stream._native if stream else None,
             _dim3(cluster) if cluster else (1, 1, 1),
+            bool(cooperative),
         )
+
+    def max_active_blocks_per_multiprocessor(self, block_threads: int, shared_bytes: int = 0) -> int:
+        """Blocks of ``block_threads`` threads with ``shared_bytes`` of dynamic shared memory
+        that one multiprocessor holds at once with this function's registers and shared
+        memory (the driver's occupancy calculator)."""
+        return int(self._native.max_active_blocks_per_multiprocessor(int(block_threads), int(shared_bytes)))
 
     def __call__(
         self,

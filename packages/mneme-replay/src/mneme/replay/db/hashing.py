@@ -39,13 +39,17 @@ def dynamic_hash(
     shared_mem: int,
     args: bytes,
     cluster: tuple[int, int, int] | None = None,
+    cooperative: bool = False,
 ) -> str:
     """FNV-1a 64 over: the static hash's 16 ASCII digits, then grid x,y,z, block x,y,z and
     dynamic shared memory as little-endian uint32 (a launch in thread-block clusters adds
-    the cluster's x,y,z: earlier launches keep their hashes), then the raw argument buffer."""
+    the cluster's x,y,z, a cooperative launch then one more word, 1: earlier launches keep
+    their hashes), then the raw argument buffer."""
     head = static_hash.encode("ascii") + struct.pack("<7I", *grid, *block, shared_mem)
     if is_clustered(cluster):
-        head += struct.pack("<3I", *cluster)
+        head += struct.pack("<3I", *cluster)  # type: ignore[misc]
+    if cooperative:
+        head += struct.pack("<I", 1)
     return f"{fnv1a64(bytes(args), fnv1a64(head)):016x}"
 
 

@@ -90,6 +90,14 @@ class Instance:
         return None if value is None else tuple(value)
 
     @property
+    def cooperative(self) -> bool:
+        """Whether the launch was cooperative (cudaLaunchCooperativeKernel,
+        cuLaunchCooperativeKernel or the COOPERATIVE launch attribute): its blocks were all
+        resident at once and may synchronise the whole grid. Replay launches it so. False
+        for instances recorded before the key."""
+        return self._attrs.get("cooperative") is True
+
+    @property
     def occurrences(self) -> int:
         return self._attrs["occurrences"]
 
@@ -423,6 +431,7 @@ class Instance:
             "block": list(self.block),
             "shared_mem": self.shared_mem,
             "cluster": list(self.cluster) if self.cluster else None,
+            "cooperative": self.cooperative,
             "occurrences": self.occurrences,
             "epilogue_format": self.epilogue_format,
             "capture": self.capture,

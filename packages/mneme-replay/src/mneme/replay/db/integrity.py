@@ -243,7 +243,8 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
             lo, hi = info.chunk_bounds(index)
             args += chunk[: hi - lo].tobytes()
         expected = dynamic_hash(instance.kernel.static_hash, instance.grid, instance.block,
-                                instance.shared_mem, bytes(args), instance.cluster)
+                                instance.shared_mem, bytes(args), instance.cluster,
+                                instance.cooperative)
         if expected != instance.dynamic_hash:
             raise CorruptDataError(
                 "launch configuration or arguments do not match the dynamic hash "

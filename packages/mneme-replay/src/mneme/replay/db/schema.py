@@ -144,6 +144,8 @@ INSTANCE_SCHEMA = Obj(
         "device": Int(0, 1 << 31),
         # thread-block cluster shape set at launch (absent: no clusters; docs/format.md)
         "cluster": DIM3,
+        # a cooperative launch (absent: not cooperative; docs/format.md)
+        "cooperative": Bool(),
     },
 )
 
@@ -525,7 +527,21 @@ def as_bytes_array(data: np.ndarray | bytes | bytearray | memoryview) -> np.ndar
 
 @dataclass(frozen=True)
 class InstanceRecord:
-    """One dynamic kernel instance: launch configuration, arguments and memory."""
+    """One dynamic kernel instance as handed to the writer: launch configuration,
+    arguments and memory.
+
+    Attributes:
+        grid: the launch's grid.
+        block: its block.
+        args: the raw argument buffer.
+        prologue: every region before the launch.
+        epilogue: the same regions after it (same addresses and sizes).
+        shared_mem: dynamic shared memory in bytes.
+        annotations: verification tolerances by region name.
+        stream: the stream it was launched on (metadata).
+        cluster: the thread-block cluster shape, if launched in clusters.
+        cooperative: whether it was launched cooperatively.
+    """
 
     grid: Dim3
     block: Dim3
@@ -536,3 +552,5 @@ class InstanceRecord:
     annotations: dict[str, Annotation] = field(default_factory=dict)
     stream: int = 0
     cluster: Dim3 | None = None
+    #: launched cooperatively (cudaLaunchCooperativeKernel, the COOPERATIVE attribute)
+    cooperative: bool = False

@@ -252,7 +252,7 @@ class DatabaseWriter:
         if not self.has_kernel(static_hash):
             raise NotFoundError(f"kernel {static_hash} is not in {self.root}: add_kernel first")
         dyn = dynamic_hash(static_hash, record.grid, record.block, record.shared_mem, record.args,
-                           record.cluster)
+                           record.cluster, record.cooperative)
         final = layout.instance_dir(self.root, static_hash, dyn)
         if (final / "zarr.json").exists():
             self._count_occurrence(final)
@@ -333,7 +333,9 @@ class DatabaseWriter:
             "address_space": {"base": self.info.vas_base, "size": self.info.vas_size},
         }
         if is_clustered(record.cluster):
-            attrs["cluster"] = list(record.cluster)
+            attrs["cluster"] = list(record.cluster)  # type: ignore[arg-type]
+        if record.cooperative:
+            attrs["cooperative"] = True
         write_json(node / "zarr.json", group_metadata({layout.ATTRS_KEY: attrs}))
 
     def _count_occurrence(self, node: Path) -> None:

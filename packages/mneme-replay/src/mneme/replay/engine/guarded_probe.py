@@ -96,7 +96,7 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
     check_launch(grid, block, shared, device.properties)
     arch, _ = session.target_arch(replay, False)
     config = derive_compile_config(base, session.kernel, session.instance, replay, grid, block,
-                                   arch, session.args)
+                                   arch, session.args, session.multiprocessors(False))
     if config.max_threads is not None and product(block) > config.max_threads:
         raise LaunchConfigError(f"block of {product(block)} threads exceeds the kernel's launch "
                                 f"bound of {config.max_threads} threads")
@@ -112,6 +112,13 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
                 f"({function.attributes.max_threads_per_block} threads)")
         if shared > DEFAULT_SHARED_LIMIT:
             function.set_max_dynamic_shared_memory(shared)
+        if session.instance.cooperative:  # (its grid synchronises: launched cooperatively)
+            try:
+                session.check_co_resident(function, grid, block, shared)
+            except LaunchConfigError:
+                # The guard's checks cost registers the kernel's own code does not spend:
+                # this shape is not probed; the replay checks co-residency with that code.
+                return None
         table = range_table(_memory(image))
         words = np.zeros(1 + 2 * GUARD_RANGES, dtype=np.uint64)
         words[0] = len(table)
@@ -124,7 +131,7 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
             session._stream = device.stream()
         stream = session._stream
         function.launch(grid, block, session.args[:needed], shared, stream,
-                        cluster=session.instance.cluster)
+                        cluster=session.instance.cluster, cooperative=session.instance.cooperative)
         stream.synchronize()
         caught = describe(device.read(report_at, 2, np.uint64))
         image.reset(stream)  # (the replay after it starts from the recorded memory)

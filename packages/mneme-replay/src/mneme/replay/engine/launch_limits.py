@@ -1,5 +1,6 @@
 """What a launch may be: CUDA's grid and block limits, the device's threads per block,
-the recorded thread-block clusters. Checked before anything compiles or runs."""
+the recorded thread-block clusters (checked before anything compiles or runs), and, for a
+cooperative launch, co-residency (checked once the compiled kernel's occupancy is known)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,27 @@ def check_clusters(grid, cluster) -> None:
             f"grid {'x'.join(map(str, grid))} is not a whole number of the recorded launch's "
             f"thread-block clusters of {'x'.join(map(str, cluster))} blocks: choose a grid "
             "divisible by the cluster shape"
+        )
+
+
+def check_co_residency(grid, block, shared_mem: int, blocks_per_multiprocessor: int,
+                       multiprocessors: int) -> None:
+    """Raise LaunchConfigError when a cooperative launch's blocks cannot all be resident
+    at once: a grid-wide synchronisation (cooperative_groups' ``this_grid().sync()``) needs
+    every block on the GPU together, so the grid is at most the blocks one multiprocessor
+    holds with this code (its occupancy for this block and dynamic shared memory) times
+    the multiprocessors. The driver would refuse such a launch
+    (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)."""
+    blocks, most = product(grid), int(blocks_per_multiprocessor) * int(multiprocessors)
+    if blocks > most:
+        threads = product(block)
+        why = (f"{blocks_per_multiprocessor} such blocks fit on one multiprocessor"
+               if blocks_per_multiprocessor else "no such block fits on a multiprocessor")
+        raise LaunchConfigError(
+            f"cooperative launch of {blocks} blocks is not co-resident: with this code, blocks of "
+            f"{threads} threads and {shared_mem} bytes of dynamic shared memory, {why}, so at most "
+            f"{most} blocks on the {multiprocessors} multiprocessors; choose a smaller grid or "
+            "code with fewer registers"
         )
 
 

@@ -137,11 +137,12 @@ class ReplayResult:
         if self.launch:
             cluster = self.launch.get("cluster")
             lines.append(
-                "launch     grid {} block {} shared {} B{}".format(
+                "launch     grid {} block {} shared {} B{}{}".format(
                     "x".join(map(str, self.launch["grid"])),
                     "x".join(map(str, self.launch["block"])),
                     self.launch["shared_mem"],
                     f" clusters {'x'.join(map(str, cluster))}" if cluster else "",
+                    " cooperative" if self.launch.get("cooperative") else "",
                 )
             )
         cached = " (cached)" if self.compile_cached else ""

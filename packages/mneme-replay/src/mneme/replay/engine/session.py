@@ -35,7 +35,13 @@ from .errors import (
     ReplayConfigError,
     is_sticky,
 )
-from .launch_limits import DEFAULT_SHARED_LIMIT, check_clusters, check_launch, product
+from .launch_limits import (
+    DEFAULT_SHARED_LIMIT,
+    check_clusters,
+    check_co_residency,
+    check_launch,
+    product,
+)
 from .restore import DeviceImage
 from .result import ReplayResult
 from .verify import DeviceVerifier, Tolerance
@@ -61,9 +67,16 @@ def derive_compile_config(
     block,
     arch: str,
     args: bytes | None = None,
+    multiprocessors: int | None = None,
 ) -> CompileConfig:
     """The CompileConfig a replay uses: ``base`` plus the target arch and the
-    specializations/bounds the replay configuration asks for."""
+    specializations/bounds the replay configuration asks for.
+
+    A cooperative instance's grid must be resident at once on the replaying GPU's
+    ``multiprocessors`` (None: compile-only, nothing derived): its code gets launch bounds
+    (the block's threads, and at least as many blocks per multiprocessor as the grid
+    needs), so the assembler keeps its registers within what co-residency allows, as the
+    application's own build did for its grid (another assembler version may spend more)."""
     changes: dict[str, Any] = {"arch": arch}
     if replay.specialize:
         args = instance.args if args is None else args
@@ -80,6 +93,12 @@ def derive_compile_config(
         changes["grid_dim"] = base.grid_dim or tuple(grid)
     if replay.set_launch_bounds and base.max_threads is None:
         changes["max_threads"] = product(block)
+    if getattr(instance, "cooperative", False) and multiprocessors:
+        if base.max_threads is None:
+            changes["max_threads"] = product(block)
+        resident = -(-product(grid) // int(multiprocessors))
+        if base.min_blocks is None or base.min_blocks < resident:
+            changes["min_blocks"] = resident
     return replace(base, **changes)
 
 
@@ -308,7 +327,7 @@ class ReplaySession(EpilogueChecks):
         grid, block, _ = self.launch_shape(replay)
         arch, _ = self.target_arch(replay, False)
         config = derive_compile_config(base, self.kernel, self.instance, replay, grid, block,
-                                       arch, self.args)
+                                       arch, self.args, self.multiprocessors(False))
         compiled, _ = self.compile(config)
         try:
             image = self.image()
@@ -338,7 +357,8 @@ class ReplaySession(EpilogueChecks):
         arch, arch_notes = self.target_arch(replay, compile_only)
         notes += arch_notes
         config = derive_compile_config(
-            base, self.kernel, self.instance, replay, grid, block, arch, self.args
+            base, self.kernel, self.instance, replay, grid, block, arch, self.args,
+            self.multiprocessors(compile_only),
         )
         if config.max_threads is not None and product(block) > config.max_threads:
             raise LaunchConfigError(
@@ -359,7 +379,8 @@ class ReplaySession(EpilogueChecks):
             compile_only=compile_only,
             metrics=metrics,
             launch={"grid": list(grid), "block": list(block), "shared_mem": shared,
-                    **({"cluster": list(self.instance.cluster)} if self.instance.cluster else {})},
+                    **({"cluster": list(self.instance.cluster)} if self.instance.cluster else {}),
+                    **({"cooperative": True} if self.instance.cooperative else {})},
             arch=arch,
             notes=notes,
         )
@@ -462,6 +483,8 @@ class ReplaySession(EpilogueChecks):
                 f"block of {threads} threads exceeds what the compiled kernel allows "
                 f"({attributes.max_threads_per_block} threads: launch bounds or registers)"
             )
+        if self.instance.cooperative:
+            self.check_co_resident(function, grid, block, shared)
         needed = max((p.offset + p.size for p in function.params), default=0)
         if len(self.args) < needed:
             raise ReplayConfigError(
@@ -489,6 +512,24 @@ class ReplaySession(EpilogueChecks):
                             f"{name} not checked: the unchanged kernel does not reproduce it"
                         )
 
+    def multiprocessors(self, compile_only: bool) -> int | None:
+        """The replaying GPU's multiprocessors (None compile-only): a cooperative instance's
+        code is compiled so that its grid is co-resident there (derive_compile_config)."""
+        return None if compile_only else int(self.device.properties.multiprocessor_count)
+
+    def check_co_resident(self, function, grid, block, shared) -> None:
+        """A cooperative instance's launch must have every block resident at once (its
+        grid synchronises): LaunchConfigError when this compiled code's occupancy on this
+        GPU does not allow ``grid``."""
+        from mneme.runtime import DriverError
+
+        try:
+            per_sm = function.max_active_blocks_per_multiprocessor(product(block), shared)
+        except DriverError as error:
+            raise self._driver_failure(f"the occupancy of the compiled kernel could not be read: {error}",
+                                       error, LAUNCH_REFUSED, KernelFailedError) from None
+        check_co_residency(grid, block, shared, per_sm, int(self.device.properties.multiprocessor_count))
+
     def _time(self, function, replay, grid, block, args, shared, image, result) -> None:
         """The timed iterations in the replay's cache mode (engine/timing.py); ``auto``
         measures each mode once per session and keeps the one nearest the in-app time."""
@@ -500,7 +541,8 @@ class ReplaySession(EpilogueChecks):
 
         def launch():
             try:
-                function.launch(grid, block, args, shared, stream, cluster=self.instance.cluster)
+                function.launch(grid, block, args, shared, stream, cluster=self.instance.cluster,
+                                cooperative=self.instance.cooperative)
             except DriverError as error:
                 raise self._driver_failure(f"the launch was refused: {error}", error,
                                            LAUNCH_REFUSED, KernelFailedError) from None

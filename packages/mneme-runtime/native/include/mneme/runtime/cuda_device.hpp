@@ -51,8 +51,11 @@ class CudaDevice : public Device, public std::enable_shared_from_this<CudaDevice
   std::vector<ParamInfo> parameter_info(FunctionHandle function) override;
   FunctionAttributes function_attributes(FunctionHandle function) override;
   void set_max_dynamic_shared_memory(FunctionHandle function, int bytes) override;
+  int max_active_blocks_per_multiprocessor(FunctionHandle function, int block_threads,
+                                           size_t shared_bytes) override;
   void launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-              StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) override;
+              StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster,
+              bool cooperative) override;
 
   StreamHandle create_stream() override;
   void destroy_stream(StreamHandle stream) noexcept override;
@@ -79,8 +82,8 @@ class CudaDevice : public Device, public std::enable_shared_from_this<CudaDevice
  private:
   CudaDevice(const Driver& driver, int ordinal, CUdevice device, CUcontext context);
   void query_properties(int ordinal);
-  void launch_clustered(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                        StreamHandle stream, void** extra, Dim3 cluster);
+  void launch_with_attributes(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                              StreamHandle stream, void** extra, Dim3 cluster, bool cooperative);
   void check(CUresult result, const char* call) const { cuda::check(driver_, result, call); }
 
   const Driver& driver_;

@@ -26,7 +26,8 @@ namespace mneme::runtime::cuda {
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)
 
 // Entry points newer than the oldest driver we run on; null when absent.
-#define MNEME_CUDA_OPTIONAL_FUNCTIONS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx)
+#define MNEME_CUDA_OPTIONAL_FUNCTIONS(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 struct Driver {
 #define MNEME_DECLARE_POINTER(name) decltype(&::name) name = nullptr;

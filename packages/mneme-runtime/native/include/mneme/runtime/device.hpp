@@ -30,6 +30,8 @@ struct DeviceProperties {
   int multiprocessor_count = 0;
   int max_threads_per_block = 0;
   int warp_size = 0;
+  int max_threads_per_multiprocessor = 0;  // resident threads an SM holds
+  int max_blocks_per_multiprocessor = 0;   // resident blocks an SM holds
   int max_shared_memory_per_block = 0;        // without opt-in
   int max_shared_memory_per_block_optin = 0;  // with a function attribute
   int l2_cache_size = 0;
@@ -104,10 +106,18 @@ class Device {
   virtual std::vector<ParamInfo> parameter_info(FunctionHandle function) = 0;
   virtual FunctionAttributes function_attributes(FunctionHandle function) = 0;
   virtual void set_max_dynamic_shared_memory(FunctionHandle function, int bytes) = 0;
+  // Blocks of `block_threads` threads with `shared_bytes` of dynamic shared memory that
+  // one multiprocessor holds at once with this function's resources (its occupancy): a
+  // cooperative launch's blocks must all be resident, so its grid is at most this times
+  // the multiprocessors.
+  virtual int max_active_blocks_per_multiprocessor(FunctionHandle function, int block_threads,
+                                                   size_t shared_bytes) = 0;
   // Launch with the kernel's parameters laid out in one buffer, as recorded; `cluster`
-  // is the thread-block cluster shape (1,1,1: none).
+  // is the thread-block cluster shape (1,1,1: none); `cooperative`: a cooperative launch
+  // (every block resident at once, so grid-wide synchronisation holds).
   virtual void launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                      StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) = 0;
+                      StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster,
+                      bool cooperative) = 0;
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) noexcept = 0;

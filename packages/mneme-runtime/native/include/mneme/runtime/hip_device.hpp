@@ -47,8 +47,11 @@ class HipDevice : public Device, public std::enable_shared_from_this<HipDevice> 
   std::vector<ParamInfo> parameter_info(FunctionHandle function) override;
   FunctionAttributes function_attributes(FunctionHandle function) override;
   void set_max_dynamic_shared_memory(FunctionHandle function, int bytes) override;
+  int max_active_blocks_per_multiprocessor(FunctionHandle function, int block_threads,
+                                           size_t shared_bytes) override;
   void launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-              StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster) override;
+              StreamHandle stream, const void* args, size_t args_bytes, Dim3 cluster,
+              bool cooperative) override;
 
   StreamHandle create_stream() override;
   void destroy_stream(StreamHandle stream) noexcept override;

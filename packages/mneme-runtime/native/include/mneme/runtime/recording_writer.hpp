@@ -67,6 +67,9 @@ struct InstanceInfo {
   uint32_t shared_mem = 0;
   // Thread-block cluster shape set at launch (cuLaunchKernelEx's attribute); 1,1,1: none.
   uint32_t cluster[3] = {1, 1, 1};
+  // A cooperative launch (cudaLaunchCooperativeKernel, cuLaunchCooperativeKernel or the
+  // COOPERATIVE launch attribute): its blocks are co-resident and may synchronise the grid.
+  bool cooperative = false;
   uint64_t stream = 0;
   std::string args;  // raw argument buffer
   std::vector<RegionSnapshot> regions;
@@ -201,11 +204,12 @@ std::string chunk_digest(const uint8_t* data, size_t size);
 constexpr int kFormatVersion = MNEME_RECORDING_FORMAT_VERSION;
 
 // FNV-1a 64 of the format's dynamic-hash serialization, as 16 hex digits.
-// A launch in thread-block clusters adds its cluster shape (three more uint32), so that
-// every launch recorded before clusters keeps its hash.
+// A launch in thread-block clusters adds its cluster shape (three more uint32), and a
+// cooperative launch one more uint32 (1), so that every launch recorded before them keeps
+// its hash.
 std::string dynamic_hash(const std::string& static_hash, const uint32_t grid[3],
                          const uint32_t block[3], uint32_t shared_mem, const std::string& args,
-                         const uint32_t cluster[3] = nullptr);
+                         const uint32_t cluster[3] = nullptr, bool cooperative = false);
 // The dynamic hash of a launch as recorded.
 std::string dynamic_hash(const std::string& static_hash, const InstanceInfo& inst);
 

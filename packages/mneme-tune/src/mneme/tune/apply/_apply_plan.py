@@ -131,7 +131,7 @@ def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
         compile_only = not session.gpu
         target, _ = session.target_arch(replay.with_(arch=arch) if arch else replay, compile_only)
         config = derive_compile_config(settings.compile, kernel, instance, replay, grid, block,
-                                       target, session.args)
+                                       target, session.args, session.multiprocessors(compile_only))
         compiled, _ = session.compile(config)
     return TunedKernel(
         source=path, instance=instance, name=kernel.name, demangled_name=kernel.demangled_name,

@@ -24,8 +24,8 @@ def why_not_swapped(kernel: TunedKernel, report: KernelReport) -> str | None:
                 "the recorded one, or a kernel of another name)")
     reasons = []
     if report.attributes:
-        reasons.append(f"{report.attributes} set launch attributes (clusters, cooperative, priority), "
-                       "which the tuned launch does not carry")
+        reasons.append(f"{report.attributes} set launch attributes other than COOPERATIVE (clusters, "
+                       "priority), which the tuned launch does not carry")
     if report.other_dims:
         g, b, _ = kernel.recorded
         reasons.append(f"{report.other_dims} had other dimensions than the recorded grid {g} and block {b}, "

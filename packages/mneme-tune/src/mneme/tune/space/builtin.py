@@ -27,7 +27,10 @@ class LaunchSpace(Space):
     recorded grid; ``free`` tunes the x grid too (log scale, 1 to 4× the covering grid).
     A 1-D launch tunes block x in warp steps; 2-D and 3-D ones tune powers of two per axis.
     A launch recorded in thread-block clusters keeps its cluster shape: derived grids round
-    up to whole clusters, and a free grid must be one.
+    up to whole clusters, and a free grid must be one. A cooperative launch (its grid
+    synchronises) must stay co-resident: a shape whose blocks cannot all be resident even
+    at the device's thread and block limits per multiprocessor violates a constraint; the
+    exact bound (the compiled code's occupancy) is checked when a candidate replays.
     """
 
     name = "launch"
@@ -65,6 +68,12 @@ class LaunchSpace(Space):
             out.append(Constraint(
                 "the grid is a whole number of the recorded thread-block clusters",
                 lambda p: self.grid_of(p, ctx)[0] % ctx.cluster[0] == 0))
+        if ctx.cooperative:
+            # (the limits are not in the text: a study keeps its identity across devices)
+            out.append(Constraint(
+                "a cooperative grid fits on the GPU at once (blocks <= resident blocks per "
+                "multiprocessor at the device's limits x multiprocessors)",
+                lambda p: math.prod(self.grid_of(p, ctx)) <= self.most_resident_blocks(p, ctx)))
         out.append(Constraint("the grid fits CUDA's limits",
                               lambda p: all(g <= m for g, m in
                                             zip(self.grid_of(p, ctx), MAX_GRID, strict=True))))
@@ -74,6 +83,14 @@ class LaunchSpace(Space):
                 "dynamic shared memory scaled with the block fits the device's limit",
                 lambda p: self.shared_of(p, ctx) <= ctx.max_shared_memory_per_block))
         return out
+
+    def most_resident_blocks(self, p: Point, ctx: SpaceContext) -> int:
+        """Blocks of a point's size the GPU holds at once at its thread and block limits
+        per multiprocessor, whatever the code's registers and shared memory: an upper
+        bound on a cooperative grid."""
+        per_sm = min(ctx.max_threads_per_multiprocessor // max(1, self._threads(p)),
+                     ctx.max_blocks_per_multiprocessor)
+        return per_sm * ctx.multiprocessor_count
 
     def shared_of(self, p: Point, ctx: SpaceContext) -> int:
         """The dynamic shared memory of a point: scaled with the block when the recording

@@ -29,6 +29,13 @@ class SpaceContext:
     #: the recorded launch's thread-block cluster shape (None: no clusters); every grid
     #: tried must be a whole number of clusters
     cluster: Dim3 | None = None
+    #: the recorded launch was cooperative (its grid synchronises): every grid tried must
+    #: be co-resident on the GPU
+    cooperative: bool = False
+    #: resident threads and blocks one multiprocessor holds (bounds a cooperative grid;
+    #: without a device, the largest of any NVIDIA GPU, so that no shape is excluded wrongly)
+    max_threads_per_multiprocessor: int = 2048
+    max_blocks_per_multiprocessor: int = 32
 
     @classmethod
     def from_instance(cls, instance, properties=None) -> SpaceContext:
@@ -40,6 +47,9 @@ class SpaceContext:
                 "warp_size": int(properties.warp_size),
                 "multiprocessor_count": int(properties.multiprocessor_count),
             }
+            for key in ("max_threads_per_multiprocessor", "max_blocks_per_multiprocessor"):
+                if int(getattr(properties, key, 0) or 0):  # (0: not said, as HIP's blocks)
+                    limits[key] = int(getattr(properties, key))
             optin = int(getattr(properties, "max_shared_memory_per_block_optin", 0) or 0)
             if optin or getattr(properties, "max_shared_memory_per_block", 0):
                 limits["max_shared_memory_per_block"] = optin or int(
@@ -49,6 +59,7 @@ class SpaceContext:
             block=tuple(int(v) for v in instance.block),  # type: ignore[arg-type]
             shared_mem=int(instance.shared_mem),
             cluster=getattr(instance, "cluster", None),
+            cooperative=bool(getattr(instance, "cooperative", False)),
             scalar_params=tuple(i for i, p in enumerate(kernel.params) if not p.is_pointer),
             **limits,
         )

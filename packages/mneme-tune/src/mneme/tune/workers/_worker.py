@@ -126,6 +126,8 @@ def device_hello(device) -> dict[str, Any]:
         "max_threads_per_block": int(p.max_threads_per_block),
         "warp_size": int(p.warp_size),
         "multiprocessor_count": int(p.multiprocessor_count),
+        "max_threads_per_multiprocessor": int(getattr(p, "max_threads_per_multiprocessor", 0)),
+        "max_blocks_per_multiprocessor": int(getattr(p, "max_blocks_per_multiprocessor", 0)),
         "max_shared_memory_per_block": int(p.max_shared_memory_per_block),
         "max_shared_memory_per_block_optin": int(p.max_shared_memory_per_block_optin),
         "pid": os.getpid(),
