@@ -170,7 +170,7 @@ def repair_abandoned_locks(say: Callable[[str], None], nvml: _Nvml | None = None
     folder = lock_dir()
     if not folder.is_dir():
         return []
-    repaired = []
+    repaired: list[str] = []
     for path in sorted(folder.glob("*.json")):
         marker = _read_marker(path)
         if marker is None or _pid_alive(int(marker.get("pid", 0))):
