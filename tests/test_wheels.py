@@ -435,6 +435,21 @@ def test_every_supported_python_has_a_manylinux_2_28_wheel():
     assert _wheel_tags().problems(DIST, auditwheel) == []
 
 
+def test_every_wheel_is_typed():
+    """Each distribution's wheel carries its package's ``py.typed`` (PEP 561), and the
+    native ones the stubs of their nanobind modules: type checkers read what users install."""
+    import zipfile
+
+    typed = {"mneme-instrument": ["mneme/instrument/py.typed"],
+             "mneme-runtime": ["mneme/runtime/py.typed", "mneme/runtime/_native.pyi"],
+             "mneme-replay": ["mneme/replay/py.typed", "mneme/replay/jit/_llvm.pyi"],
+             "mneme-tune": ["mneme/tune/py.typed"],
+             "mneme-cli": ["mneme/cli/py.typed"]}
+    for distribution, files in typed.items():
+        names = set(zipfile.ZipFile(_wheel(distribution)).namelist())
+        assert not [f for f in files if f not in names], f"{distribution}: {files} not all in its wheel"
+
+
 def test_glibc_2_28_has_every_symbol_the_native_wheels_need():
     _await_wheel_build()
     tools_python = ROOT / "build" / "wheel-tools" / "bin" / "python"
