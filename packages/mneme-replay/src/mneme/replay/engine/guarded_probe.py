@@ -29,6 +29,7 @@ import numpy as np
 
 from ..files import write_atomic
 from ..jit.config import GUARD_RANGES
+from .cooperative import check_resident
 from .errors import (
     CONTEXT_POISONED,
     LAUNCH_REFUSED,
@@ -114,7 +115,7 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
             function.set_max_dynamic_shared_memory(shared)
         if session.instance.cooperative:  # (its grid synchronises: launched cooperatively)
             try:
-                session.check_co_resident(function, grid, block, shared)
+                check_resident(session, function, grid, block, shared)
             except LaunchConfigError:
                 # The guard's checks cost registers the kernel's own code does not spend:
                 # this shape is not probed; the replay checks co-residency with that code.

@@ -22,6 +22,7 @@ from ..jit import CompileCache, CompileConfig, CompileResult, compile_kernel
 from . import determinism as nd
 from . import timing
 from .config import ReplayConfig, ReplaySettings
+from .cooperative import check_resident, launch_bounds
 from .epilogue_check import EpilogueChecks
 from .errors import (
     CONTEXT_POISONED,
@@ -35,13 +36,7 @@ from .errors import (
     ReplayConfigError,
     is_sticky,
 )
-from .launch_limits import (
-    DEFAULT_SHARED_LIMIT,
-    check_clusters,
-    check_co_residency,
-    check_launch,
-    product,
-)
+from .launch_limits import DEFAULT_SHARED_LIMIT, check_clusters, check_launch, product
 from .restore import DeviceImage
 from .result import ReplayResult
 from .verify import DeviceVerifier, Tolerance
@@ -70,13 +65,9 @@ def derive_compile_config(
     multiprocessors: int | None = None,
 ) -> CompileConfig:
     """The CompileConfig a replay uses: ``base`` plus the target arch and the
-    specializations/bounds the replay configuration asks for.
-
-    A cooperative instance's grid must be resident at once on the replaying GPU's
-    ``multiprocessors`` (None: compile-only, nothing derived): its code gets launch bounds
-    (the block's threads, and at least as many blocks per multiprocessor as the grid
-    needs), so the assembler keeps its registers within what co-residency allows, as the
-    application's own build did for its grid (another assembler version may spend more)."""
+    specializations/bounds the replay configuration asks for; a cooperative instance's
+    code gets launch bounds that keep its grid resident on the replaying GPU's
+    ``multiprocessors`` (None: compile-only; cooperative.launch_bounds)."""
     changes: dict[str, Any] = {"arch": arch}
     if replay.specialize:
         args = instance.args if args is None else args
@@ -93,12 +84,7 @@ def derive_compile_config(
         changes["grid_dim"] = base.grid_dim or tuple(grid)
     if replay.set_launch_bounds and base.max_threads is None:
         changes["max_threads"] = product(block)
-    if getattr(instance, "cooperative", False) and multiprocessors:
-        if base.max_threads is None:
-            changes["max_threads"] = product(block)
-        resident = -(-product(grid) // int(multiprocessors))
-        if base.min_blocks is None or base.min_blocks < resident:
-            changes["min_blocks"] = resident
+    changes.update(launch_bounds(instance, replace(base, **changes), grid, block, multiprocessors))
     return replace(base, **changes)
 
 
@@ -484,7 +470,7 @@ class ReplaySession(EpilogueChecks):
                 f"({attributes.max_threads_per_block} threads: launch bounds or registers)"
             )
         if self.instance.cooperative:
-            self.check_co_resident(function, grid, block, shared)
+            check_resident(self, function, grid, block, shared)
         needed = max((p.offset + p.size for p in function.params), default=0)
         if len(self.args) < needed:
             raise ReplayConfigError(
@@ -516,19 +502,6 @@ class ReplaySession(EpilogueChecks):
         """The replaying GPU's multiprocessors (None compile-only): a cooperative instance's
         code is compiled so that its grid is co-resident there (derive_compile_config)."""
         return None if compile_only else int(self.device.properties.multiprocessor_count)
-
-    def check_co_resident(self, function, grid, block, shared) -> None:
-        """A cooperative instance's launch must have every block resident at once (its
-        grid synchronises): LaunchConfigError when this compiled code's occupancy on this
-        GPU does not allow ``grid``."""
-        from mneme.runtime import DriverError
-
-        try:
-            per_sm = function.max_active_blocks_per_multiprocessor(product(block), shared)
-        except DriverError as error:
-            raise self._driver_failure(f"the occupancy of the compiled kernel could not be read: {error}",
-                                       error, LAUNCH_REFUSED, KernelFailedError) from None
-        check_co_residency(grid, block, shared, per_sm, int(self.device.properties.multiprocessor_count))
 
     def _time(self, function, replay, grid, block, args, shared, image, result) -> None:
         """The timed iterations in the replay's cache mode (engine/timing.py); ``auto``
