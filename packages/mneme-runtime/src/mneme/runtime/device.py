@@ -215,11 +215,25 @@ class Function:
         cluster: Dim | None = None,
         cooperative: bool = False,
     ) -> None:
-        """Launch with a raw argument buffer (as recorded, or from :meth:`pack_arguments`);
-        ``cluster`` is a thread-block cluster shape (CUDA 12, compute capability 9.0+);
-        ``cooperative`` launches cooperatively (every block resident at once, so a grid-wide
-        ``cooperative_groups`` sync holds; the driver refuses a grid larger than
-        :meth:`max_active_blocks_per_multiprocessor` times the multiprocessors)."""
+        """Launch the kernel with a raw argument buffer.
+
+        Parameters:
+            grid: the grid (1 to 3 dimensions).
+            block: the block (1 to 3 dimensions).
+            args: the argument buffer, as recorded or from :meth:`pack_arguments`.
+            shared_bytes: dynamic shared memory in bytes.
+            stream: the stream; None for the default stream.
+            cluster: a thread-block cluster shape (CUDA 12, compute capability 9.0+);
+                None for none.
+            cooperative: launch cooperatively: every block resident at once, so a
+                grid-wide ``cooperative_groups`` sync holds (the driver refuses a grid
+                larger than :meth:`max_active_blocks_per_multiprocessor` times the
+                multiprocessors).
+
+        Raises:
+            ValueError: a grid or block of more than three dimensions.
+            DriverError: the driver refused the launch.
+        """
         self._native.launch(
             _dim3(grid),
             _dim3(block),
@@ -231,9 +245,16 @@ class Function:
         )
 
     def max_active_blocks_per_multiprocessor(self, block_threads: int, shared_bytes: int = 0) -> int:
-        """Blocks of ``block_threads`` threads with ``shared_bytes`` of dynamic shared memory
-        that one multiprocessor holds at once with this function's registers and shared
-        memory (the driver's occupancy calculator)."""
+        """How many blocks one multiprocessor holds at once with this function's registers
+        and shared memory (the driver's occupancy calculator).
+
+        Parameters:
+            block_threads: threads per block.
+            shared_bytes: dynamic shared memory per block.
+
+        Returns:
+            The number of resident blocks.
+        """
         return int(self._native.max_active_blocks_per_multiprocessor(int(block_threads), int(shared_bytes)))
 
     def __call__(

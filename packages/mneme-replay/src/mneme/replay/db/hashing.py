@@ -41,10 +41,23 @@ def dynamic_hash(
     cluster: tuple[int, int, int] | None = None,
     cooperative: bool = False,
 ) -> str:
-    """FNV-1a 64 over: the static hash's 16 ASCII digits, then grid x,y,z, block x,y,z and
-    dynamic shared memory as little-endian uint32 (a launch in thread-block clusters adds
-    the cluster's x,y,z, a cooperative launch then one more word, 1: earlier launches keep
-    their hashes), then the raw argument buffer."""
+    """An instance's dynamic hash: FNV-1a 64 over the static hash's 16 ASCII digits, then
+    grid x,y,z, block x,y,z and dynamic shared memory as little-endian uint32 (a launch in
+    thread-block clusters adds the cluster's x,y,z, a cooperative launch then one more
+    word, 1: earlier launches keep their hashes), then the raw argument buffer.
+
+    Parameters:
+        static_hash: the kernel's static hash.
+        grid: the launch's grid.
+        block: its block.
+        shared_mem: its dynamic shared memory in bytes.
+        args: its argument buffer.
+        cluster: its cluster shape; None (or 1,1,1) for none.
+        cooperative: whether it was launched cooperatively.
+
+    Returns:
+        The hash as 16 hex digits.
+    """
     head = static_hash.encode("ascii") + struct.pack("<7I", *grid, *block, shared_mem)
     if is_clustered(cluster):
         head += struct.pack("<3I", *cluster)  # type: ignore[misc]
