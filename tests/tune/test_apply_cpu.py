@@ -119,3 +119,18 @@ def test_the_swappers_report_gives_medians_with_the_first_launch_apart(tmp_path)
                     + "fallback libcupti.so: cannot open shared object file\n")
     assert timing_method_of(read_report(path)) == "events (CUPTI unusable: libcupti.so: cannot open shared object file)"
     assert read_report(tmp_path / "none.txt").kernels == {}
+
+
+def test_a_kernels_shared_variables_are_not_the_applications_globals():
+    """A __shared__ variable (the block reduction of cooperative_solver's kernels) is listed
+    among the kernel's globals (address space 3) but is no memory of the application's: the
+    plan leaves it out, else the swapper finds it unregistered and keeps the original code."""
+    from types import SimpleNamespace
+
+    from mneme.tune.apply import application_globals
+
+    kernel = SimpleNamespace(globals=[SimpleNamespace(name="counter", size=4, address_space=1),
+                                      SimpleNamespace(name="table", size=64, address_space=4),
+                                      SimpleNamespace(name="_ZZ12block_max_toPjfE10block_bits", size=4,
+                                                      address_space=3)])
+    assert application_globals(kernel) == [("counter", 4), ("table", 64)]

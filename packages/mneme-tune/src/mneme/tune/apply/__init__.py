@@ -45,6 +45,7 @@ _LAZY = {
     'PLAN_HEADER': '._apply_plan',
     'SwapReport': '._apply_plan',
     'TunedKernel': '._apply_plan',
+    'application_globals': '._apply_plan',
     'configs_in': '._apply_plan',
     'grid_rule': '._apply_plan',
     'load_tuned': '._apply_plan',
@@ -93,7 +94,8 @@ if TYPE_CHECKING:
     )
     from ._apply_plan import (
         PLAN_HEADER as PLAN_HEADER, Dim3 as Dim3, KernelReport as KernelReport,
-        SwapReport as SwapReport, TunedKernel as TunedKernel, configs_in as configs_in,
+        SwapReport as SwapReport, TunedKernel as TunedKernel,
+        application_globals as application_globals, configs_in as configs_in,
         grid_rule as grid_rule, load_tuned as load_tuned, read_report as read_report,
         write_plan as write_plan,
     )

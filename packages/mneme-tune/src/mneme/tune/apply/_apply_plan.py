@@ -104,6 +104,20 @@ def grid_rule(recorded_grid: Dim3, recorded_block: Dim3, block: Dim3, grid: Dim3
     return "fixed"
 
 
+#: LLVM's NVPTX address space of __shared__ variables: per block, no application memory
+SHARED_ADDRESS_SPACE = 3
+
+
+def application_globals(kernel) -> list[tuple[str, int]]:
+    """(name, size) of the device globals a kernel uses that live in the application's
+    module (``__device__``, ``__constant__``): the swapper copies each into the tuned
+    module and back around a swapped launch. A ``__shared__`` variable (a block's, as
+    cooperative_groups reductions keep) is no memory of the application's: left out (the
+    swapper would find it unregistered and keep the original code)."""
+    return [(g.name, int(g.size)) for g in kernel.globals
+            if int(getattr(g, "address_space", 1)) != SHARED_ADDRESS_SPACE]
+
+
 def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
     """Compile the configuration of ``path`` (a best.json) for ``arch`` (default: this
     machine's GPU, else the recorded architecture)."""
@@ -141,7 +155,7 @@ def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
         shared_per_thread=per_thread, bound=int(config.max_threads or 0),
         dims_exact=bool(config.block_dim or config.grid_dim),
         specialized_args={int(i): bytes(v) for i, v in config.specialize_args.items()},
-        globals=[(g.name, int(g.size)) for g in kernel.globals],
+        globals=application_globals(kernel),
         verdict=str(identity.get("verdict") or ""))
 
 
