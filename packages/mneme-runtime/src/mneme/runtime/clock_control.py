@@ -114,7 +114,7 @@ class _Nvml:
         return [int(v) for v in values[: count.value]]
 
 
-def _nvml() -> _Nvml | None:
+def open_nvml() -> _Nvml | None:
     try:
         return _Nvml()
     except OSError:
@@ -149,7 +149,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _read_marker(path: Path) -> dict | None:
+def read_marker(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -172,10 +172,10 @@ def repair_abandoned_locks(say: Callable[[str], None], nvml: _Nvml | None = None
         return []
     repaired: list[str] = []
     for path in sorted(folder.glob("*.json")):
-        marker = _read_marker(path)
+        marker = read_marker(path)
         if marker is None or _pid_alive(int(marker.get("pid", 0))):
             continue
-        nvml = nvml or _nvml()
+        nvml = nvml or open_nvml()
         if nvml is None:
             return repaired
         try:
@@ -214,7 +214,7 @@ def _lock_one(nvml: _Nvml, ordinal: int, policy: str | int, state: ClockLock) ->
     uuid = nvml.uuid(device)
     folder = lock_dir()
     marker_path = folder / f"{uuid}.json"
-    held = _read_marker(marker_path)
+    held = read_marker(marker_path)
     if held is not None and int(held.get("pid", 0)) != os.getpid() and _pid_alive(int(held["pid"])):
         state.locked[ordinal] = int(held.get("sm_mhz") or 0)
         return None  # another mneme command's lock: measured at it, left to that command
@@ -253,7 +253,7 @@ def _start_guard(markers: Sequence[Path]) -> subprocess.Popen | None:
 
 def _release(state: ClockLock, nvml: _Nvml) -> None:
     for path in state.markers:
-        marker = _read_marker(path)
+        marker = read_marker(path)
         if marker is None or int(marker.get("pid", 0)) != os.getpid():
             continue
         with contextlib.suppress(OSError):
@@ -276,7 +276,7 @@ def held_clocks(policy: str | int, devices: Sequence[int] | None,
     gets one line and the block runs unlocked there."""
     state = ClockLock(policy)
     abandoned = lock_dir().is_dir() and any(lock_dir().glob("*.json"))
-    nvml = _nvml() if (policy != "none" and devices != []) or abandoned else None
+    nvml = open_nvml() if (policy != "none" and devices != []) or abandoned else None
     if nvml is not None:
         repair_abandoned_locks(say, nvml)
         if devices is None:

@@ -21,14 +21,14 @@ def main(argv: list[str]) -> int:
     owner, markers = int(argv[0]), [Path(p) for p in argv[1:]]
     while sys.stdin.buffer.read(65536):
         pass
-    from .clock_control import _nvml, _read_marker, unlock
+    from .clock_control import open_nvml, read_marker, unlock
 
     nvml = None
     for path in markers:
-        marker = _read_marker(path)
+        marker = read_marker(path)
         if marker is None or int(marker.get("pid", 0)) != owner:
             continue  # given back already, or another command's since
-        nvml = nvml or _nvml()
+        nvml = nvml or open_nvml()
         if nvml is None:
             return 1
         try:
