@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .kernel_timing import nvml_index
 
 __all__ = ["CLOCK_POLICIES", "ClockLock", "ClockPolicyError", "held_clocks", "parse_clock_policy",
            "repair_abandoned_locks"]
@@ -122,11 +123,11 @@ def open_nvml() -> _Nvml | None:
 
 
 def _physical(ordinal: int) -> str:
-    """The NVML index or UUID of CUDA ordinal ``ordinal`` (through CUDA_VISIBLE_DEVICES)."""
+    """The NVML index (kernel_timing.nvml_index) or UUID of CUDA ordinal ``ordinal``."""
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if "CUDA_VISIBLE_DEVICES" in os.environ and visible:
-        return visible[ordinal] if ordinal < len(visible) else str(ordinal)
-    return str(ordinal)
+    if ordinal < len(visible) and not visible[ordinal].isdigit():
+        return visible[ordinal]  # a UUID
+    return str(nvml_index(ordinal))
 
 
 def _visible_ordinals(nvml: _Nvml) -> list[int]:
