@@ -343,9 +343,21 @@ void CudaDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(args),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
   Scope scope(*this);
-  if (uint64_t(cluster.x) * cluster.y * cluster.z > 1 || cooperative) {
-    launch_with_attributes(function, grid, block, shared_bytes, stream, args_bytes ? extra : nullptr, cluster,
-                           cooperative);
+  if (cooperative) {
+    // A cooperative launch takes its arguments as kernelParams, as cuLaunchCooperativeKernel
+    // does (the packed buffer, `extra`, is not documented for it): pointers into the buffer
+    // at the offsets the driver gives.
+    std::vector<void*> params;
+    if (args_bytes)
+      for (const ParamInfo& p : parameter_info(function))
+        params.push_back(static_cast<char*>(const_cast<void*>(args)) + p.offset);
+    launch_with_attributes(function, grid, block, shared_bytes, stream, params.empty() ? nullptr : params.data(),
+                           nullptr, cluster, true);
+    return;
+  }
+  if (uint64_t(cluster.x) * cluster.y * cluster.z > 1) {
+    launch_with_attributes(function, grid, block, shared_bytes, stream, nullptr, args_bytes ? extra : nullptr,
+                           cluster, false);
     return;
   }
   check(driver_.cuLaunchKernel(from_handle<CUfunction>(function), grid.x, grid.y, grid.z, block.x,
@@ -360,7 +372,8 @@ void CudaDevice::launch(FunctionHandle function, Dim3 grid, Dim3 block, unsigned
 // Clusters of more than eight blocks are "non-portable": the function must allow them
 // first, as the recorded application did.
 void CudaDevice::launch_with_attributes(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                                        StreamHandle stream, void** extra, Dim3 cluster, bool cooperative) {
+                                        StreamHandle stream, void** params, void** extra, Dim3 cluster,
+                                        bool cooperative) {
   bool clustered = uint64_t(cluster.x) * cluster.y * cluster.z > 1;
   if (!driver_.cuLaunchKernelEx)
     throw UserError(clustered ? "this CUDA driver has no cuLaunchKernelEx: a launch in thread-block clusters needs CUDA 12"
@@ -389,7 +402,7 @@ void CudaDevice::launch_with_attributes(FunctionHandle function, Dim3 grid, Dim3
   config.hStream = from_handle<CUstream>(stream);
   config.attrs = attributes;
   config.numAttrs = count;
-  check(driver_.cuLaunchKernelEx(&config, f, nullptr, extra), "cuLaunchKernelEx");
+  check(driver_.cuLaunchKernelEx(&config, f, params, extra), "cuLaunchKernelEx");
 }
 
 StreamHandle CudaDevice::create_stream() {

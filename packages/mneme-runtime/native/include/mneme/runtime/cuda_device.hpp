@@ -82,8 +82,9 @@ class CudaDevice : public Device, public std::enable_shared_from_this<CudaDevice
  private:
   CudaDevice(const Driver& driver, int ordinal, CUdevice device, CUcontext context);
   void query_properties(int ordinal);
+  // Arguments as kernelParams (`params`) or a packed buffer (`extra`), one of the two.
   void launch_with_attributes(FunctionHandle function, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                              StreamHandle stream, void** extra, Dim3 cluster, bool cooperative);
+                              StreamHandle stream, void** params, void** extra, Dim3 cluster, bool cooperative);
   void check(CUresult result, const char* call) const { cuda::check(driver_, result, call); }
 
   const Driver& driver_;
