@@ -38,22 +38,35 @@ def _dim3(value: Any, name: str) -> Dim3 | None:
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """Launch overrides, iterations and verification of one replay.
+    """Launch overrides, iterations and verification of one replay (checked when made).
 
-    ``grid``/``block``/``shared_mem`` of ``None`` keep the recorded values.
-    ``specialize`` folds the recorded scalar (non-pointer) arguments into the code,
-    ``specialize_dims`` the launch dimensions, ``set_launch_bounds`` sets the kernel's
-    max-threads bound to the block size (each into the CompileConfig the engine derives).
-    ``tolerances`` maps region names to a Tolerance and overrides the recording's
-    annotations; ``arch`` overrides the target (default: the GPU present, else the
-    recorded one). ``determinism_runs`` runs of the unchanged kernel decide, once per
-    instance, which regions it reproduces and how each is verified (engine/determinism.py);
-    0 verifies every region bit for bit. ``cache`` is the cache state each timed
-    iteration starts in: warm, cold, app or auto (engine/timing.py); the older
-    ``flush_l2`` is ``cache="cold"``. ``energy_window_ms`` > 0: before the timed
-    iterations the kernel also runs back to back for about that long while NVML's energy
-    counter is read, for an energy per launch (``ReplayResult.energy_mj``; the counter is
-    too coarse for a few short iterations).
+    Attributes:
+        grid: the grid to launch; None keeps the recorded one.
+        block: the block; None keeps the recorded one.
+        shared_mem: dynamic shared memory in bytes; None keeps the recorded amount.
+        iterations: timed iterations (their median is the result's ``time``).
+        warmup: untimed iterations before them.
+        verify: compare the memory after the first run with the recorded epilogue.
+        flush_l2: the older spelling of ``cache="cold"``.
+        cache: the cache state each timed iteration starts in: ``warm``, ``cold``,
+            ``app`` or ``auto`` (engine/timing.py).
+        specialize: fold the recorded scalar (non-pointer) arguments into the code.
+        specialize_dims: fold the launch dimensions into the code.
+        set_launch_bounds: set the kernel's max-threads bound to the block size.
+        tolerances: region name -> Tolerance, over the recording's annotations.
+        arch: the target (``sm_90``); None for the GPU present, else the recorded one.
+        compile_only: compile and report static metrics; launch nothing.
+        device: the GPU's ordinal.
+        determinism_runs: runs of the unchanged kernel that decide, once per instance,
+            which regions it reproduces and how each is verified
+            (engine/determinism.py); 0 verifies every region bit for bit.
+        energy_window_ms: > 0: before the timed iterations the kernel also runs back to
+            back for about that long while NVML's energy counter is read, for an energy
+            per launch (``ReplayResult.energy_mj``).
+
+    Raises:
+        ReplayConfigError: a field out of range or of the wrong type, an unknown cache
+            mode, or an arch LLVM does not know.
     """
 
     grid: Dim3 | None = None
@@ -131,6 +144,11 @@ class ReplayConfig:
         return hash(self.to_json())
 
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain JSON data.
+
+        Returns:
+            Its fields (``energy_window_ms`` only when set).
+        """
         out = asdict(self)
         out["tolerances"] = {k: v.to_dict() for k, v in self.tolerances.items()}
         for name in ("grid", "block"):
@@ -142,38 +160,95 @@ class ReplayConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayConfig:
+        """A configuration from plain data, as :meth:`to_dict` writes it.
+
+        Parameters:
+            data: the fields; absent ones keep their defaults.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            ReplayConfigError: an unknown field or a bad value.
+        """
         check_fields(cls, data, "replay configuration", ReplayConfigError)
         return cls(**data)
 
     def to_json(self) -> str:
+        """The configuration as compact JSON (sorted keys: equal configurations, equal
+        text).
+
+        Returns:
+            The JSON text.
+        """
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> ReplayConfig:
+        """A configuration from the JSON :meth:`to_json` writes.
+
+        Parameters:
+            text: the JSON text.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            ReplayConfigError: the text is not JSON, or not a valid configuration.
+        """
         try:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as error:
             raise ReplayConfigError(f"replay configuration is not valid JSON: {error}") from None
 
     def with_(self, **changes: Any) -> ReplayConfig:
+        """A copy with some fields changed (checked as a new configuration).
+
+        Parameters:
+            **changes: field name -> new value.
+
+        Returns:
+            The new configuration.
+        """
         return replace(self, **changes)
 
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """A complete configuration: how to compile and how to replay."""
+    """A complete configuration: how to compile and how to replay (what ``--config``
+    reads and ``best.json`` holds).
+
+    Attributes:
+        compile: the compile configuration.
+        replay: the replay configuration.
+    """
 
     compile: CompileConfig = field(default_factory=CompileConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as plain JSON data.
+
+        Returns:
+            ``{"compile": ..., "replay": ...}``.
+        """
         return {"compile": self.compile.to_dict(), "replay": self.replay.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplaySettings:
-        """Accepts ``{"compile": ..., "replay": ...}`` (with an ``identity``, as tuning
-        writes it, which is read by mneme.replay.identity), a whole result (its
-        ``configuration``), or a bare CompileConfig object."""
+        """Settings from plain data.
+
+        Parameters:
+            data: ``{"compile": ..., "replay": ...}`` (with an ``identity``, as tuning
+                writes it, which is read by mneme.replay.identity), a whole result (its
+                ``configuration``), or a bare CompileConfig object.
+
+        Returns:
+            The settings.
+
+        Raises:
+            ReplayConfigError: ``data`` is not an object, or not a valid configuration.
+        """
         if not isinstance(data, dict):
             raise ReplayConfigError("a configuration must be a JSON object")
         if "configuration" in data and isinstance(data["configuration"], dict):
@@ -191,10 +266,29 @@ class ReplaySettings:
             raise ReplayConfigError(str(error)) from None
 
     def to_json(self, indent: int | None = None) -> str:
+        """The settings as JSON.
+
+        Parameters:
+            indent: indentation for people; None for one line.
+
+        Returns:
+            The JSON text.
+        """
         return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> ReplaySettings:
+        """Settings from JSON (any form :meth:`from_dict` takes).
+
+        Parameters:
+            text: the JSON text.
+
+        Returns:
+            The settings.
+
+        Raises:
+            ReplayConfigError: the text is not JSON, or not a valid configuration.
+        """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:

@@ -42,7 +42,13 @@ def is_sticky(driver_error: BaseException) -> bool:
 
 
 class ReplayError(MnemeError):
-    """Base of every replay-engine error; the message is one line for the user."""
+    """Base of every replay-engine error; the message is one line for the user.
+
+    Parameters:
+        message: the line.
+        kind: the failure kind (``launch-refused``, ``context-poisoned``, ...); None for
+            the class's own.
+    """
 
     mneme_user_error = True
     kind = ERROR

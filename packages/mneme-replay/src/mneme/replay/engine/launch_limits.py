@@ -18,8 +18,16 @@ def product(dims) -> int:
 
 
 def check_clusters(grid, cluster) -> None:
-    """Raise LaunchConfigError when a grid cannot be cut into the recorded launch's
-    thread-block clusters (the driver refuses such a launch)."""
+    """Check that a grid can be cut into the recorded launch's thread-block clusters
+    (the driver refuses a launch where it cannot).
+
+    Parameters:
+        grid: the grid.
+        cluster: the recorded cluster shape; None (or empty) for none.
+
+    Raises:
+        LaunchConfigError: the grid is not a whole number of clusters.
+    """
     if cluster and any(g % c for g, c in zip(grid, cluster, strict=True)):
         raise LaunchConfigError(
             f"grid {'x'.join(map(str, grid))} is not a whole number of the recorded launch's "
@@ -30,12 +38,23 @@ def check_clusters(grid, cluster) -> None:
 
 def check_co_residency(grid, block, shared_mem: int, blocks_per_multiprocessor: int,
                        multiprocessors: int) -> None:
-    """Raise LaunchConfigError when a cooperative launch's blocks cannot all be resident
-    at once: a grid-wide synchronisation (cooperative_groups' ``this_grid().sync()``) needs
-    every block on the GPU together, so the grid is at most the blocks one multiprocessor
-    holds with this code (its occupancy for this block and dynamic shared memory) times
-    the multiprocessors. The driver would refuse such a launch
-    (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)."""
+    """Check that a cooperative launch's blocks can all be resident at once: a grid-wide
+    synchronisation (cooperative_groups' ``this_grid().sync()``) needs every block on the
+    GPU together, so the grid is at most the blocks one multiprocessor holds with this
+    code (its occupancy for this block and dynamic shared memory) times the
+    multiprocessors. The driver would refuse such a launch
+    (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE).
+
+    Parameters:
+        grid: the grid.
+        block: the block.
+        shared_mem: dynamic shared memory per block.
+        blocks_per_multiprocessor: the blocks one multiprocessor holds with this code.
+        multiprocessors: the GPU's multiprocessors.
+
+    Raises:
+        LaunchConfigError: the grid is larger.
+    """
     blocks, most = product(grid), int(blocks_per_multiprocessor) * int(multiprocessors)
     if blocks > most:
         threads = product(block)
@@ -50,7 +69,19 @@ def check_co_residency(grid, block, shared_mem: int, blocks_per_multiprocessor: 
 
 
 def check_launch(grid, block, shared_mem: int, properties=None) -> None:
-    """Raise LaunchConfigError when the launch cannot run (on this device)."""
+    """Check that a launch can run: CUDA's limits, and the device's when known.
+
+    Parameters:
+        grid: the grid.
+        block: the block.
+        shared_mem: dynamic shared memory per block.
+        properties: the device's properties (``Device.properties``); None checks CUDA's
+            limits only.
+
+    Raises:
+        LaunchConfigError: a dimension, the block's threads or the shared memory is
+            above a limit.
+    """
     for axis, (value, limit) in enumerate(zip(block, MAX_BLOCK, strict=True)):
         if value > limit:
             raise LaunchConfigError(

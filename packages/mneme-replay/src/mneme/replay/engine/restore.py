@@ -56,7 +56,12 @@ def _round_up(value: int, multiple: int) -> int:
 
 @dataclass(frozen=True)
 class Span:
-    """A run of recorded heap memory allocated as one piece (regions merged)."""
+    """A run of recorded heap memory allocated as one piece (regions merged).
+
+    Attributes:
+        address: its first address.
+        size: its size in bytes.
+    """
 
     address: int
     size: int
@@ -96,8 +101,16 @@ def slack_intervals(spans: list[Span], granularity: int) -> list[Span]:
 
 
 def merge_spans(regions: list, alignment: int = ALIGNMENT) -> list[Span]:
-    """Heap regions → disjoint spans aligned to ``alignment`` (overlaps and touching
-    neighbours merged), in address order."""
+    """The spans to allocate for heap regions: disjoint, aligned, overlaps and touching
+    neighbours merged.
+
+    Parameters:
+        regions: the regions (anything with ``address`` and ``size``).
+        alignment: the spans' alignment.
+
+    Returns:
+        The spans, in address order.
+    """
     spans: list[list[int]] = []
     for region in sorted(regions, key=lambda r: r.address):
         if region.size == 0:
@@ -201,11 +214,28 @@ class DeviceImage:
     """The recorded memory of one instance, live on one device.
 
     Use as a context manager or call ``close()``; closing releases every byte it mapped.
-    ``decompress``: where stored chunks decompress: "auto" (instances moving at least
-    ``NVCOMP_MIN_BYTES``: on the GPU with nvCOMP where it loads, else on the host,
-    ``restore_note`` saying why; ``MNEME_RESTORE=host`` keeps it on the host), "host", or
-    "device" (nvCOMP or RestoreError). ``restore_path`` says
-    which ran: "nvcomp" or "host".
+    ``restore_path`` says where the chunks decompressed: "nvcomp" or "host".
+
+    Parameters:
+        device: the mneme.runtime Device to restore on.
+        info: the recording's information (its address range).
+        instance: the instance.
+        verify: also put the recorded epilogues on the device, for verification.
+        extra_scratch: more scratch bytes to reserve past the recorded range.
+        verifier: the DeviceVerifier whose kernels resolve XOR epilogues on the device;
+            None resolves them on the host.
+        progress: called with the bytes of each batch streamed to the device.
+        decompress: where stored chunks decompress: "auto" (instances moving at least
+            ``NVCOMP_MIN_BYTES``: on the GPU with nvCOMP where it loads, else on the
+            host, ``restore_note`` saying why; ``MNEME_RESTORE=host`` keeps it on the
+            host), "host", or "device" (nvCOMP or RestoreError).
+
+    Raises:
+        ValueError: an unknown ``decompress``.
+        RestoreError: the recorded memory cannot be recreated (a region outside the
+            recorded range, managed memory straddling its end, no device
+            decompression where it was asked for).
+        RangeUnavailableError: the recorded addresses are taken in this process.
     """
 
     def __init__(self, device, info, instance, *, verify: bool = True, extra_scratch: int = 0, verifier=None,
@@ -496,9 +526,18 @@ class DeviceImage:
     # -- modules -----------------------------------------------------------------------
 
     def bind_module(self, module) -> list[str]:
-        """Point the device globals at ``module`` (a loaded mneme.runtime Module) and set
-        them to their recorded values. Returns the symbols the module does not have
-        (optimized away: the kernel cannot read or write them)."""
+        """Point the device globals at a module's and set them to their recorded values.
+
+        Parameters:
+            module: a loaded mneme.runtime Module.
+
+        Returns:
+            The symbols the module does not have (optimized away: the kernel cannot read
+            or write them).
+
+        Raises:
+            RestoreError: a global is smaller in the module than it was recorded.
+        """
         missing = []
         for g in self.globals:
             symbol = g.region.symbol or ""
@@ -533,9 +572,13 @@ class DeviceImage:
             hi - lo for g in self.globals if g.address is not None for lo, hi in g.changed)
 
     def reset(self, stream=None, written_only: bool = False) -> None:
-        """Bring every recorded byte back to the prologue (device-to-device copies);
-        ``written_only``: only the bytes the recorded launch changed (reset_plan.py),
-        for timed iterations after a full reset."""
+        """Bring every recorded byte back to the prologue (device-to-device copies).
+
+        Parameters:
+            stream: the stream to queue on; None for the default stream.
+            written_only: only the bytes the recorded launch changed (reset_plan.py), for
+                timed iterations after a full reset.
+        """
         copy = self.device.copy_device_to_device
         for dst, src, size in self.written if written_only else self.pristine:
             copy(dst, src, size, stream)
@@ -549,7 +592,11 @@ class DeviceImage:
 
     def touch_predecessor(self, stream=None) -> None:
         """Move what the launch before this one wrote and read through L2 as it did
-        (``app`` mode, predecessor_traffic.py): its writes end up dirty, unchanged."""
+        (``app`` mode, predecessor_traffic.py): its writes end up dirty, unchanged.
+
+        Parameters:
+            stream: the stream to queue on; None for the default stream.
+        """
         if self.predecessor is None or self.device.properties.backend != "cuda":
             return  # (the touch kernel is PTX)
         if self._touch is None:
@@ -559,7 +606,11 @@ class DeviceImage:
         self._touch.launch(stream)
 
     def flush_l2(self, stream=None) -> None:
-        """Evict the L2 cache by writing a buffer twice its size."""
+        """Evict the L2 cache by writing a buffer twice its size.
+
+        Parameters:
+            stream: the stream to queue on; None for the default stream.
+        """
         if self._flush is None:
             size = self._flush_size()
             self._flush = (self._allocate(size), size)
@@ -576,7 +627,14 @@ class DeviceImage:
     # -- verification ----------------------------------------------------------------------
 
     def actual_address(self, region) -> int | None:
-        """Where the replayed bytes of ``region`` are (None: global not in the module)."""
+        """Where the replayed bytes of a region are.
+
+        Parameters:
+            region: a region of the instance.
+
+        Returns:
+            The device address; None for a global the bound module does not have.
+        """
         if region.kind == IN_RANGE_KIND or region.kind in OWN_ADDRESS_KINDS or region.kind == PEER_KIND:
             return int(region.address)
         for g in self.globals:
@@ -587,6 +645,7 @@ class DeviceImage:
     # -- lifetime --------------------------------------------------------------------------
 
     def close(self) -> None:
+        """Release every byte the image mapped; idempotent."""
         space = getattr(self, "space", None)
         if space is not None and not space.closed:
             space.close()

@@ -13,15 +13,53 @@ from .verify import Mismatch
 
 @dataclass
 class ReplayResult:
-    """One observation.
+    """One observation: what a replay compiled, measured and verified. The metrics have
+    one name, unit and meaning here, in tuning objectives and in reports (docs/replay.md,
+    "Metrics"); ``time`` is the median of ``times``.
 
-    The metrics have one name, unit and meaning here, in tuning objectives and in reports
-    (docs/replay.md, "Metrics"): ``times`` holds every timed iteration in milliseconds
-    (empty in compile-only mode) and ``time`` is their median; ``registers`` per thread;
-    ``spills`` spill-store + spill-load bytes; ``binary_size`` the bytes of the compiled
-    binary (cubin/code object); ``compile_time`` seconds spent compiling for this
-    observation (0 when the compile came from the cache, see ``compile_cached``).
-    ``verified`` is True/False, or None when verification did not run.
+    Attributes:
+        kernel: the kernel's demangled name.
+        instance: the instance's id (KERNEL/INSTANCE).
+        configuration: the settings actually used (the compile configuration the engine
+            derived).
+        times: every timed iteration, in milliseconds (empty when compile-only).
+        verified: True or False; None when verification did not run.
+        mismatches: the regions that did not verify.
+        registers: registers per thread.
+        spills: spill-store plus spill-load bytes.
+        binary_size: bytes of the compiled binary (cubin or code object).
+        compile_time: seconds spent compiling for this observation (0 when the compile came
+            from the cache).
+        compile_cached: whether the compile came from the cache.
+        compile_only: whether nothing was launched.
+        metrics: static metrics from ptxas (registers, spills, stack, shared/local/const
+            bytes, size)
+        launch: the launch actually used: grid, block, shared_mem
+        arch: the target compiled for (sm_90).
+        device: the GPU replayed on (its name); empty when compile-only.
+        timings: seconds for restore (first replay of the session only), determinism (the
+            first verified replay of the session: the profile measured, or read from the
+            database's cache), run, verify
+        restore_path: where the replay that restored decompressed the recorded memory:
+            "nvcomp" (on the GPU) or "host"; "" when this replay did not restore (restored
+            earlier in the session)
+        notes: what the engine says about this replay (one line each).
+        determinism: region → class, for the regions the unchanged kernel does not reproduce
+            bit for bit (engine/determinism.py); verification checked each by its class
+        timing_method: how ``times`` were measured: "cupti" (the kernel's GPU timestamps) or
+            "events"
+        timing_note: why events were used where CUPTI was wanted ("" otherwise)
+        cache: the cache state the timed iterations started in (warm, cold, app)
+        mode_times: auto: the median of each cache mode it measured (ms)
+        sm_clock_mhz: mean SM clock during the timed iterations (MHz, NVML); None without
+            NVML
+        energy_mj: energy per iteration (mJ, NVML's counter; coarse for short runs); None
+            without it
+        app_time_ms: the instance's in-application median (ms, recorded), None when it has
+            none
+        clock_control: the command's clock control (mneme.runtime.clock_control): its
+            policy, the SM clock it locked each GPU at, and why a GPU ran unlocked; None from
+            the library alone
     """
 
     kernel: str
@@ -36,39 +74,21 @@ class ReplayResult:
     compile_time: float = 0.0
     compile_cached: bool = False
     compile_only: bool = False
-    #: static metrics from ptxas (registers, spills, stack, shared/local/const bytes, size)
     metrics: dict[str, int] = field(default_factory=dict)
-    #: the launch actually used: grid, block, shared_mem
     launch: dict[str, Any] = field(default_factory=dict)
     arch: str = ""
     device: str = ""
-    #: seconds for restore (first replay of the session only), determinism (the first
-    #: verified replay of the session: the profile measured, or read from the database's
-    #: cache), run, verify
     timings: dict[str, float] = field(default_factory=dict)
-    #: where the replay that restored decompressed the recorded memory: "nvcomp" (on the
-    #: GPU) or "host"; "" when this replay did not restore (restored earlier in the session)
     restore_path: str = ""
     notes: list[str] = field(default_factory=list)
-    #: region → class, for the regions the unchanged kernel does not reproduce bit for bit
-    #: (engine/determinism.py); verification checked each by its class
     determinism: dict[str, str] = field(default_factory=dict)
-    #: how ``times`` were measured: "cupti" (the kernel's GPU timestamps) or "events"
     timing_method: str = ""
-    #: why events were used where CUPTI was wanted ("" otherwise)
     timing_note: str = ""
-    #: the cache state the timed iterations started in (warm, cold, app)
     cache: str = ""
-    #: auto: the median of each cache mode it measured (ms)
     mode_times: dict[str, float] = field(default_factory=dict)
-    #: mean SM clock during the timed iterations (MHz, NVML); None without NVML
     sm_clock_mhz: float | None = None
-    #: energy per iteration (mJ, NVML's counter; coarse for short runs); None without it
     energy_mj: float | None = None
-    #: the instance's in-application median (ms, recorded), None when it has none
     app_time_ms: float | None = None
-    #: the command's clock control (mneme.runtime.clock_control): its policy, the SM clock
-    #: it locked each GPU at, and why a GPU ran unlocked; None from the library alone
     clock_control: dict[str, Any] | None = None
 
     @property
@@ -78,10 +98,12 @@ class ReplayResult:
 
     @property
     def mean_time(self) -> float | None:
+        """Mean of the timed iterations (ms); None without them."""
         return statistics.fmean(self.times) if self.times else None
 
     @property
     def min_time(self) -> float | None:
+        """Fastest timed iteration (ms); None without them."""
         return min(self.times) if self.times else None
 
     @property
@@ -92,7 +114,11 @@ class ReplayResult:
         return self.time / self.app_time_ms
 
     def timing_line(self) -> str:
-        """'cupti, cache warm, fidelity 1.02 (in-app 0.0507 ms), SM 1980 MHz'."""
+        """How the replay was timed, in one line.
+
+        Returns:
+            ``cupti, cache warm, fidelity 1.02 (in-app 0.0507 ms), SM 1980 MHz``.
+        """
         method = self.timing_note or self.timing_method or "events"
         parts = [method]
         if self.cache:
@@ -106,6 +132,11 @@ class ReplayResult:
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as plain JSON data (what ``mneme replay --json`` prints).
+
+        Returns:
+            Its fields, with ``fidelity``.
+        """
         out = asdict(self)
         out["fidelity"] = self.fidelity
         out["configuration"] = self.configuration.to_dict()
@@ -114,6 +145,14 @@ class ReplayResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayResult:
+        """A result from the data :meth:`to_dict` writes.
+
+        Parameters:
+            data: the fields.
+
+        Returns:
+            The result.
+        """
         values = dict(data)
         values.pop("fidelity", None)  # derived
         values["configuration"] = ReplaySettings.from_dict(values["configuration"])
@@ -121,14 +160,34 @@ class ReplayResult:
         return cls(**values)
 
     def to_json(self, indent: int | None = None) -> str:
+        """The result as JSON.
+
+        Parameters:
+            indent: indentation for people; None for one line.
+
+        Returns:
+            The JSON text.
+        """
         return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> ReplayResult:
+        """A result from the JSON :meth:`to_json` writes.
+
+        Parameters:
+            text: the JSON text.
+
+        Returns:
+            The result.
+        """
         return cls.from_dict(json.loads(text))
 
     def summary(self) -> str:
-        """A readable multi-line summary (what `mneme replay` prints)."""
+        """The result for people.
+
+        Returns:
+            Several lines: what ``mneme replay`` prints.
+        """
         c = self.configuration.compile
         lines = [f"kernel     {self.kernel}", f"instance   {self.instance}"]
         lines.append(

@@ -10,8 +10,18 @@ from .errors import InstanceNotFoundError
 
 
 def open_database(spec: str | os.PathLike) -> tuple[Database, str | None]:
-    """``DB`` or ``DB/KERNEL`` (also ``DB/kernels/KERNEL``, ``DB:KERNEL``) → (database, kernel
-    key or None). KERNEL is a static hash (or prefix) or a kernel name."""
+    """Open the database a command line names, with the kernel it names in it.
+
+    Parameters:
+        spec: ``DB`` or ``DB/KERNEL`` (also ``DB/kernels/KERNEL``, ``DB:KERNEL``);
+            KERNEL is a static hash (or prefix) or a kernel name.
+
+    Returns:
+        The database and the kernel key (None when ``spec`` names none).
+
+    Raises:
+        DatabaseError: no database there (the error of opening ``spec`` itself).
+    """
     text = str(spec)
     try:
         return Database.open(Path(text)), None
@@ -39,10 +49,23 @@ def instance_ids(db: Database) -> list[str]:
 
 
 def select_instance(db: Database, kernel: str | None = None, record_id: str | None = None):
-    """The instance named by ``record_id`` (``KERNEL/INSTANCE`` or an instance hash or
-    prefix), within ``kernel`` if given; without a record id the kernel (or the database)
-    must hold exactly one instance. One whose metadata is broken is refused, saying why
-    (CorruptDataError), whatever the replay would read of it."""
+    """The instance a command line names.
+
+    Parameters:
+        db: the database.
+        kernel: a kernel key, to look the instance up in; None for the whole database.
+        record_id: ``KERNEL/INSTANCE``, or an instance hash or prefix; None when the
+            kernel (or the database) holds exactly one instance.
+
+    Returns:
+        The instance.
+
+    Raises:
+        CorruptDataError: its metadata is broken (refused, saying why, whatever the
+            replay would read of it).
+        InstanceNotFoundError: no such instance, or several (the message lists them).
+        NotFoundError: ``kernel`` or a ``KERNEL/INSTANCE`` names nothing recorded.
+    """
     instance = _find_instance(db, kernel, record_id)
     problem = instance.problem()
     if problem:

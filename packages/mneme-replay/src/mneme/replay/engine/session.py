@@ -45,7 +45,14 @@ LOADED_MODULES = 8  # compiled modules kept loaded per session (LRU)
 
 
 def arch_of(compute_capability: str | tuple[int, int]) -> str:
-    """'9.0' or (9, 0) → 'sm_90'."""
+    """The NVPTX target of a compute capability.
+
+    Parameters:
+        compute_capability: ``"9.0"`` or ``(9, 0)``.
+
+    Returns:
+        ``"sm_90"``.
+    """
     if isinstance(compute_capability, str):
         major, _, minor = compute_capability.partition(".")
         return f"sm_{int(major)}{int(minor or 0)}"
@@ -65,9 +72,25 @@ def derive_compile_config(
     multiprocessors: int | None = None,
 ) -> CompileConfig:
     """The CompileConfig a replay uses: ``base`` plus the target arch and the
-    specializations/bounds the replay configuration asks for; a cooperative instance's
-    code gets launch bounds that keep its grid resident on the replaying GPU's
-    ``multiprocessors`` (None: compile-only; cooperative.launch_bounds)."""
+    specializations and bounds the replay configuration asks for.
+
+    Parameters:
+        base: the compile configuration asked for.
+        kernel: the instance's kernel (its parameters).
+        instance: the instance (its arguments, whether it is cooperative).
+        replay: the replay configuration (``specialize``, ``specialize_dims``,
+            ``set_launch_bounds``).
+        grid: the grid launched.
+        block: the block launched.
+        arch: the target.
+        args: the argument buffer to specialize on; None for the recorded one.
+        multiprocessors: the replaying GPU's multiprocessors: a cooperative instance's
+            code gets launch bounds that keep its grid resident there (None:
+            compile-only; cooperative.launch_bounds).
+
+    Returns:
+        The configuration.
+    """
     changes: dict[str, Any] = {"arch": arch}
     if replay.specialize:
         args = instance.args if args is None else args
@@ -95,17 +118,22 @@ class _Loaded:
 
 
 class ReplaySession(EpilogueChecks):
-    """Replays one recorded instance (``mneme.replay.db`` Instance).
+    """Replays one recorded instance: restores its memory on the GPU at the recorded
+    addresses (once, on the first run) and then serves any number of configurations.
+    A context manager; :meth:`close` gives everything back.
 
-    ``device``: a ``mneme.runtime.Device`` to use (default: opened on first GPU replay).
-    ``cache``: a CompileCache (default: in memory for this session).
-    ``gpu``: False forces compile-only; None (default) uses the GPU when a driver is there.
-    ``make_room``: called with this session when its recorded address range is taken;
-    returns True after freeing it (a pool of sessions releases the others' memory).
-    ``code``: which recorded code an nvcc-built kernel replays from: "auto" (its PTX when
-    recorded, else its cubin), "ptx" or "cubin".
-    ``progress``: told each batch of bytes restore moves to the device (prologues and
-    recorded epilogues: ``restore.restore_bytes`` in all), for a progress bar.
+    Parameters:
+        instance: the instance (``mneme.replay.db`` Instance).
+        device: a ``mneme.runtime.Device`` to use; None opens one on the first GPU replay.
+        cache: a CompileCache; None for one in memory for this session.
+        gpu: False forces compile-only; None uses the GPU when a driver is there.
+        make_room: called with this session when its recorded address range is taken;
+            returns True after freeing it (a pool of sessions releases the others'
+            memory).
+        code: which recorded code an nvcc-built kernel replays from: "auto" (its PTX
+            when recorded, else its cubin), "ptx" or "cubin".
+        progress: told each batch of bytes restore moves to the device (prologues and
+            recorded epilogues: ``restore.restore_bytes`` in all), for a progress bar.
     """
 
     def __init__(self, instance, *, device=None, cache: CompileCache | None = None, gpu=None,
@@ -176,6 +204,17 @@ class ReplaySession(EpilogueChecks):
             return None
 
     def target_arch(self, replay: ReplayConfig, compile_only: bool) -> tuple[str, list[str]]:
+        """The target a replay compiles for: the configuration's, else the GPU present's,
+        else (compile-only) the recorded GPU's.
+
+        Parameters:
+            replay: the replay configuration.
+            compile_only: whether the replay launches nothing.
+
+        Returns:
+            The target and notes for the result (compiled for another GPU than
+            recorded).
+        """
         notes: list[str] = []
         if replay.arch:
             return replay.arch, notes
@@ -191,12 +230,30 @@ class ReplaySession(EpilogueChecks):
         return self.recorded_arch or CompileConfig().arch, notes
 
     def launch_shape(self, replay: ReplayConfig) -> tuple[tuple, tuple, int]:
+        """The launch a replay makes: the configuration's overrides, else the recorded
+        values.
+
+        Parameters:
+            replay: the replay configuration.
+
+        Returns:
+            Grid, block and dynamic shared memory.
+        """
         grid = replay.grid or tuple(self.instance.grid)
         block = replay.block or tuple(self.instance.block)
         shared = self.instance.shared_mem if replay.shared_mem is None else replay.shared_mem
         return tuple(grid), tuple(block), int(shared)
 
     def compile(self, config: CompileConfig) -> tuple[CompileResult, float]:
+        """Compile the instance's kernel (its IR, or an nvcc build's recorded PTX or
+        cubin) through the session's cache.
+
+        Parameters:
+            config: the compile configuration (with its target).
+
+        Returns:
+            The compiled code and the seconds it took.
+        """
         start = time.perf_counter()
         if self.kernel.has_ir:
             result = compile_kernel(
@@ -243,7 +300,11 @@ class ReplaySession(EpilogueChecks):
     def image(self) -> DeviceImage:
         """The restored memory (created on first use, kept for the session). When its
         recorded range is taken (by another session of a recording at the same base),
-        ``make_room`` may free it once."""
+        ``make_room`` may free it once.
+
+        Returns:
+            The image.
+        """
         if self._image is None:
             from mneme.runtime import RangeUnavailableError
 
@@ -264,6 +325,15 @@ class ReplaySession(EpilogueChecks):
         return self._verifier
 
     def tolerances(self, replay: ReplayConfig) -> dict[str, Tolerance]:
+        """How each region is compared: the recording's annotations, then the
+        configuration's tolerances over them.
+
+        Parameters:
+            replay: the replay configuration.
+
+        Returns:
+            Region name -> tolerance (regions not named compare bit for bit).
+        """
         out = {}
         for name, annotation in self.instance.annotations.items():
             out[name] = Tolerance.from_annotation(annotation)
@@ -287,7 +357,25 @@ class ReplaySession(EpilogueChecks):
     def run(
         self, compile: CompileConfig | None = None, replay: ReplayConfig | None = None
     ) -> ReplayResult:
-        """One observation: compile, and unless compile-only, launch, time and verify."""
+        """One observation: compile, and unless compile-only, launch, time and verify.
+
+        Parameters:
+            compile: the compile configuration; None for the default (``default<O3>``).
+            replay: the replay configuration; None for the default.
+
+        Returns:
+            The result.
+
+        Raises:
+            JitError: the code does not compile (a JitConfigError for a bad value).
+            LaunchConfigError: the launch cannot run (a limit of the device or kernel,
+                or the driver refused it).
+            KernelFailedError: the kernel faulted (the CUDA context is unusable
+                afterwards) or the driver refused to launch it.
+            RestoreError: the recorded memory cannot be recreated.
+            NoGpuError: a GPU replay without a GPU.
+            DeviceError: a driver call failed.
+        """
         from mneme.runtime import DriverError
 
         try:
@@ -302,7 +390,15 @@ class ReplaySession(EpilogueChecks):
         restored (with its pristine copy on the device), the stream, the clock (CUPTI, NVML)
         and the stored determinism profile. A spare worker does this while it waits, so the
         trial it takes over pays only its launches (a different launch shape or code loads
-        its own module then)."""
+        its own module then).
+
+        Parameters:
+            compile: the compile configuration; None for the default.
+            replay: the replay configuration; None for the default.
+
+        Raises:
+            DeviceError: a driver call failed while preparing.
+        """
         from mneme.runtime import DriverError
 
         base = compile or CompileConfig()
@@ -499,8 +595,15 @@ class ReplaySession(EpilogueChecks):
                         )
 
     def multiprocessors(self, compile_only: bool) -> int | None:
-        """The replaying GPU's multiprocessors (None compile-only): a cooperative instance's
-        code is compiled so that its grid is co-resident there (derive_compile_config)."""
+        """The replaying GPU's multiprocessors: a cooperative instance's code is compiled
+        so that its grid is co-resident there (derive_compile_config).
+
+        Parameters:
+            compile_only: whether the replay launches nothing.
+
+        Returns:
+            Their number; None compile-only.
+        """
         return None if compile_only else int(self.device.properties.multiprocessor_count)
 
     def _time(self, function, replay, grid, block, args, shared, image, result) -> None:
@@ -589,6 +692,7 @@ class ReplaySession(EpilogueChecks):
             self._image = None
 
     def close(self) -> None:
+        """Give the restored memory, loaded code and stream back; idempotent."""
         self.release_memory()
         self._loaded.clear()
         self._verifier = None
@@ -612,7 +716,18 @@ def replay(
     device=None,
     cache: CompileCache | None = None,
 ) -> ReplayResult:
-    """Replay one instance once (a session of one observation)."""
+    """Replay one instance once (a session of one observation).
+
+    Parameters:
+        instance: the instance.
+        compile: the compile configuration; None for the default.
+        replay: the replay configuration; None for the default.
+        device: a ``mneme.runtime.Device``; None opens one when the replay needs a GPU.
+        cache: a CompileCache; None for one in memory.
+
+    Returns:
+        The result (errors as :meth:`ReplaySession.run` raises them).
+    """
     replay = replay or ReplayConfig()
     gpu = False if replay.compile_only else None
     with ReplaySession(instance, device=device, cache=cache, gpu=gpu) as session:

@@ -43,7 +43,19 @@ _NO_INDEX = 2**64 - 1
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How one region is compared; the default is bit-exact."""
+    """How one region is compared; the default is bit-exact.
+
+    Attributes:
+        dtype: the element type to compare as (a numpy dtype name); None compares bytes.
+        atol: the absolute tolerance.
+        rtol: the relative tolerance (an element passes when |a - b| <= atol + rtol * |b|).
+        norm: None (element by element), "l2" or "max": the whole region passes when the
+            norm of the difference is within the bound.
+
+    Raises:
+        ReplayConfigError: an unknown dtype or norm, a tolerance that is not a finite
+            number >= 0, or a tolerance without the dtype to compare as.
+    """
 
     dtype: str | None = None
     atol: float = 0.0
@@ -75,7 +87,14 @@ class Tolerance:
 
     @classmethod
     def from_annotation(cls, annotation: Any) -> Tolerance:
-        """From a database Annotation (dtype, atol, rtol, norm)."""
+        """The tolerance a recording's annotation asks for.
+
+        Parameters:
+            annotation: a database Annotation (dtype, atol, rtol, norm).
+
+        Returns:
+            The tolerance.
+        """
         return cls(
             dtype=annotation.dtype,
             atol=float(annotation.atol),
@@ -84,10 +103,26 @@ class Tolerance:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The tolerance as plain JSON data.
+
+        Returns:
+            Its fields.
+        """
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Tolerance:
+        """A tolerance from plain data.
+
+        Parameters:
+            data: ``{dtype, atol, rtol, norm}`` (absent fields keep their defaults).
+
+        Returns:
+            The tolerance.
+
+        Raises:
+            ReplayConfigError: ``data`` is not an object, or names an unknown field.
+        """
         if not isinstance(data, dict):
             raise ReplayConfigError("a tolerance must be an object {dtype, atol, rtol, norm}")
         unknown = set(data) - {f.name for f in fields(cls)}
@@ -98,24 +133,36 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Mismatch:
-    """One region that failed verification."""
+    """One region that failed verification.
+
+    Attributes:
+        region: the region's name.
+        address: its address.
+        size: its size in bytes.
+        unit: "bytes" (bit-exact) or the dtype the region was compared as
+        count: mismatching bytes (bit-exact) or elements
+        first_offset: byte offset of the first mismatch inside the region
+        max_error: max |replayed - recorded| over mismatches (None for bit-exact bytes)
+        norm_error: for norm checks: the norm of the difference.
+        norm_bound: for norm checks: the bound it had to meet.
+    """
 
     region: str
     address: int
     size: int
-    #: "bytes" (bit-exact) or the dtype the region was compared as
     unit: str
-    #: mismatching bytes (bit-exact) or elements
     count: int
-    #: byte offset of the first mismatch inside the region
     first_offset: int
-    #: max |replayed - recorded| over mismatches (None for bit-exact bytes)
     max_error: float | None = None
-    #: for norm checks: the norm of the difference and the bound it had to meet
     norm_error: float | None = None
     norm_bound: float | None = None
 
     def describe(self) -> str:
+        """The mismatch for people.
+
+        Returns:
+            One line: the region, how many bytes or elements differ, where, by how much.
+        """
         text = (
             f"{self.region} ({self.size} bytes at {self.address:#x}): {self.count} "
             f"{'bytes' if self.unit == 'bytes' else self.unit + ' elements'} differ, "
@@ -128,10 +175,23 @@ class Mismatch:
         return text
 
     def to_dict(self) -> dict[str, Any]:
+        """The mismatch as plain JSON data.
+
+        Returns:
+            Its fields.
+        """
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Mismatch:
+        """A mismatch from the data :meth:`to_dict` writes.
+
+        Parameters:
+            data: the fields.
+
+        Returns:
+            The mismatch.
+        """
         return cls(**data)
 
 
@@ -149,7 +209,22 @@ class CheckPlan:
 
 
 def plan_check(tolerance: Tolerance, size: int, *addresses: int) -> CheckPlan:
-    """Choose the comparison for a region of ``size`` bytes at ``addresses``."""
+    """Choose the comparison for a region: typed (with its tolerance) where the region is
+    a whole number of aligned elements, else bytes in the widest words that fit.
+
+    Parameters:
+        tolerance: how the region is compared.
+        size: its size in bytes.
+        *addresses: the addresses the kernel reads it at (their alignment counts).
+
+    Returns:
+        The plan: which kernel, over how many elements of what size.
+
+    Raises:
+        ReplayConfigError: a tolerance that cannot apply (a size or address that is not
+            a whole number of aligned elements, a dtype without a typed comparison).
+        AssertionError: never (one-byte words always fit).
+    """
     if tolerance.dtype is not None and not (tolerance.exact and tolerance.dtype == "uint8"):
         dtype = np.dtype(tolerance.dtype)
         element = dtype
@@ -197,7 +272,19 @@ def _as_double(word: int) -> float:
 def evaluate(
     words: np.ndarray, plan: CheckPlan, tolerance: Tolerance, region: str, address: int, size: int
 ) -> Mismatch | None:
-    """Decide one region from its result slot."""
+    """Decide one region from its result slot.
+
+    Parameters:
+        words: the slot's words, as the kernel left them.
+        plan: the comparison that ran.
+        tolerance: the region's tolerance.
+        region: its name (for the mismatch).
+        address: its recorded address (for the mismatch).
+        size: its size in bytes.
+
+    Returns:
+        The mismatch, or None when the region verifies.
+    """
     count = int(words[0])
     first = int(words[1])
     first_offset = first if not plan.typed else first * plan.itemsize
@@ -231,7 +318,18 @@ def evaluate(
 def reference_words(
     actual: np.ndarray | bytes, expected: np.ndarray | bytes, plan: CheckPlan, tolerance: Tolerance
 ) -> np.ndarray:
-    """What the device kernel computes for ``plan``, in numpy (one result slot)."""
+    """What the device kernel computes for ``plan``, in numpy: the reference the device
+    results are tested against.
+
+    Parameters:
+        actual: the replayed bytes.
+        expected: the recorded bytes.
+        plan: the comparison.
+        tolerance: the region's tolerance.
+
+    Returns:
+        One result slot's words.
+    """
     a_bytes = np.frombuffer(bytes(actual), dtype=np.uint8)
     b_bytes = np.frombuffer(bytes(expected), dtype=np.uint8)
     words = initial_words(1)[0]
@@ -272,7 +370,22 @@ def verify_host(
     region: str = "region",
     address: int = 0,
 ) -> Mismatch | None:
-    """Verify one region on the host (reference semantics; the engine uses the device)."""
+    """Verify one region on the host (reference semantics; the engine uses the device).
+
+    Parameters:
+        actual: the replayed bytes.
+        expected: the recorded bytes.
+        tolerance: how to compare them.
+        region: the region's name (for the mismatch).
+        address: its recorded address.
+
+    Returns:
+        The mismatch, or None when they agree.
+
+    Raises:
+        ValueError: ``actual`` and ``expected`` differ in size.
+        ReplayConfigError: the tolerance cannot apply to the region.
+    """
     size = len(bytes(expected))
     if len(bytes(actual)) != size:
         raise ValueError("actual and expected differ in size")
@@ -301,14 +414,25 @@ def verification_cubin(arch: str) -> bytes:
 
 @dataclass
 class RegionCheck:
-    """One region to verify: where the replayed bytes are and where the recorded ones."""
+    """One region to verify: where the replayed bytes are and where the recorded ones.
+
+    Attributes:
+        region: the region's name.
+        actual: the device address of the replayed bytes.
+        expected: the device address of the recorded epilogue.
+        size: bytes to compare.
+        tolerance: how to compare them.
+        address: the address reported in mismatches (the recorded one).
+
+    Raises:
+        ReplayConfigError: the tolerance cannot apply to the region.
+    """
 
     region: str
     actual: int
     expected: int
     size: int
     tolerance: Tolerance
-    #: address reported in mismatches (the recorded one)
     address: int = 0
 
     def __post_init__(self) -> None:
@@ -321,6 +445,10 @@ class DeviceVerifier:
     ``results`` (in ``run``) is a device buffer of ``RESULT_BYTES`` per check (the engine
     allocates it in its scratch memory); everything is queued on ``stream`` and read back
     with one copy.
+
+    Parameters:
+        device: the mneme.runtime Device.
+        arch: the target its verification kernels are compiled for (``sm_90``).
     """
 
     def __init__(self, device, arch: str):
@@ -336,6 +464,17 @@ class DeviceVerifier:
         return self._functions[name]
 
     def run(self, checks: list[RegionCheck], results: int, stream=None) -> list[Mismatch]:
+        """Compare regions on the device, one kernel launch each, and read the verdicts
+        back with one copy.
+
+        Parameters:
+            checks: the regions.
+            results: a device buffer of ``RESULT_BYTES`` per check.
+            stream: the stream to queue on; None for the default stream.
+
+        Returns:
+            The regions that did not verify.
+        """
         if not checks:
             return []
         results = int(results)
@@ -376,9 +515,22 @@ class DeviceVerifier:
         return mismatches
 
     def multiset_digest(self, address: int, size: int, width: int, slot: int, stream=None) -> tuple[int, int]:
-        """The order-insensitive digest of ``size`` bytes at ``address`` as ``width``-byte
-        elements (``multiset_digest_host`` on the device); ``slot`` is a result slot of
-        scratch memory. Only the two words come back to the host."""
+        """The order-insensitive digest of device memory as elements of one width
+        (``multiset_digest_host`` on the device); only the two words come back.
+
+        Parameters:
+            address: the first byte.
+            size: bytes to digest.
+            width: the element width (1, 2, 4 or 8 bytes).
+            slot: a result slot of scratch memory (device address).
+            stream: the stream to queue on; None for the default stream.
+
+        Returns:
+            The two 64-bit words of the digest.
+
+        Raises:
+            ValueError: ``size`` or ``address`` is not a whole number of elements.
+        """
         if size % width or address % width:
             raise ValueError(f"{size} bytes at {address:#x} are not aligned {width}-byte elements")
         words = np.zeros(2, dtype=np.uint64)
@@ -397,8 +549,15 @@ class DeviceVerifier:
         return int(words[0]), int(words[1])
 
     def xor_into(self, dst: int, src: int, nbytes: int, stream=None) -> None:
-        """``dst ^= src`` over ``nbytes`` device bytes, queued on ``stream`` (8-byte words
-        where both are aligned, bytes for the rest)."""
+        """``dst ^= src`` over device bytes (8-byte words where both are aligned, bytes for
+        the rest).
+
+        Parameters:
+            dst: the destination's device address.
+            src: the source's.
+            nbytes: bytes to XOR.
+            stream: the stream to queue on; None for the default stream.
+        """
         wide = nbytes // 8 * 8 if dst % 8 == 0 and src % 8 == 0 else 0
         for width, offset, part in ((8, 0, wide), (1, wide, nbytes - wide)):
             n = part // width  # elements of this width
@@ -410,7 +569,15 @@ class DeviceVerifier:
             function.launch((blocks, 1, 1), (BLOCK_THREADS, 1, 1), args, 0, stream)
 
     def raw_words(self, check: RegionCheck, results: int) -> np.ndarray:
-        """The result slot of one check (for cross-checking against reference_words)."""
+        """The result slot of one check (for cross-checking against reference_words).
+
+        Parameters:
+            check: the region.
+            results: a device buffer of one result slot.
+
+        Returns:
+            The slot's words.
+        """
         self.run([check], results)
         words = np.empty(RESULT_WORDS, dtype=np.uint64)
         self.device.copy_from_device(words, int(results))
