@@ -34,9 +34,12 @@ CHECKED = {
     "mneme.runtime.errors": True,
     "mneme.replay.db": True,
     "mneme.replay.engine": True,
+    "mneme.replay.jit": True,
 }
-#: exported by the packages but documented by their owners (the standard library)
-FOREIGN = ("concurrent.", "builtins.")
+#: exported by the packages but documented by their owners (the standard library), or
+#: defined by a nanobind module, whose docstrings (in its generated stub) are its C++
+#: bindings' (the LLVM binding's classes: docs/jit.md)
+FOREIGN = ("concurrent.", "builtins.", "mneme.replay.jit._llvm.", "mneme.runtime._native.")
 
 
 @cache

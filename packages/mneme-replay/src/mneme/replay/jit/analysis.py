@@ -8,7 +8,14 @@ from ._llvm import Function
 
 
 def instruction_mix(function: Function) -> Counter[str]:
-    """Opcode → count over the function's instructions (calls by callee as 'call:<name>')."""
+    """The opcodes of a function and how often each occurs.
+
+    Parameters:
+        function: a Function of the binding.
+
+    Returns:
+        Opcode -> count (calls by callee, as ``call:<name>``).
+    """
     mix: Counter[str] = Counter()
     for block in function.blocks:
         for inst in block.instructions:

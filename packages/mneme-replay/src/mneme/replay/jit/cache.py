@@ -20,7 +20,12 @@ FORMAT_VERSION = 1
 
 
 def default_cache_dir() -> Path:
-    """$MNEME_COMPILE_CACHE, else $XDG_CACHE_HOME/mneme/compile, else ~/.cache/mneme/compile."""
+    """Where compiled code is cached on disk by default.
+
+    Returns:
+        ``$MNEME_COMPILE_CACHE``, else ``$XDG_CACHE_HOME/mneme/compile``, else
+        ``~/.cache/mneme/compile``.
+    """
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -28,7 +33,17 @@ def default_cache_dir() -> Path:
 
 
 def compile_key(ir: bytes, kernel: str, config_json: str, toolchain: str) -> str:
-    """sha256 over the IR, the kernel, the canonical configuration and the tool versions."""
+    """The cache key of a compile: what decides the code it makes.
+
+    Parameters:
+        ir: the input (bitcode, IR text or PTX).
+        kernel: the kernel's name.
+        config_json: the compile configuration's canonical JSON.
+        toolchain: the versions of the tools that compile (LLVM, the assembler).
+
+    Returns:
+        A sha256 over them, in hex.
+    """
     digest = hashlib.sha256()
     for part in (
         f"mneme-compile-{FORMAT_VERSION}".encode(),
@@ -43,11 +58,16 @@ def compile_key(ir: bytes, kernel: str, config_json: str, toolchain: str) -> str
 
 
 class CompileCache:
-    """Thread-safe; `directory=None` keeps entries in memory only.
+    """Compiled code by compile key, in memory (least recently used first out) and
+    optionally on disk; thread-safe.
 
     On disk an entry is ``<key[:2]>/<key>.bin`` (the cubin or code object) and
     ``<key[:2]>/<key>.json`` (everything else); both are written to a temporary
     file and renamed, the JSON last, so a reader never sees half an entry.
+
+    Parameters:
+        directory: the folder on disk; None keeps entries in memory only.
+        memory_entries: how many entries memory keeps.
     """
 
     def __init__(self, directory: str | os.PathLike | None = None, memory_entries: int = 256):
@@ -60,9 +80,23 @@ class CompileCache:
 
     @classmethod
     def default(cls) -> CompileCache:
+        """A cache on disk at :func:`default_cache_dir`.
+
+        Returns:
+            The cache.
+        """
         return cls(default_cache_dir())
 
     def get(self, key: str) -> CompileResult | None:
+        """Look a compile up (memory first, then disk; a torn or corrupted entry on disk
+        is a miss).
+
+        Parameters:
+            key: its compile key.
+
+        Returns:
+            The compiled code, or None.
+        """
         with self._lock:
             if key in self._memory:
                 self._memory.move_to_end(key)
@@ -78,6 +112,12 @@ class CompileCache:
         return result
 
     def put(self, key: str, result: CompileResult) -> None:
+        """Keep a compile (in memory, and on disk when the cache has a folder).
+
+        Parameters:
+            key: its compile key.
+            result: the compiled code.
+        """
         with self._lock:
             self._remember(key, result)
         if self.directory is not None:

@@ -22,7 +22,18 @@ Module = _llvm.Module
 
 
 def select_kernel(module: Module, kernel: str | None) -> str:
-    """`kernel`, checked, or the module's only kernel."""
+    """The kernel of a module to compile.
+
+    Parameters:
+        module: the module.
+        kernel: a kernel's name; None for the module's only kernel.
+
+    Returns:
+        The kernel's name, checked.
+
+    Raises:
+        SpecializationError: no such kernel, or no name and not exactly one kernel.
+    """
     kernels = kernel_names(module)
     if kernel is None:
         if len(kernels) != 1:
@@ -39,7 +50,15 @@ def select_kernel(module: Module, kernel: str | None) -> str:
 
 
 def prepare_module(module: Module, kernel: str, config: CompileConfig) -> None:
-    """Everything before the pipeline: one kernel, libdevice, specializations, bounds."""
+    """Everything before the pipeline, in place: the module cut down to one kernel,
+    libdevice linked where it is needed, the specializations and launch bounds of the
+    configuration applied.
+
+    Parameters:
+        module: the module (changed).
+        kernel: the kernel kept.
+        config: the compile configuration.
+    """
     module.keep_only_kernel(kernel)
     if config.target == "nvptx" and config.link_libdevice and needs_libdevice(module):
         # Linked before the user's pipeline (as clang does) so it can inline and
@@ -74,7 +93,26 @@ def compile_kernel(
     cache: CompileCache | None = None,
     name: str = "<ir>",
 ) -> CompileResult:
-    """Compile one kernel of `ir` (bitcode, IR text or a Module, which is left as it was)."""
+    """Compile one kernel: the configuration's pipeline, then code generation (PTX and
+    a cubin from the assembler, or an AMDGPU code object).
+
+    Parameters:
+        ir: bitcode, IR text or a Module (which is left as it was).
+        config: the compile configuration; None for the default (``default<O3>``,
+            sm_90).
+        kernel: the kernel's name; None for the module's only kernel.
+        cache: a CompileCache to look the compile up in and keep it in; None compiles.
+        name: the module's name in messages.
+
+    Returns:
+        The compiled code with its static metrics and per-stage timings.
+
+    Raises:
+        JitError: ``config`` is not a CompileConfig; the IR does not parse
+            (InvalidIRError), the kernel is not there (SpecializationError), the
+            pipeline fails (PipelineError, UnknownPassError), code generation fails
+            (CodegenError), or the assembler does (PtxasError, JitToolchainError).
+    """
     config = config or CompileConfig()
     if not isinstance(config, CompileConfig):
         raise JitError(f"config must be a CompileConfig, not {type(config).__name__}")

@@ -35,11 +35,30 @@ GUARD_RANGES = 64
 
 @dataclass(frozen=True)
 class CompileConfig:
-    """How to compile a kernel: IR pipeline, specializations, bounds, target.
+    """How to compile a kernel: IR pipeline, specializations, bounds, target (checked
+    when made).
 
-    ``specialize_args`` maps argument indices to the argument's recorded bytes
-    (little-endian, exactly the parameter's size in the launch argument buffer).
-    Dimensions are ``(x, y, z)``; ``None`` leaves a field as the IR has it.
+    Attributes:
+        pipeline: the LLVM pass pipeline (``default<O3>``,
+            ``default<O2>,function(loop-unroll<O3>)``).
+        arch: the target: an NVIDIA ``sm_XX`` or an AMD ``gfxNNN``.
+        codegen_opt_level: LLVM code generation's optimization level, 0-3.
+        specialize_args: argument index -> the argument's recorded bytes (little-endian,
+            exactly the parameter's size), folded into the code.
+        block_dim: the block ``(x, y, z)`` folded into the code; None leaves the IR's.
+        grid_dim: the grid ``(x, y, z)`` folded into the code; None leaves the IR's.
+        max_threads: the kernel's max-threads launch bound; None leaves the IR's.
+        min_blocks: its min-blocks-per-multiprocessor bound; None leaves the IR's.
+        max_registers: a register cap; None for none.
+        ptx_features: PTX features for code generation (``+ptx80``); empty for the default.
+        ptxas_opt_level: the assembler's optimization level, 0-3.
+        link_libdevice: link libdevice where the module calls it.
+        guard: the guarded probe variant: every memory access checked before it is made
+            (engine/guarded_probe.py); never what a trial times.
+
+    Raises:
+        JitConfigError: a field of the wrong type or out of range, an unknown target, or
+            the guarded variant for a target other than NVIDIA's.
     """
 
     pipeline: str = "default<O3>"
@@ -54,8 +73,6 @@ class CompileConfig:
     ptx_features: str = ""
     ptxas_opt_level: int = 3
     link_libdevice: bool = True
-    #: the guarded probe variant: every memory access checked before it is made
-    #: (engine/guarded_probe.py); never what a trial times
     guard: bool = False
 
     def __post_init__(self) -> None:
@@ -110,7 +127,18 @@ class CompileConfig:
 
     @classmethod
     def for_level(cls, level: str, **overrides: Any) -> CompileConfig:
-        """The ``default<Ox>`` pipeline of a named level (O0–O3, Os, Oz)."""
+        """The configuration of a named optimization level.
+
+        Parameters:
+            level: O0, O1, O2, O3, Os or Oz.
+            **overrides: other fields of the configuration.
+
+        Returns:
+            The configuration with the ``default<level>`` pipeline.
+
+        Raises:
+            JitConfigError: an unknown level, or a bad override.
+        """
         if level not in OPT_LEVELS:
             raise JitConfigError(
                 f"unknown optimization level {level!r}; use one of {', '.join(OPT_LEVELS)}"
@@ -127,13 +155,21 @@ class CompileConfig:
         return "nvptx64-nvidia-cuda" if self.target == "nvptx" else "amdgcn-amd-amdhsa"
 
     def check_pipeline(self) -> None:
-        """Parse the pipeline with LLVM; UnknownPassError carries LLVM's message."""
+        """Parse the pipeline with LLVM without compiling anything.
+
+        Raises:
+            UnknownPassError: a pass LLVM does not know (with LLVM's message).
+        """
         from . import _llvm
 
         _llvm.check_pipeline(self.pipeline, self.triple)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able values: bytes as hex, tuples as lists."""
+        """The configuration as plain JSON data: bytes as hex, tuples as lists.
+
+        Returns:
+            Its fields (``guard`` only when set).
+        """
         out = asdict(self)
         if not out["guard"]:
             del out["guard"]  # (keys, caches and stored settings as before the field)
@@ -145,6 +181,17 @@ class CompileConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompileConfig:
+        """A configuration from the data :meth:`to_dict` writes.
+
+        Parameters:
+            data: the fields; absent ones keep their defaults.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            JitConfigError: an unknown field or a bad value.
+        """
         check_fields(cls, data, "compile configuration", JitConfigError)
         values = dict(data)
         if "specialize_args" in values:
@@ -159,11 +206,27 @@ class CompileConfig:
         return cls(**values)
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys, no spaces): stable for hashing."""
+        """The configuration as canonical JSON (sorted keys, no spaces): stable for
+        hashing.
+
+        Returns:
+            The JSON text.
+        """
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> CompileConfig:
+        """A configuration from the JSON :meth:`to_json` writes.
+
+        Parameters:
+            text: the JSON text.
+
+        Returns:
+            The configuration.
+
+        Raises:
+            JitConfigError: the text is not JSON, or not a valid configuration.
+        """
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:

@@ -10,7 +10,19 @@ from .errors import InvalidIRError, JitError
 
 
 def parse_module(data: bytes | str, name: str = "<ir>", verify: bool = True) -> Module:
-    """Bitcode (bytes) or textual IR (str or bytes) → Module; verified like opt does."""
+    """Parse IR into a Module of the binding (one LLVMContext each).
+
+    Parameters:
+        data: bitcode (bytes) or textual IR (str or bytes).
+        name: the module's name in messages.
+        verify: run LLVM's verifier, as opt does.
+
+    Returns:
+        The module.
+
+    Raises:
+        InvalidIRError: ``data`` is neither, does not parse, or does not verify.
+    """
     if isinstance(data, str):
         data = data.encode()
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -24,7 +36,18 @@ def parse_module(data: bytes | str, name: str = "<ir>", verify: bool = True) -> 
 
 
 def load_module(path: str | os.PathLike, verify: bool = True) -> Module:
-    """Read a .bc or .ll file."""
+    """Read a .bc or .ll file.
+
+    Parameters:
+        path: the file.
+        verify: run LLVM's verifier.
+
+    Returns:
+        The module.
+
+    Raises:
+        JitError: the file cannot be read (InvalidIRError: it does not parse).
+    """
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -34,10 +57,24 @@ def load_module(path: str | os.PathLike, verify: bool = True) -> Module:
 
 
 def kernel_names(module: Module) -> list[str]:
-    """Names of the kernels defined in the module."""
+    """The kernels a module defines.
+
+    Parameters:
+        module: the module.
+
+    Returns:
+        Their names.
+    """
     return [f.name for f in module.functions if f.is_kernel and not f.is_declaration]
 
 
 def needs_libdevice(module: Module) -> bool:
-    """True when the module calls libdevice (__nv_*) functions it does not define."""
+    """Whether a module calls libdevice (``__nv_*``) functions it does not define.
+
+    Parameters:
+        module: the module.
+
+    Returns:
+        True when it does.
+    """
     return any(f.is_declaration and f.name.startswith("__nv_") for f in module.functions)

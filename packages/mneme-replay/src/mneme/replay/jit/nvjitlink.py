@@ -219,6 +219,12 @@ def load_nvjitlink() -> NvJitLink:
 
 
 def nvjitlink_available() -> bool:
+    """Whether nvJitLink (``libnvJitLink.so.13``, the ``nvidia-nvjitlink`` wheel) loads,
+    for PTX to cubin in process.
+
+    Returns:
+        True when it does (else the ``ptxas`` executable of a CUDA toolkit is used).
+    """
     try:
         load_nvjitlink()
     except JitToolchainError:

@@ -37,7 +37,14 @@ _TUNING = re.compile(r"^[ \t]*\.(maxntid|minnctapersm|maxnreg)\b[^\n]*\n?", re.M
 
 
 def ptx_kernel_names(ptx: str) -> list[str]:
-    """Names of the ``.entry`` functions (kernels) of a PTX module, in order."""
+    """The kernels (``.entry`` functions) of a PTX module.
+
+    Parameters:
+        ptx: the PTX text.
+
+    Returns:
+        Their names, in order.
+    """
     return [m.group(2) for m in _ENTRY.finditer(ptx) if "extern" not in m.group(1)]
 
 
@@ -53,7 +60,15 @@ def ptx_config_problems(config: CompileConfig) -> list[str]:
 
 
 def check_ptx_config(config: CompileConfig) -> None:
-    """JitConfigError (one line) when ``config`` asks for what needs the kernel's IR."""
+    """Check that a compile configuration applies to a PTX kernel.
+
+    Parameters:
+        config: the configuration.
+
+    Raises:
+        JitConfigError: it targets another vendor, or asks for what needs the kernel's
+            IR (a pipeline, specializations).
+    """
     if config.target != "nvptx":
         raise JitConfigError(f"a PTX kernel compiles for NVIDIA architectures, not {config.arch}")
     problems = ptx_config_problems(config)
@@ -112,9 +127,22 @@ def set_ptx_launch_bounds(
     min_blocks: int | None = None,
     max_registers: int | None = None,
 ) -> str:
-    """The PTX with ``kernel``'s performance directives set: ``.maxntid max_threads, 1, 1``,
-    ``.minnctapersm min_blocks``, ``.maxnreg max_registers``. Each given value replaces the
-    entry's own directive of that kind; the others stay as they are."""
+    """Set a PTX kernel's performance directives: each given value replaces the entry's
+    own directive of that kind; the others stay as they are.
+
+    Parameters:
+        ptx: the PTX text.
+        kernel: the kernel's name.
+        max_threads: ``.maxntid max_threads, 1, 1``; None keeps the entry's.
+        min_blocks: ``.minnctapersm min_blocks``; None keeps the entry's.
+        max_registers: ``.maxnreg max_registers``; None keeps the entry's.
+
+    Returns:
+        The PTX with the directives set.
+
+    Raises:
+        SpecializationError: the PTX has no such kernel.
+    """
     wanted = {
         "maxntid": f"{max_threads}, 1, 1" if max_threads else None,
         "minnctapersm": str(min_blocks) if min_blocks else None,
@@ -154,9 +182,26 @@ def compile_ptx(
     cache: CompileCache | None = None,
     assembler: str | None = None,
 ) -> CompileResult:
-    """Compile one kernel of a PTX module under ``config`` (arch, ptxas level, launch
-    bounds, register cap) and report what ptxas reports, as ``compile_kernel`` does for
-    IR. ``result.ptx`` is the PTX that was assembled (one kernel, directives set)."""
+    """Compile one kernel of a PTX module under a configuration (arch, assembler level,
+    launch bounds, register cap) and report what the assembler reports, as
+    ``compile_kernel`` does for IR.
+
+    Parameters:
+        ptx: the PTX text.
+        config: the configuration; None for the default.
+        kernel: the kernel's name; None for the module's only kernel.
+        cache: a CompileCache to look the compile up in and keep it in; None compiles.
+        assembler: ``nvjitlink`` or a ``ptxas`` path; None for :func:`default_assembler`.
+
+    Returns:
+        The compiled kernel; its ``ptx`` is the PTX that was assembled (one kernel,
+        directives set).
+
+    Raises:
+        JitError: ``config`` or ``ptx`` of the wrong type; a configuration a PTX kernel
+            cannot take (JitConfigError); no such kernel (SpecializationError); the
+            assembler failed (PtxasError) or is missing (JitToolchainError).
+    """
     config = config or CompileConfig()
     if not isinstance(config, CompileConfig):
         raise JitError(f"config must be a CompileConfig, not {type(config).__name__}")

@@ -24,7 +24,19 @@ ASSEMBLERS = ("nvjitlink", "ptxas")
 
 @dataclass(frozen=True)
 class StaticMetrics:
-    """What ptxas reports for one kernel, plus the size of the cubin."""
+    """What ptxas reports for one kernel, plus the size of the cubin.
+
+    Attributes:
+        registers: registers per thread.
+        barriers: named barriers used.
+        stack_frame_bytes: stack frame bytes per thread.
+        spill_store_bytes: bytes of spill stores.
+        spill_load_bytes: bytes of spill loads.
+        shared_bytes: static shared memory bytes.
+        local_bytes: local memory bytes per thread.
+        constant_bytes: constant memory bytes (bank 0).
+        binary_size: the cubin's size in bytes.
+    """
 
     registers: int = 0
     barriers: int = 0
@@ -37,10 +49,23 @@ class StaticMetrics:
     binary_size: int = 0
 
     def to_dict(self) -> dict[str, int]:
+        """The metrics as plain JSON data.
+
+        Returns:
+            Their fields.
+        """
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> StaticMetrics:
+        """Metrics from the data :meth:`to_dict` writes.
+
+        Parameters:
+            data: the fields.
+
+        Returns:
+            The metrics.
+        """
         return cls(**data)
 
 
@@ -62,9 +87,16 @@ _LINKED_USED = re.compile(
 
 
 def parse_ptxas_report(text: str) -> dict[str, StaticMetrics]:
-    """Per-function metrics from `ptxas -v` output (entries and device functions), or
-    from nvJitLink's info log (ptxas's lines, then with -verbose the linker's summary,
-    which fills what newer ptxas no longer prints: stack and constant bytes)."""
+    """The static metrics of each function in an assembler's report.
+
+    Parameters:
+        text: ``ptxas -v`` output (entries and device functions), or nvJitLink's info
+            log (ptxas's lines, then with ``-verbose`` the linker's summary, which fills
+            what newer ptxas no longer prints: stack and constant bytes).
+
+    Returns:
+        Function name -> its metrics.
+    """
     values: dict[str, dict[str, int]] = {}
     linked: dict[str, dict[str, int]] = {}
     current: str | None = None
@@ -139,16 +171,33 @@ def needs_relocatable(ptx: str) -> bool:
 
 @dataclass(frozen=True)
 class PtxasResult:
+    """What the assembler made of one PTX module.
+
+    Attributes:
+        cubin: the assembled cubin.
+        metrics: function name -> its metrics.
+        log: the assembler's log.
+        seconds: the time it took.
+        assembler: "nvjitlink" or "ptxas": which assembler produced it
+    """
+
     cubin: bytes
     metrics: dict[str, StaticMetrics]
     log: str
     seconds: float
-    #: "nvjitlink" or "ptxas": which assembler produced it
     assembler: str = "ptxas"
 
 
 def default_assembler() -> str:
-    """MNEME_PTX_ASSEMBLER if set, else nvJitLink where the library loads, else ptxas."""
+    """The PTX assembler used when none is named.
+
+    Returns:
+        ``MNEME_PTX_ASSEMBLER`` if set, else ``nvjitlink`` where the library loads, else
+        ``ptxas``.
+
+    Raises:
+        JitToolchainError: ``MNEME_PTX_ASSEMBLER`` names an unknown assembler.
+    """
     from .nvjitlink import nvjitlink_available
 
     chosen = os.environ.get("MNEME_PTX_ASSEMBLER", "").strip().lower()
@@ -162,7 +211,14 @@ def default_assembler() -> str:
 
 
 def assembler_id(assembler: str | None = None) -> str:
-    """Name and version of the assembler (part of the compile-cache key)."""
+    """Name and version of an assembler (part of the compile-cache key).
+
+    Parameters:
+        assembler: ``nvjitlink`` or ``ptxas``; None for :func:`default_assembler`.
+
+    Returns:
+        ``nvJitLink 13.0`` or ptxas's version line.
+    """
     assembler = assembler or default_assembler()
     if assembler == "nvjitlink":
         from .nvjitlink import load_nvjitlink
@@ -191,12 +247,24 @@ def run_ptxas(
     ptxas: Path | None = None,
     assembler: str | None = None,
 ) -> PtxasResult:
-    """Assemble PTX for `arch` (e.g. 'sm_90'); PtxasError carries the assembler's message.
+    """Assemble PTX into a cubin. PTX that calls external device functions is compiled
+    relocatable (ptxas -c, nvJitLink -r).
 
-    ``extra_args`` are ptxas options (``--maxrregcount=N``, ``-c``, ...). PTX that calls
-    external device functions is compiled relocatable (ptxas -c, nvJitLink -r).
-    ``assembler``: "nvjitlink" or "ptxas"; by default nvJitLink where it is installed,
-    and always ptxas when a ``ptxas`` path is given."""
+    Parameters:
+        ptx: the PTX text.
+        arch: the target (``sm_90``).
+        opt_level: the assembler's optimization level, 0-3.
+        extra_args: ptxas options (``--maxrregcount=N``, ``-c``, ...).
+        ptxas: a ptxas executable to use (then the assembler is ptxas).
+        assembler: ``nvjitlink`` or ``ptxas``; None for :func:`default_assembler`.
+
+    Returns:
+        The cubin, the metrics of its functions, the log and the time.
+
+    Raises:
+        JitToolchainError: an unknown or missing assembler.
+        PtxasError: the assembler failed (with its message).
+    """
     if ptxas is not None:
         assembler = "ptxas"
     assembler = assembler or default_assembler()

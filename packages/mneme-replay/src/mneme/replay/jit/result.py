@@ -14,19 +14,35 @@ __all__ = ["CompileResult"]
 
 @dataclass(frozen=True)
 class CompileResult:
-    """One compiled kernel. `binary` is a cubin (NVPTX) or an ELF code object (AMDGPU)."""
+    """One compiled kernel.
+
+    Attributes:
+        kernel: the kernel's name.
+        config: the configuration it was compiled with.
+        binary: a cubin (NVPTX) or an ELF code object (AMDGPU).
+        ptx: the PTX (NVPTX); None for AMDGPU.
+        metrics: the static metrics (the assembler's report); None for AMDGPU.
+        timings: seconds per stage: parse, prepare (libdevice, specialization), passes,
+            codegen, ptxas, total
+        key: its compile key (empty without a cache).
+        from_cache: whether it came from the cache.
+    """
 
     kernel: str
     config: CompileConfig
     binary: bytes
     ptx: str | None = None
     metrics: StaticMetrics | None = None
-    #: seconds per stage: parse, prepare (libdevice, specialization), passes, codegen, ptxas, total
     timings: dict[str, float] = field(default_factory=dict)
     key: str = ""
     from_cache: bool = False
 
     def to_cache_entry(self) -> dict[str, Any]:
+        """What the compile cache stores beside the binary.
+
+        Returns:
+            The JSON document.
+        """
         return {
             "kernel": self.kernel,
             "config": self.config.to_dict(),
@@ -38,6 +54,15 @@ class CompileResult:
 
     @classmethod
     def from_cache_entry(cls, entry: dict[str, Any], binary: bytes) -> CompileResult:
+        """A compile as the cache stored it.
+
+        Parameters:
+            entry: the document :meth:`to_cache_entry` wrote.
+            binary: the binary stored beside it.
+
+        Returns:
+            The compiled kernel.
+        """
         metrics = entry["metrics"]
         return cls(
             kernel=entry["kernel"],
