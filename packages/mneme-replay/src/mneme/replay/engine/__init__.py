@@ -24,16 +24,12 @@ from .errors import (
     ReplayError,
     RestoreError,
 )
+from .kernel_code import arch_of, derive_compile_config
 from .launch_limits import check_clusters, check_launch
 from .restore import DeviceImage, Span, merge_spans
 from .result import ReplayResult
 from .select import open_database, select_instance
-from .session import (
-    ReplaySession,
-    arch_of,
-    derive_compile_config,
-    replay,
-)
+from .session import ReplaySession, replay
 from .verify import (
     DeviceVerifier,
     Mismatch,
