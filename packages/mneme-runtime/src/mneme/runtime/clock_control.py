@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from .errors import ClockPolicyError
 from .kernel_timing import nvml_index
 
 __all__ = ["CLOCK_POLICIES", "ClockLock", "ClockPolicyError", "held_clocks", "parse_clock_policy",
@@ -52,10 +52,6 @@ CLOCK_POLICIES = ("base", "none")
 DEFAULT_POLICY = "base"
 _NVML_SUCCESS, _NVML_NOT_SUPPORTED, _NVML_NO_PERMISSION = 0, 3, 4
 _CLOCK_SM, _CLOCK_MEM = 1, 2
-
-
-class ClockPolicyError(UserError):
-    """A ``--clock-control`` value mneme does not know."""
 
 
 def parse_clock_policy(text: str | None) -> str | int:

@@ -54,6 +54,10 @@ class OutOfRangeError(UserError):
     """An address lies outside the reserved range."""
 
 
+class ClockPolicyError(UserError):
+    """A ``--clock-control`` value mneme does not know (clock_control.py)."""
+
+
 class NoDriverError(UserError):
     """No usable CUDA driver (libcuda.so.1 missing or too old, or cuInit failed)."""
 

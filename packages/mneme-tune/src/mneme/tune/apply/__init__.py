@@ -1,8 +1,9 @@
 """Tuned kernels put back into the unmodified application: the plan the swapper reads
-and its report (``_apply_plan``), ``mneme run --apply`` (``_apply_command``), why a
+and its report (``_apply_plan``), why a
 kernel ran in no swapped launch (``_apply_reasons``), its tables (``_apply_tables``),
 the application's runs (``_app_process``), the in-app confirmation of a search's best
-(``_app_confirm``) and the comparison of the application's outputs (``_output_compare``).
+(``_app_confirm``) and the comparison of the application's outputs (``_output_compare``,
+``_output_report``). The ``mneme run --apply`` command (``_apply_command``) is the CLI's.
 """
 
 from typing import TYPE_CHECKING
@@ -35,11 +36,6 @@ _LAZY = {
     'swap_env': '._app_process',
     'swapper_library': '._app_process',
     'timing_method_of': '._app_process',
-    'OUTPUT_DIFFERS_EXIT': '._apply_command',
-    'output_json': '._apply_command',
-    'print_output_check': '._apply_command',
-    'replay_times': '._apply_command',
-    'run': '._apply_command',
     'Dim3': '._apply_plan',
     'KernelReport': '._apply_plan',
     'PLAN_HEADER': '._apply_plan',
@@ -68,6 +64,8 @@ _LAZY = {
     'fields': '._output_compare',
     'masked': '._output_compare',
     'terminal_lines': '._output_compare',
+    'output_json': '._output_report',
+    'print_output_check': '._output_report',
 }
 
 # The same names for type checkers and the API reference (tests/test_types.py checks
@@ -88,10 +86,7 @@ if TYPE_CHECKING:
         resolve_command as resolve_command, run_once as run_once, swap_env as swap_env,
         swapper_library as swapper_library, timing_method_of as timing_method_of,
     )
-    from ._apply_command import (
-        OUTPUT_DIFFERS_EXIT as OUTPUT_DIFFERS_EXIT, output_json as output_json,
-        print_output_check as print_output_check, replay_times as replay_times, run as run,
-    )
+    from ._output_report import output_json as output_json, print_output_check as print_output_check
     from ._apply_plan import (
         PLAN_HEADER as PLAN_HEADER, Dim3 as Dim3, KernelReport as KernelReport,
         SwapReport as SwapReport, TunedKernel as TunedKernel,
