@@ -1,7 +1,7 @@
 """The mapped bytes around recorded regions (slack) that replay fills with a canary and
 checks after every run: a kernel writing memory it was not recorded with fails."""
 
-from mneme.replay.engine.restore import Span, slack_intervals
+from mneme.replay.engine.restore_layout import Span, slack_intervals
 
 G = 2 << 20
 BASE = 0x2000_0000_0000

@@ -26,7 +26,8 @@ from .errors import (
 )
 from .kernel_code import arch_of, derive_compile_config
 from .launch_limits import check_clusters, check_launch
-from .restore import DeviceImage, Span, merge_spans
+from .restore import DeviceImage
+from .restore_layout import Span, merge_spans
 from .result import ReplayResult
 from .select import open_database, select_instance
 from .session import ReplaySession, replay

@@ -26,12 +26,12 @@ from .device_restore import DeviceRestore, Transfer, batch_bytes, limits_for
 from .errors import DeviceRestoreError, NvcompError, RestoreError
 from .l2_touch import L2Touch, table_bytes
 from .reset_plan import changed_ranges, written_copies
+from .restore_layout import CANARY, MAX_SLACK, merge_spans, peer_devices, round_up, slack_intervals
 from .verify_kernels import RESULT_BYTES
 
 if TYPE_CHECKING:
     from mneme.replay.db import RegionInfo
 
-ALIGNMENT = 256  # what the recorder's allocator (and cudaMalloc) aligns to
 _SCRATCH_ALIGNMENT = 4096
 #: instances that move less than this restore on the host under "auto": it is as fast for
 #: them, and nvCOMP's first use in a process makes the driver place its code right after the
@@ -50,80 +50,6 @@ _RESERVE_STEP = 64 << 30
 _HOST_MAPPINGS = 0x7000_0000_0000
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
-@dataclass(frozen=True)
-class Span:
-    """A run of recorded heap memory allocated as one piece (regions merged).
-
-    Attributes:
-        address: its first address.
-        size: its size in bytes.
-    """
-
-    address: int
-    size: int
-
-
-#: what the mapped bytes around recorded regions hold, checked after every run: a kernel
-#: that writes memory it was not recorded with (an out-of-bounds candidate, or a pointer
-#: `--capture reachable` could not see) changes them and fails verification
-CANARY = 0xA5
-#: the slack checked at most; beyond it (many scattered small regions) it is not checked
-MAX_SLACK = 256 << 20
-
-
-def slack_intervals(spans: list[Span], granularity: int) -> list[Span]:
-    """The mapped bytes that belong to no span: the rest of every granule a span touches."""
-    out: list[Span] = []
-    mapped: list[list[int]] = []
-    for span in sorted(spans, key=lambda s: s.address):
-        lo = span.address // granularity * granularity
-        hi = _round_up(span.address + span.size, granularity)
-        if mapped and lo <= mapped[-1][1]:
-            mapped[-1][1] = max(mapped[-1][1], hi)
-        else:
-            mapped.append([lo, hi])
-    ordered = sorted(spans, key=lambda s: s.address)
-    for lo, hi in mapped:
-        at = lo
-        for span in ordered:
-            if span.address + span.size <= lo or span.address >= hi:
-                continue
-            if span.address > at:
-                out.append(Span(at, span.address - at))
-            at = max(at, span.address + span.size)
-        if at < hi:
-            out.append(Span(at, hi - at))
-    return out
-
-
-def merge_spans(regions: list, alignment: int = ALIGNMENT) -> list[Span]:
-    """The spans to allocate for heap regions: disjoint, aligned, overlaps and touching
-    neighbours merged.
-
-    Parameters:
-        regions: the regions (anything with ``address`` and ``size``).
-        alignment: the spans' alignment.
-
-    Returns:
-        The spans, in address order.
-    """
-    spans: list[list[int]] = []
-    for region in sorted(regions, key=lambda r: r.address):
-        if region.size == 0:
-            continue
-        start = region.address // alignment * alignment
-        end = _round_up(region.address + region.size, alignment)
-        if spans and start <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], end)
-        else:
-            spans.append([start, end])
-    return [Span(start, end - start) for start, end in spans]
-
-
 @dataclass
 class _Global:
     region: RegionInfo
@@ -131,30 +57,6 @@ class _Global:
     expected: int | None
     changed: list = field(default_factory=list)  # (start, end) the recorded launch changed
     address: int | None = None  # in the currently bound module
-
-
-def peer_devices(device, recorded: list[int], instance_id: str) -> dict:
-    """A GPU of this machine for each other GPU of the recorded process whose memory the
-    instance reached (recorded ordinal -> Device), each reachable from ``device`` (peer
-    access); the GPU of the same ordinal when it can serve. RestoreError when too few."""
-    from mneme.runtime import Device, can_access_peer, device_count
-
-    count = device_count()
-    here = device.ordinal
-    usable = [o for o in range(count) if o != here and can_access_peer(here, o)]
-    if len(usable) < len(recorded):
-        need = len(recorded) + 1
-        raise RestoreError(
-            f"instance {instance_id} reads the memory of {len(recorded)} other GPU(s) of the recorded "
-            f"process (peer access): replay it on a machine with {need} GPUs that reach each other "
-            f"(this one shows {count}, {len(usable)} reachable from GPU {here})"
-        )
-    chosen: dict[int, int] = {r: r for r in recorded if r in usable}
-    rest = iter(o for o in usable if o not in chosen.values())
-    for r in recorded:
-        if r not in chosen:
-            chosen[r] = next(rest)
-    return {r: Device(o) for r, o in chosen.items()}
 
 
 def restore_bytes(instance) -> int:
@@ -279,11 +181,11 @@ class DeviceImage:
         # Scratch (pristine copies, expected epilogues, verification results, L2 flush)
         # lives in the same reservation, past the recorded range.
         every_peer_span = [s for spans in peer_spans.values() for s in spans]
-        scratch = sum(_round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed + every_peer_span)
-        scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
-        scratch += sum(_round_up(r.size, _SCRATCH_ALIGNMENT) for r in checked)
-        scratch += _round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
-        scratch += _round_up(extra_scratch, _SCRATCH_ALIGNMENT)
+        scratch = sum(round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed + every_peer_span)
+        scratch += sum(round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
+        scratch += sum(round_up(r.size, _SCRATCH_ALIGNMENT) for r in checked)
+        scratch += round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
+        scratch += round_up(extra_scratch, _SCRATCH_ALIGNMENT)
         # one batch of bytes in flight to the device (and twice that of delta staging, which
         # the device path's chunks that decompress aside share)
         self._batch = min(_STREAM_BATCH, max((r.size for r in self.heap + self.globals_info), default=0))
@@ -301,7 +203,7 @@ class DeviceImage:
         # where the process's own libraries land) as little as needed: a 64 GiB range there
         # collides with them (seen on the H100 host: "the driver offered 0x7f0204000000").
         step = _RESERVE_STEP if base + size < _HOST_MAPPINGS else granularity
-        reserve = _round_up(size + scratch, step)
+        reserve = round_up(size + scratch, step)
         # The peer GPUs' contexts before any reservation: a context made while a range is
         # reserved puts the driver's own memory right after it, where the peer's recorded
         # range may lie (seen on two H200s).
@@ -324,7 +226,7 @@ class DeviceImage:
                 # one reservation per peer GPU, in whole steps like the own range (the
                 # driver's later allocations land beyond what later images need)
                 lo = spans[0].address
-                hi = lo + _round_up(spans[-1].address + spans[-1].size - lo,
+                hi = lo + round_up(spans[-1].address + spans[-1].size - lo,
                                     _RESERVE_STEP if lo < _HOST_MAPPINGS else granularity)
                 space = peers[recorded].address_space(lo, hi - lo, shared_with=[device])
                 self._peer_spaces.append(space)
@@ -352,7 +254,7 @@ class DeviceImage:
             ends = [base + size] + [s.address + s.size for s in managed
                                     if base <= s.address < base + reserve]
             self._granularity = granularity
-            self._scratch_next = _round_up(max(ends), granularity)
+            self._scratch_next = round_up(max(ends), granularity)
             slack = slack_intervals([s for s in self.spans if base <= s.address < base + reserve],
                                     granularity)
             self.slack = slack if sum(s.size for s in slack) <= MAX_SLACK else []
@@ -366,7 +268,7 @@ class DeviceImage:
     def _allocate(self, size: int) -> int:
         address = self._scratch_next
         allocation = self.space.allocate_at(address, max(size, 1))
-        self._scratch_next = _round_up(address + max(size, 1), self._granularity)
+        self._scratch_next = round_up(address + max(size, 1), self._granularity)
         self._allocations.append(allocation)
         return int(allocation.address)
 
