@@ -64,7 +64,19 @@ __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 def write_report(outcome, directory, plots: bool = True):
-    """See mneme.tune.report._report.write_report (imported lazily: plotting libraries are heavy)."""
+    """Write a run's report folder: summary.json, trials.csv, best.json and the plots
+    (mneme.tune.report's write_report, imported when called: plotting libraries are
+    heavy).
+
+    Parameters:
+        outcome: the TuneOutcome of :meth:`Tuner.run`.
+        directory: the folder (created).
+        plots: True draws the plots before returning, ``"background"`` in a process of
+            their own, False none.
+
+    Returns:
+        The summary (what summary.json holds).
+    """
     from .report._report import write_report as write
 
     return write(outcome, directory, plots)

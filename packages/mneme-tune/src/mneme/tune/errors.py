@@ -34,8 +34,12 @@ class TrialFailedError(MnemeError):
     replay (``compile``, ``invalid``, ``launch-refused``, ``context-poisoned``,
     ``restore``: mneme.replay.engine.errors), by the executor (``unverified``: the result
     differs from the recording; ``crashed``: the worker died; ``timeout``: the watchdog
-    fired), or ``error`` (anything else). ``message`` says what happened (docs/tune.md,
-    "Why a trial fails").
+    fired), or ``error`` (anything else) (docs/tune.md, "Why a trial fails").
+
+    Parameters:
+        kind: the failure kind.
+        message: what happened, in one line.
+        result: the ReplayResult when there is one (a replay that did not verify).
     """
 
     def __init__(self, kind: str, message: str, result=None):
@@ -62,8 +66,12 @@ class ApplyError(TuneError):
 
 
 class ApplicationFailedError(ApplyError):
-    """The application failed or was killed; ``code`` is its exit status (negative: the
-    signal that ended it)."""
+    """The application failed or was killed.
+
+    Parameters:
+        message: what happened, in one line.
+        code: its exit status (negative: the signal that ended it).
+    """
 
     def __init__(self, message: str, code: int):
         super().__init__(message)

@@ -30,22 +30,38 @@ TUNABLE = {
 
 @dataclass(frozen=True)
 class ProfileRow:
-    """One launch shape of one kernel in the recorded run."""
+    """One launch shape of one kernel in the recorded run.
+
+    Attributes:
+        entry: the profile entry (name, device, launch shape, launches, times, instances).
+        kernel: the recorded kernel of this name; None: not recorded.
+        display_name: the kernel's demangled name.
+        share: its share of the application's kernel time.
+        cumulative: this row's share and every larger one's.
+        tunable: what tuning can change in it: a key of TUNABLE.
+        origin: the file its code came from (library or executable), "" unknown
+        bound_2x: the application's kernel time (ms) were this shape twice as fast
+    """
 
     entry: ProfileEntry
-    kernel: Kernel | None  # the recorded kernel of this name; None: not recorded
+    kernel: Kernel | None
     display_name: str
-    share: float  # of the application's kernel time
-    cumulative: float  # this row's share and every larger one's
-    tunable: str  # a key of TUNABLE
-    origin: str  # the file its code came from (library or executable), "" unknown
-    bound_2x: float  # the application's kernel time (ms) were this shape twice as fast
+    share: float
+    cumulative: float
+    tunable: str
+    origin: str
+    bound_2x: float
 
     @property
     def instances(self) -> tuple[str, ...]:
         return self.entry.instances
 
     def to_json(self) -> dict:
+        """The row as ``mneme profile --json`` prints it.
+
+        Returns:
+            The JSON data.
+        """
         e = self.entry
         return {"kernel": self.display_name, "name": e.name,
                 "static_hash": self.kernel.static_hash if self.kernel else None,
@@ -58,19 +74,33 @@ class ProfileRow:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The profile's rows, largest total first, and the application's totals."""
+    """The profile's rows, largest total first, and the application's totals.
+
+    Attributes:
+        database: the database's folder.
+        profile: the recorded profile.
+        rows: one per launch shape of a kernel, largest total first.
+        by_kernel: kernel name -> share
+    """
 
     database: Path
     profile: AppProfile
     rows: tuple[ProfileRow, ...]
-    by_kernel: dict[str, float] = field(default_factory=dict)  # kernel name -> share
+    by_kernel: dict[str, float] = field(default_factory=dict)
 
     @property
     def kernel_ms(self) -> float:
         return self.profile.kernel_ms
 
     def covering(self, share: float) -> list[ProfileRow]:
-        """The fewest rows, largest first, whose shares sum to at least ``share``."""
+        """The rows that carry a share of the application's kernel time.
+
+        Parameters:
+            share: the share (0 to 1).
+
+        Returns:
+            The fewest rows, largest first, whose shares sum to at least ``share``.
+        """
         out: list[ProfileRow] = []
         for row in self.rows:
             if out and out[-1].cumulative >= share - 1e-12:
@@ -79,6 +109,11 @@ class Ranking:
         return out
 
     def to_json(self) -> dict:
+        """The ranking as ``mneme profile --json`` prints it.
+
+        Returns:
+            The JSON data.
+        """
         p = self.profile
         return {"database": str(self.database), "method": p.method, "kernel_ms": p.kernel_ms,
                 "launches": p.launches, "dropped": p.dropped, "instances_tagged": p.instances_tagged,
@@ -105,7 +140,17 @@ def _demangled(names: list[str]) -> dict[str, str]:
 
 
 def rank(db: Database) -> Ranking:
-    """The database's profile ranked; NoProfileError (one line) when it has none."""
+    """A recording's kernel-time profile, ranked (what ``mneme profile`` shows).
+
+    Parameters:
+        db: the database.
+
+    Returns:
+        Its rows, largest total first, with the application's totals.
+
+    Raises:
+        NoProfileError: the database holds no profile (one line saying how to get one).
+    """
     profile = db.app_profile
     if profile is None:
         raise NoProfileError(

@@ -141,10 +141,18 @@ def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
 
 def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
                  plots: bool | str = True) -> dict[str, Any]:
-    """Write the report files into ``directory`` (created); returns the summary.
-    ``plots``: True draws them before returning, ``"background"`` hands them to a process
-    of their own (_background_plots.py; ``plots_pending`` in the summary until it is done),
-    False draws none."""
+    """Write the report files: summary.json, trials.csv, best.json and the plots.
+
+    Parameters:
+        outcome: the run's outcome.
+        directory: the folder (created).
+        plots: True draws them before returning, ``"background"`` hands them to a
+            process of their own (_background_plots.py; ``plots_pending`` in the summary
+            until it is done), False draws none.
+
+    Returns:
+        The summary (what summary.json holds).
+    """
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)

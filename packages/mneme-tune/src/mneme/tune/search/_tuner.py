@@ -99,13 +99,27 @@ def _executor_factory(tuner: Tuner, overrides: dict | None = None):
 
 class Tuner(TrialLoop):
     """Tunes the configuration of one instance, or of a kernel across several instances
-    (one configuration, objectives summed over them).
+    (one configuration, objectives summed over them). Building it checks the spaces and
+    opens (or creates) the study; :meth:`run` searches.
 
-    ``database``: a path or an opened Database; ``instances``: Instance objects of it (as
-    ``mneme tune`` passes them, resolved once) or ids, looked up here once. The executor's
-    workers get the objects themselves and look nothing up again. ``start_workers``: the
-    workers start here, while the study opens (worker_start.py; ``run`` takes them, or
-    ``close`` stops them), instead of in ``run``."""
+    Parameters:
+        database: a path or an opened Database.
+        instances: Instance objects of it (as ``mneme tune`` passes them, resolved once)
+            or ids, looked up here once. The executor's workers get the objects
+            themselves and look nothing up again.
+        spaces: space names (``"launch,pipeline"``), or names and Space objects.
+        options: how the study runs; None for the defaults.
+        start_workers: start the workers here, while the study opens (worker_start.py;
+            ``run`` takes them, or ``close`` stops them), instead of in ``run``.
+
+    Raises:
+        TuneError: a bad option, no instance, or an application to confirm in that
+            cannot be found.
+        SpaceError: a space that is unknown, empty, or rules out every point.
+        StudyError: the study storage cannot be reached, or holds a study of that name
+            made for another space or objectives.
+        DatabaseError: the database or an instance cannot be read.
+    """
 
     def __init__(self, database: str | os.PathLike | Database,
                  instances: Sequence[str | Instance],
@@ -225,6 +239,8 @@ class Tuner(TrialLoop):
 
     @property
     def study_name(self) -> str:
+        """The study's name: the option's, else the kernel, instance, space and
+        objectives."""
         if self.options.study:
             return self.options.study
         kernel = self.instances[0].kernel
@@ -232,8 +248,15 @@ class Tuner(TrialLoop):
         return f"{kernel.name}@{what}:{self.bound[0].names}:{','.join(self.objectives)}"
 
     def base_settings(self, instance_index: int = 0) -> ReplaySettings:
-        """The recorded configuration as replayed for instance ``instance_index``: in its
-        resolved cache mode once the baseline has run, in the one asked for before."""
+        """The recorded configuration as replayed: in the instance's resolved cache mode
+        once the baseline has run, in the one asked for before.
+
+        Parameters:
+            instance_index: which of the tuner's instances.
+
+        Returns:
+            The settings.
+        """
         o = self.options
         cache = self.cache_modes[instance_index] if self.cache_modes else o.cache
         return ReplaySettings(
@@ -252,7 +275,14 @@ class Tuner(TrialLoop):
     # -- pieces of a run ---------------------------------------------------------------
 
     def settings_of(self, point: dict[str, Any]) -> list[ReplaySettings]:
-        """A point's replay settings, one per instance."""
+        """The configuration a point stands for.
+
+        Parameters:
+            point: parameter name -> value.
+
+        Returns:
+            Its replay settings, one per instance.
+        """
         return [bound.apply(point, self.base_settings(i)) for i, bound in enumerate(self.bound)]
 
     def _rebind(self, executor: ReplayExecutor) -> None:
@@ -266,7 +296,11 @@ class Tuner(TrialLoop):
         self._check_spaces()
 
     def identity(self) -> dict[str, Any]:
-        """What this study tunes: database, kernel, instances, code (for best.json)."""
+        """What this study tunes (for best.json).
+
+        Returns:
+            The database, kernel, instances and code (mneme.replay.identity).
+        """
         from mneme.replay.identity import make_identity
 
         return make_identity(self.database, self.instances, study=self.study.study_name,
@@ -289,7 +323,14 @@ class Tuner(TrialLoop):
 
     def check_application(self) -> float | None:
         """(--confirm-in-app, GPU) Runs the application once plain, once per command in
-        this process, and returns its wall time; one line (TuneError) when it fails."""
+        this process.
+
+        Returns:
+            Its wall time in seconds; None when nothing is confirmed in the application.
+
+        Raises:
+            TuneError: the application fails (one line).
+        """
         if not self.options.confirm_in_app or self.options.compile_only:
             return None
         from ..apply._app_confirm import check_application
@@ -300,9 +341,26 @@ class Tuner(TrialLoop):
             on_start: Callable[[dict], None] | None = None,
             on_in_app: Callable[[int, int, str], None] | None = None,
             executor: ReplayExecutor | None = None) -> TuneOutcome:
-        """The search. ``executor``: workers to run on that outlive this run (several
-        tuners in turn on one pool, as ``mneme tune --app`` does); by default the
-        tuner's own, stopped at the end."""
+        """The search: the workers, the baseline, the probe of launch shapes, the trials
+        up to the budget, the confirmation of the best.
+
+        Parameters:
+            on_progress: called after each trial with the run's progress.
+            on_start: called once the baseline is measured, with what the run starts
+                from (study, sampler, workers, devices, baseline, space size, probe).
+            on_in_app: called for each run in the application (--confirm-in-app):
+                index, count, what runs.
+            executor: workers to run on that outlive this run (several tuners in turn on
+                one pool, as ``mneme tune --app`` does); None for the tuner's own,
+                stopped at the end.
+
+        Returns:
+            The outcome: every trial, the best, the baseline, the confirmation.
+
+        Raises:
+            TuneError: the recorded configuration fails, or another condition stops
+                the run (StudyError: the storage).
+        """
         o = self.options
         start = time.monotonic()
         self._begin_phases(start)
@@ -415,6 +473,18 @@ class Tuner(TrialLoop):
     # -- results -------------------------------------------------------------------------------
 
     def outcome(self, study, baseline, ran, failed, elapsed) -> TuneOutcome:
+        """The outcome of a study as it stands.
+
+        Parameters:
+            study: the study.
+            baseline: the baseline's measurements.
+            ran: trials this run ran.
+            failed: of them, the failed ones.
+            elapsed: seconds of the run.
+
+        Returns:
+            The outcome (its best: sorted by the objective, or the Pareto front).
+        """
         base_value = (baseline.get("values") or [None])[0]
         records = [TrialRecord.from_frozen(t, base_value)
                    for t in study.get_trials(deepcopy=False)

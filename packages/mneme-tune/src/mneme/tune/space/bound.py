@@ -28,7 +28,16 @@ FEASIBILITY_SAMPLES = 20_000
 
 @dataclass
 class BoundSpace:
-    """Spaces combined and bound to one instance's context: what a study samples."""
+    """Spaces combined and bound to one instance's context: what a study samples.
+
+    Parameters:
+        spaces: the spaces.
+        ctx: the instance's context.
+
+    Raises:
+        SpaceError: no spaces, no parameters, a parameter defined by two spaces, or a
+            user space that fails.
+    """
 
     spaces: list[Space]
     ctx: SpaceContext
@@ -63,27 +72,60 @@ class BoundSpace:
         return math.prod(p.size for p in self.params)
 
     def describe(self) -> list[dict[str, Any]]:
+        """The parameters as plain JSON data.
+
+        Returns:
+            Each parameter's description.
+        """
         return [p.describe() for p in self.params]
 
     def signature(self) -> str:
-        """A short hash of the parameter definitions: a study must keep its space."""
+        """A short hash of the parameter definitions: a study must keep its space.
+
+        Returns:
+            16 hex digits.
+        """
         text = json.dumps({"parameters": self.describe(), "spaces": self.names,
                            "constraints": [c.description for c in self.constraints]},
                           sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def suggest(self, trial) -> Point:
+        """Ask an Optuna trial for a point.
+
+        Parameters:
+            trial: the ``optuna.Trial``.
+
+        Returns:
+            The point.
+        """
         return {p.name: p.suggest(trial) for p in self.params}
 
     def violated(self, point: Point) -> str | None:
-        """The description of the first constraint ``point`` breaks, else None."""
+        """The first constraint a point breaks.
+
+        Parameters:
+            point: the point.
+
+        Returns:
+            Its description, or None when the point satisfies every constraint.
+        """
         for c in self.constraints:
             if not c(point):
                 return c.description
         return None
 
     def apply(self, point: Point, settings: ReplaySettings) -> ReplaySettings:
-        # Spaces that extend the pipeline the others chose (transforms) apply last.
+        """The configuration a point stands for: each space applies its part (those that
+        extend the pipeline the others chose, transforms, last).
+
+        Parameters:
+            point: the point.
+            settings: the settings to start from (the recorded configuration's).
+
+        Returns:
+            The settings.
+        """
         ordered = sorted(self.spaces, key=lambda s: bool(getattr(s, "extends_pipeline", False)))
         for s in ordered:
             own = {p.name: point[p.name] for p in s.parameters(self.ctx)}
@@ -91,6 +133,12 @@ class BoundSpace:
         return settings
 
     def baseline(self) -> Point | None:
+        """The point that means the recorded configuration.
+
+        Returns:
+            The point; None when a space does not hold it, or it is not a feasible point
+            of the space (a 24x8 block among powers of two: measured, not a trial).
+        """
         point: Point = {}
         for s in self.spaces:
             part = s.baseline(self.ctx)
@@ -104,13 +152,24 @@ class BoundSpace:
         return point if self.violated(point) is None else None
 
     def grid(self) -> Iterator[Point]:
-        """Every point, feasible or not (for exhaustive search over small spaces)."""
+        """Every point, feasible or not (for exhaustive search over small spaces).
+
+        Yields:
+            The points.
+        """
         names = [p.name for p in self.params]
         for values in itertools.product(*(p.values() for p in self.params)):
             yield dict(zip(names, values, strict=True))
 
     def feasible_points(self) -> list[Point]:
-        """Every point that satisfies the constraints (exhaustive: small spaces only)."""
+        """Every point that satisfies the constraints (exhaustive: small spaces only).
+
+        Returns:
+            The points.
+
+        Raises:
+            SpaceError: the space has more than ``ENUMERATE_LIMIT`` points.
+        """
         if self.size > ENUMERATE_LIMIT:
             raise SpaceError(
                 f"space {self.names} has {self.size} points, too many to walk exhaustively "
@@ -119,11 +178,23 @@ class BoundSpace:
         return [point for point in self.grid() if self.violated(point) is None]
 
     def feasible_count(self) -> int:
+        """How many points satisfy the constraints.
+
+        Returns:
+            Their number (see :meth:`feasible_points`).
+        """
         return len(self.feasible_points())
 
     def check_feasible(self, seed: int = 0) -> None:
-        """Raise SpaceError when the constraints rule out every point (exhaustively for
-        small spaces, by sampling for large ones)."""
+        """Check that the constraints leave a point (exhaustively for small spaces, by
+        sampling for large ones).
+
+        Parameters:
+            seed: the sampling's seed.
+
+        Raises:
+            SpaceError: they rule out every point (naming the one that does most often).
+        """
         if not self.constraints:
             return
         if self.size <= ENUMERATE_LIMIT:

@@ -31,6 +31,12 @@ class LaunchSpace(Space):
     synchronises) must stay co-resident: a shape whose blocks cannot all be resident even
     at the device's thread and block limits per multiprocessor violates a constraint; the
     exact bound (the compiled code's occupancy) is checked when a candidate replays.
+
+    Parameters:
+        grid: the grid mode, one of ``GRID_MODES``.
+
+    Raises:
+        SpaceError: an unknown grid mode.
     """
 
     name = "launch"
@@ -87,14 +93,30 @@ class LaunchSpace(Space):
     def most_resident_blocks(self, p: Point, ctx: SpaceContext) -> int:
         """Blocks of a point's size the GPU holds at once at its thread and block limits
         per multiprocessor, whatever the code's registers and shared memory: an upper
-        bound on a cooperative grid."""
+        bound on a cooperative grid.
+
+        Parameters:
+            p: the point.
+            ctx: the device's limits.
+
+        Returns:
+            The number of blocks.
+        """
         per_sm = min(ctx.max_threads_per_multiprocessor // max(1, self._threads(p)),
                      ctx.max_blocks_per_multiprocessor)
         return per_sm * ctx.multiprocessor_count
 
     def shared_of(self, p: Point, ctx: SpaceContext) -> int:
         """The dynamic shared memory of a point: scaled with the block when the recording
-        used a fixed number of bytes per thread, else the recorded amount."""
+        used a fixed number of bytes per thread, else the recorded amount.
+
+        Parameters:
+            p: the point.
+            ctx: the recorded launch.
+
+        Returns:
+            Bytes per block.
+        """
         per_thread = ctx.shared_per_thread
         return per_thread * self._threads(p) if per_thread else ctx.shared_mem
 
@@ -114,6 +136,15 @@ class LaunchSpace(Space):
         )
 
     def grid_of(self, p: Point, ctx: SpaceContext) -> Dim3:
+        """The grid a point launches, by the grid mode.
+
+        Parameters:
+            p: the point.
+            ctx: the recorded launch.
+
+        Returns:
+            The grid.
+        """
         if self.grid_mode == "keep":
             return ctx.grid
         grid = self._covering(ctx, self._block(p))
@@ -149,7 +180,15 @@ PASS_SEQUENCES = (
 
 
 class PipelineSpace(Space):
-    """The LLVM pipeline: an optimization level, then one of a few extra pass sequences."""
+    """The LLVM pipeline: an optimization level, then one of a few extra pass sequences.
+
+    Parameters:
+        levels: the levels to choose from (``OPT_LEVELS``).
+        sequences: the extra pass sequences to choose from ("" for none).
+
+    Raises:
+        SpaceError: an unknown level.
+    """
 
     name = "pipeline"
 
@@ -283,6 +322,14 @@ class TransformSpace(Space):
 
     @staticmethod
     def passes(params: Point) -> str:
+        """The function pass sequence a point stands for.
+
+        Parameters:
+            params: the point (``unroll``, ``vectorize``).
+
+        Returns:
+            ``function(...,instcombine,simplifycfg)``; empty when both are off.
+        """
         steps = [p for p in (UNROLL[params["unroll"]], VECTORIZE[params["vectorize"]]) if p]
         if not steps:
             return ""

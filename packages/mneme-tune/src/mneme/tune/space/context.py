@@ -13,32 +13,54 @@ __all__ = ["SpaceContext"]
 
 @dataclass(frozen=True)
 class SpaceContext:
-    """The recorded launch and the device limits a space builds its parameters from."""
+    """The recorded launch and the device limits a space builds its parameters from.
+
+    Attributes:
+        grid: the recorded grid.
+        block: the recorded block.
+        shared_mem: the recorded dynamic shared memory in bytes.
+        scalar_params: indices of the kernel's scalar (non-pointer) parameters
+        max_threads_per_block: the device's limit.
+        warp_size: the device's warp size.
+        multiprocessor_count: the device's multiprocessors.
+        max_registers_per_thread: the device's limit.
+        max_shared_memory_per_block: dynamic shared memory a block may use (the opt-in
+            limit; 48 KiB without a device)
+        cluster: the recorded launch's thread-block cluster shape (None: no clusters); every
+            grid tried must be a whole number of clusters
+        cooperative: the recorded launch was cooperative (its grid synchronises): every grid
+            tried must be co-resident on the GPU
+        max_threads_per_multiprocessor: resident threads one multiprocessor holds (bounds a
+            cooperative grid; without a device, the largest of any NVIDIA GPU, so that no shape
+            is excluded wrongly).
+        max_blocks_per_multiprocessor: resident blocks one multiprocessor holds (likewise).
+    """
 
     grid: Dim3
     block: Dim3
     shared_mem: int = 0
-    #: indices of the kernel's scalar (non-pointer) parameters
     scalar_params: tuple[int, ...] = ()
     max_threads_per_block: int = 1024
     warp_size: int = 32
     multiprocessor_count: int = 132
     max_registers_per_thread: int = 255
-    #: dynamic shared memory a block may use (the opt-in limit; 48 KiB without a device)
     max_shared_memory_per_block: int = 48 * 1024
-    #: the recorded launch's thread-block cluster shape (None: no clusters); every grid
-    #: tried must be a whole number of clusters
     cluster: Dim3 | None = None
-    #: the recorded launch was cooperative (its grid synchronises): every grid tried must
-    #: be co-resident on the GPU
     cooperative: bool = False
-    #: resident threads and blocks one multiprocessor holds (bounds a cooperative grid;
-    #: without a device, the largest of any NVIDIA GPU, so that no shape is excluded wrongly)
     max_threads_per_multiprocessor: int = 2048
     max_blocks_per_multiprocessor: int = 32
 
     @classmethod
     def from_instance(cls, instance, properties=None) -> SpaceContext:
+        """The context of a recorded instance on a device.
+
+        Parameters:
+            instance: the instance (its launch, its kernel's parameters).
+            properties: the device's properties; None for the defaults (no device).
+
+        Returns:
+            The context.
+        """
         kernel = instance.kernel
         limits = {}
         if properties is not None:

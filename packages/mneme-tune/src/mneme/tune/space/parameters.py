@@ -16,8 +16,19 @@ Point = dict[str, Any]
 
 @dataclass(frozen=True)
 class IntParam:
-    """An integer from ``low`` to ``high`` inclusive, every ``step``; ``log`` samples on a
-    logarithmic scale (step must then be 1, as in Optuna)."""
+    """An integer parameter: ``low`` to ``high`` inclusive, every ``step``.
+
+    Attributes:
+        name: its name (a key of the points).
+        low: the smallest value.
+        high: the largest value.
+        step: the distance between values.
+        log: sample on a logarithmic scale (step must then be 1, as in Optuna).
+
+    Raises:
+        SpaceError: ``high`` below ``low``, a step below 1, or a log range with another
+            step or a low below 1.
+    """
 
     name: str
     low: int
@@ -34,6 +45,14 @@ class IntParam:
             raise SpaceError(f"parameter {self.name}: a log range needs step 1 and low >= 1")
 
     def suggest(self, trial) -> int:
+        """Ask an Optuna trial for a value.
+
+        Parameters:
+            trial: the ``optuna.Trial``.
+
+        Returns:
+            The value it suggests.
+        """
         return trial.suggest_int(self.name, self.low, self.high, step=self.step, log=self.log)
 
     @property
@@ -41,26 +60,60 @@ class IntParam:
         return (self.high - self.low) // self.step + 1
 
     def values(self) -> Sequence[int]:
+        """Every value, in order.
+
+        Returns:
+            The range of values.
+        """
         return range(self.low, self.high + 1, self.step)
 
     def contains(self, value: Any) -> bool:
+        """Whether a value is one of the parameter's.
+
+        Parameters:
+            value: any value.
+
+        Returns:
+            True for an int in the range on a step.
+        """
         return (isinstance(value, int) and not isinstance(value, bool)
                 and self.low <= value <= self.high and (value - self.low) % self.step == 0)
 
     def sample(self, rng: random.Random) -> int:
+        """A random value (log-uniform for a log range).
+
+        Parameters:
+            rng: the random generator.
+
+        Returns:
+            The value.
+        """
         if self.log:
             value = int(round(math.exp(rng.uniform(math.log(self.low), math.log(self.high)))))
             return min(max(value, self.low), self.high)
         return self.low + self.step * rng.randrange(self.size)
 
     def describe(self) -> dict[str, Any]:
+        """The parameter as plain JSON data (reports, study attributes).
+
+        Returns:
+            Its name, type and range.
+        """
         return {"name": self.name, "type": "int", "low": self.low, "high": self.high,
                 "step": self.step, "log": self.log}
 
 
 @dataclass(frozen=True)
 class Categorical:
-    """One of ``choices`` (JSON scalars: str, int, float, bool or None)."""
+    """A categorical parameter: one of ``choices``.
+
+    Attributes:
+        name: its name (a key of the points).
+        choices: its values: JSON scalars (str, int, float, bool or None).
+
+    Raises:
+        SpaceError: no choices, or a choice that is not a JSON scalar.
+    """
 
     name: str
     choices: tuple
@@ -78,6 +131,14 @@ class Categorical:
         object.__setattr__(self, "choices", choices)
 
     def suggest(self, trial) -> Any:
+        """Ask an Optuna trial for a value.
+
+        Parameters:
+            trial: the ``optuna.Trial``.
+
+        Returns:
+            The choice it suggests.
+        """
         return trial.suggest_categorical(self.name, self.choices)
 
     @property
@@ -85,15 +146,41 @@ class Categorical:
         return len(self.choices)
 
     def values(self) -> Sequence[Any]:
+        """Every choice, in order.
+
+        Returns:
+            The choices.
+        """
         return self.choices
 
     def contains(self, value: Any) -> bool:
+        """Whether a value is one of the choices (of the same type: 1 is not True).
+
+        Parameters:
+            value: any value.
+
+        Returns:
+            True when it is.
+        """
         return any(value == c and type(value) is type(c) for c in self.choices)
 
     def sample(self, rng: random.Random) -> Any:
+        """A random choice.
+
+        Parameters:
+            rng: the random generator.
+
+        Returns:
+            The choice.
+        """
         return rng.choice(self.choices)
 
     def describe(self) -> dict[str, Any]:
+        """The parameter as plain JSON data (reports, study attributes).
+
+        Returns:
+            Its name, type and choices.
+        """
         return {"name": self.name, "type": "categorical", "choices": list(self.choices)}
 
 
@@ -102,7 +189,12 @@ Parameter = IntParam | Categorical
 
 @dataclass(frozen=True)
 class Constraint:
-    """A rule a point must satisfy; ``description`` is shown when it rules out everything."""
+    """A rule a point must satisfy; calling it with a point says whether it does.
+
+    Attributes:
+        description: shown when it rules out every point.
+        test: ``point -> bool``.
+    """
 
     description: str
     test: Callable[[Point], bool]

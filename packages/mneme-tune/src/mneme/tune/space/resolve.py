@@ -11,8 +11,21 @@ from .builtin import BUILTIN_SPACES, PRESETS, LaunchSpace, PipelineSpace
 
 
 def resolve_space(spec: str | Space, grid_mode: str = "cover") -> Space:
-    """A built-in space by name, or a user space as ``module:attr`` or ``file.py:attr``
-    (a Space instance, a Space subclass, or a function made a space by @space)."""
+    """A space by name.
+
+    Parameters:
+        spec: a built-in space's name, a user space as ``module:attr`` or
+            ``file.py:attr`` (a Space instance, a Space subclass, or a function made a
+            space by @space), or a Space (returned as it is).
+        grid_mode: the launch space's grid mode.
+
+    Returns:
+        The space.
+
+    Raises:
+        SpaceError: an unknown name, a user object that is not a space, or one that
+            does not load.
+    """
     if isinstance(spec, Space):
         return spec
     name = spec.strip()
@@ -39,7 +52,19 @@ def resolve_space(spec: str | Space, grid_mode: str = "cover") -> Space:
 
 
 def resolve_spaces(specs: str | Sequence[str | Space], grid_mode: str = "cover") -> list[Space]:
-    """``"launch,pipeline"`` or a list of names/spaces → spaces (each name once)."""
+    """The spaces of a study.
+
+    Parameters:
+        specs: ``"launch,pipeline"`` or a list of names and spaces; presets expand to
+            their spaces.
+        grid_mode: the launch space's grid mode.
+
+    Returns:
+        The spaces, each name once.
+
+    Raises:
+        SpaceError: an unknown name, or a space named twice.
+    """
     if isinstance(specs, str):
         specs = [s for s in specs.split(",") if s.strip()]
     expanded: list[str | Space] = []

@@ -99,27 +99,42 @@ def _compile_identity(key: str, settings: ReplaySettings) -> tuple:
 
 
 class ReplayExecutor(Dispatcher):
-    """Replays configurations of recorded instances on worker processes.
+    """Replays configurations of recorded instances on worker processes, in the manner
+    of ``concurrent.futures``: a worker that crashes, hangs or poisons its CUDA context
+    fails its task alone and is replaced.
 
-    ``database``: a path or an opened ``mneme.replay.db.Database``, needed only for
-    instances given by id. ``devices``: GPU ordinals (one worker each,
-    ``workers_per_device`` if more pays), or None to compile only on ``cpu_workers`` processes. ``timeout``: seconds a task may
-    run in a worker before the watchdog kills it. ``compile_workers``: CPU processes that
-    compile ahead into the cache the workers read (default: several for GPU workers, none
-    for CPU workers, which compile themselves). ``before_run``: a
-    picklable callable run in the worker with the settings before each replay (tests use
-    it to make a worker die). ``instance``: the default instance of ``submit`` (an id or
-    an Instance object). ``spares``: keep spare workers per device to replace a failed
-    one at once (spares.py: one more process each, and on a GPU one more context holding
-    a second copy of instances up to SPARE_RESTORE_BYTES; more while failures are
-    expected, ``expect_failures``: a count given here starts that burst's spare
-    processes with the workers, prepared after the first tasks). ``before_prepare``:
-    like ``before_run``, called in a spare with the instance key before it prepares it
-    (tests make it slow). ``probe_workers``: while failures are expected, up to this many
-    prepared spares per device are lent to try probe tasks (``submit(..., probe=True)``)
-    beside each other, so that their faults overlap; a probe task that runs there is
-    replayed again alone on the slot's worker, whose result (and times) it gets. The slot's
-    worker and the probe workers of a device never run at the same time.
+    Parameters:
+        database: a path or an opened ``mneme.replay.db.Database``, needed only for
+            instances given by id.
+        instance: the default instance of :meth:`submit` (an id or an Instance object).
+        devices: GPU ordinals (one worker each, ``workers_per_device`` if more pays), or
+            None to compile only on ``cpu_workers`` processes.
+        workers_per_device: worker processes per GPU.
+        cpu_workers: compile-only worker processes; None for one per core.
+        compile_workers: CPU processes that compile ahead into the cache the workers read
+            (None: several for GPU workers, none for CPU workers, which compile
+            themselves).
+        timeout: seconds a task may run in a worker before the watchdog kills it.
+        cache_dir: the compile cache the workers share; None for a temporary folder.
+        before_run: a picklable callable run in the worker with the settings before each
+            replay (tests use it to make a worker die).
+        spares: keep spare workers per device to replace a failed one at once
+            (spares.py: one more process each, and on a GPU one more context holding a
+            second copy of instances up to SPARE_RESTORE_BYTES; more while failures are
+            expected).
+        before_prepare: like ``before_run``, called in a spare with the instance key
+            before it prepares it (tests make it slow).
+        expect_failures: a count of failures expected from the start: that burst's
+            spare processes start with the workers, prepared after the first tasks.
+        probe_workers: while failures are expected, up to this many prepared spares per
+            device are lent to try probe tasks (``submit(..., probe=True)``) beside each
+            other, so that their faults overlap; a probe task that runs there is replayed
+            again alone on the slot's worker, whose result (and times) it gets. The
+            slot's worker and the probe workers of a device never run at the same time.
+
+    Raises:
+        DeviceSelectionError: ``devices`` names no GPU, or one that does not exist.
+        TuneError: a worker could not start, or an instance id without a database.
     """
 
     def __init__(
@@ -341,16 +356,28 @@ class ReplayExecutor(Dispatcher):
         return spare
 
     def expect_failures(self, count: int) -> None:
-        """Up to ``count`` of the next tasks may end their worker (the probe of launch
-        shapes): spares for them are made ahead and as they are taken; 0 when that is
-        over (the pool shrinks back to one spare per device)."""
+        """Say that some of the next tasks may end their worker (the probe of launch
+        shapes): spares for them are made ahead and as they are taken.
+
+        Parameters:
+            count: how many; 0 when that is over (the pool shrinks back to one spare per
+                device).
+        """
         with self._lock:
             self._spare_commands.append(count)
         self._wake_w.send(b"")
 
     def spare_ready(self, device: int | None = None, count: int = 1) -> bool:
-        """Whether ``count`` spares of ``device`` (None: the CPU workers) have started and
-        prepared every instance the workers were sent, so a restart now is a hand-over."""
+        """Whether spares have started and prepared every instance the workers were
+        sent, so that a restart now is a hand-over.
+
+        Parameters:
+            device: the GPU; None for the CPU workers.
+            count: how many spares.
+
+        Returns:
+            True when that many are ready.
+        """
         return self.spares.ready_count(device, list(self._sent)) >= count
 
     # -- tasks -------------------------------------------------------------------------------
@@ -370,14 +397,26 @@ class ReplayExecutor(Dispatcher):
 
     def submit(self, settings: ReplaySettings, instance: str | Instance | None = None, *,
                probe: bool = False, guard: bool = False) -> Future:
-        """Replay ``settings`` on ``instance`` (an id or an Instance object; default: the
-        executor's): a Future of a ReplayResult that raises TrialFailedError when the replay
-        fails or does not verify. ``probe``: a task that may well fault (the tuner's probe
-        of launch shapes): with ``probe_workers``, it may be tried beside other probe
-        tasks first; its failure there is its answer, and if it runs it is replayed again
-        alone. A probe task, or one with ``guard``, is tried first with the kernel's guarded
-        variant (mneme.replay.engine.guarded_probe): a launch shape that would fault fails
-        as ``out-of-bounds``, the worker's context intact."""
+        """Replay a configuration on a worker.
+
+        Parameters:
+            settings: the configuration.
+            instance: an id or an Instance object; None for the executor's.
+            probe: a task that may well fault (the tuner's probe of launch shapes): with
+                ``probe_workers``, it may be tried beside other probe tasks first; its
+                failure there is its answer, and if it runs it is replayed again alone.
+            guard: try the kernel's guarded variant first
+                (mneme.replay.engine.guarded_probe), as a probe task does: a launch shape
+                that would fault fails as ``out-of-bounds``, the worker's context intact.
+
+        Returns:
+            A Future of the ReplayResult; it raises TrialFailedError when the replay
+            fails or does not verify (its ``kind`` says why).
+
+        Raises:
+            TuneError: no instance to replay (none given, and the executor has none).
+            RuntimeError: the executor is shut down.
+        """
         target = self._resolve(instance) if instance is not None else self.instance
         if target is None:
             raise TuneError("submit needs an instance (KERNEL/INSTANCE)")
@@ -424,7 +463,17 @@ class ReplayExecutor(Dispatcher):
 
     def map(self, settings: Iterable[ReplaySettings], instance: str | Instance | None = None,
             timeout: float | None = None) -> Iterator[ReplayResult]:
-        """Results in the order of ``settings`` (raises the first failure, like Executor.map)."""
+        """Replay configurations, like ``Executor.map``.
+
+        Parameters:
+            settings: the configurations.
+            instance: an id or an Instance object; None for the executor's.
+            timeout: seconds to wait for each result; None waits.
+
+        Yields:
+            The results in the order of ``settings`` (the first failure raises its
+            TrialFailedError).
+        """
         futures = [self.submit(s, instance) for s in settings]
         for future in futures:
             yield future.result(timeout)
@@ -448,6 +497,12 @@ class ReplayExecutor(Dispatcher):
     # -- lifetime ----------------------------------------------------------------------------
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        """Stop the workers and the dispatcher.
+
+        Parameters:
+            wait: wait for the tasks in flight first.
+            cancel_futures: fail the tasks not run yet instead of waiting for them.
+        """
         if wait and not cancel_futures:
             with self._lock:
                 inflight = list(self._inflight)
