@@ -30,6 +30,11 @@ PATHS = [str(ROOT / "packages" / p / "src") for p in
 
 #: package -> whether the public methods of its exported classes are checked too
 CHECKED = {
+    "mneme.instrument.section": True,
+    "mneme.instrument.fatbin": True,
+    "mneme.instrument.demangle": True,
+    "mneme.instrument.errors": True,
+    "mneme.replay.errors": True,
     "mneme.runtime": True,
     "mneme.runtime.errors": True,
     "mneme.replay.db": True,

@@ -20,9 +20,20 @@ SHT_SYMTAB = 2
 
 
 def parse_cubin(elf: bytes) -> list[tuple[str, int, int | None, int | None]]:
-    """(name, SASS bytes, registers, frame bytes) of each kernel of a 64-bit cubin: its
-    FUNC symbols marked as entries (STO_CUDA_ENTRY), sized by their .text section;
-    registers and frame from the cubin's .nv.info attributes."""
+    """The kernels of a 64-bit cubin: its FUNC symbols marked as entries
+    (STO_CUDA_ENTRY), sized by their .text section; registers and frame from the cubin's
+    .nv.info attributes.
+
+    Parameters:
+        elf: the cubin's bytes.
+
+    Returns:
+        ``(name, SASS bytes, registers, frame bytes)`` of each kernel (None where .nv.info
+        does not say).
+
+    Raises:
+        FatbinError: not a 64-bit little-endian ELF, or a damaged one.
+    """
     try:
         if len(elf) < _ELF_HEADER.size or elf[:4] != b"\x7fELF" or elf[4] != 2 or elf[5] != 1:
             raise FatbinError("cubin entry is not a 64-bit little-endian ELF")
@@ -97,8 +108,15 @@ _PTX_ENTRY = re.compile(r"^[ \t]*(?:\.(?:visible|weak|extern)[ \t]+)*\.entry[ \t
 
 
 def ptx_entries(ptx: str) -> list[tuple[str, int]]:
-    """(name, bytes of its text) of each ``.entry`` (kernel) of a PTX module; the text
-    runs from the directive to the closing brace of its body."""
+    """The kernels (``.entry`` functions) of a PTX module.
+
+    Parameters:
+        ptx: the PTX text.
+
+    Returns:
+        ``(name, bytes of its text)`` of each; the text runs from the directive to the
+        closing brace of its body.
+    """
     found = []
     for match in _PTX_ENTRY.finditer(ptx):
         body = ptx.find("{", match.end())

@@ -18,8 +18,15 @@ def _demangler() -> list[str] | None:
 
 
 def demangle(names: list[str]) -> list[str]:
-    """Itanium-demangled names (llvm-cxxfilt or c++filt, one process for all); names
-    it does not know, or all of them where no demangler is installed, stay as they are."""
+    """Demangle Itanium C++ names (llvm-cxxfilt or c++filt, one process for all).
+
+    Parameters:
+        names: the mangled names.
+
+    Returns:
+        Their demangled names, in order; names it does not know, or all of them where no
+        demangler is installed, stay as they are.
+    """
     tool = _demangler()
     if not names or tool is None or any("\n" in n for n in names):
         return list(names)

@@ -40,7 +40,15 @@ class MnemeError(Exception):
 
 
 def is_user_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is one the commands print as one line (its class's flag)."""
+    """Whether an exception is one the user can fix: the commands print it as one line
+    and exit 2 (its class's ``mneme_user_error`` flag).
+
+    Parameters:
+        exc: the exception.
+
+    Returns:
+        True when it is.
+    """
     return bool(getattr(type(exc), "mneme_user_error", False))
 
 

@@ -75,36 +75,68 @@ MAX_ENTRIES = 100_000
 
 @dataclass(frozen=True)
 class FatbinKernel:
-    """One kernel in one code entry: its SASS (cubin) or its PTX."""
+    """One kernel in one code entry: its SASS (cubin) or its PTX.
 
-    name: str  # mangled, as __cudaRegisterFunction receives it
+    Attributes:
+        name: mangled, as __cudaRegisterFunction receives it
+        demangled: its demangled name.
+        kind: "sass" or "ptx"
+        arch: "sm_90" (SASS) or "compute_90" (PTX)
+        size: bytes of its .text section (SASS) or of its .entry text (PTX)
+        entry: index of its FatbinEntry
+        registers: SASS: from the cubin's .nv.info
+        frame_bytes: SASS: its stack frame bytes, from the cubin's .nv.info.
+    """
+
+    name: str
     demangled: str
-    kind: str  # "sass" or "ptx"
-    arch: str  # "sm_90" (SASS) or "compute_90" (PTX)
-    size: int  # bytes of its .text section (SASS) or of its .entry text (PTX)
-    entry: int  # index of its FatbinEntry
-    registers: int | None = None  # SASS: from the cubin's .nv.info
+    kind: str
+    arch: str
+    size: int
+    entry: int
+    registers: int | None = None
     frame_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The kernel as plain JSON data.
+
+        Returns:
+            Its fields.
+        """
         return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
 class FatbinEntry:
-    """One code entry of a fatbinary container."""
+    """One code entry of a fatbinary container.
+
+    Attributes:
+        index: its position among the section's entries.
+        container: index of its container in the section
+        offset: of its header within the section
+        kind: "ptx", "cubin", "ltoir" or "kind-<n>"
+        arch: "sm_90" for cubins, "compute_90" for PTX
+        version: PTX ISA ("9.0") or ELF ABI version
+        flags: the entry's flags (0x2: debug, compression).
+        compression: "zstd", "lz4" or None
+        stored_size: payload bytes in the file
+        size: payload bytes once decompressed
+        data: the payload, decompressed; None where that failed
+        error: why its payload could not be decompressed; None when it was.
+        kernels: the kernels it defines.
+    """
 
     index: int
-    container: int  # index of its container in the section
-    offset: int  # of its header within the section
-    kind: str  # "ptx", "cubin", "ltoir" or "kind-<n>"
-    arch: str  # "sm_90" for cubins, "compute_90" for PTX
-    version: str  # PTX ISA ("9.0") or ELF ABI version
+    container: int
+    offset: int
+    kind: str
+    arch: str
+    version: str
     flags: int
-    compression: str | None  # "zstd", "lz4" or None
-    stored_size: int  # payload bytes in the file
-    size: int  # payload bytes once decompressed
-    data: bytes | None  # the payload, decompressed; None where that failed
+    compression: str | None
+    stored_size: int
+    size: int
+    data: bytes | None
     error: str | None = None
     kernels: tuple[FatbinKernel, ...] = field(default=())
 
@@ -113,7 +145,14 @@ class FatbinEntry:
         return bool(self.flags & 0x2)
 
     def text(self) -> str:
-        """The PTX of a PTX entry (FatbinError otherwise)."""
+        """The PTX of a PTX entry.
+
+        Returns:
+            The PTX text.
+
+        Raises:
+            FatbinError: the entry holds something else, or could not be decompressed.
+        """
         if self.kind != "ptx":
             raise FatbinError(f"entry {self.index} holds a {self.kind}, not PTX")
         if self.data is None:
@@ -121,6 +160,11 @@ class FatbinEntry:
         return self.data.rstrip(b"\0").decode(errors="replace").lstrip("\n")
 
     def to_dict(self) -> dict[str, Any]:
+        """The entry as plain JSON data (its kernels by name, not its payload).
+
+        Returns:
+            Its fields.
+        """
         out = {k: v for k, v in self.__dict__.items() if k not in ("data", "kernels")}
         out["kernels"] = [k.name for k in self.kernels]
         return out
@@ -130,8 +174,19 @@ class FatbinEntry:
 
 
 def parse_fatbin(section: bytes, where: str = "fatbinary") -> list[FatbinEntry]:
-    """Every code entry of the containers in ``section`` (the bytes of .nv_fatbin),
-    decompressed, with the kernels each defines (demangled with ``demangle``)."""
+    """Every code entry of a fatbinary section, decompressed, with the kernels each
+    defines (demangled).
+
+    Parameters:
+        section: the bytes of ``.nv_fatbin`` (one or more containers).
+        where: the file and section, for messages.
+
+    Returns:
+        The entries, in order.
+
+    Raises:
+        FatbinError: a truncated or damaged container, or too many entries.
+    """
     raw: list[FatbinEntry] = []
     pos, end, container = 0, len(section), 0
     while pos < end:
@@ -276,7 +331,18 @@ def _entry(
 
 
 def read_fatbin(path: str | os.PathLike) -> list[FatbinEntry]:
-    """Every code entry of the fatbinaries in an ELF file; NoFatbinError if it has none."""
+    """Every code entry of the fatbinaries in an ELF file.
+
+    Parameters:
+        path: an executable, shared object or object file built by nvcc.
+
+    Returns:
+        The entries.
+
+    Raises:
+        NoFatbinError: the file has no fatbinary.
+        FatbinError: it is damaged.
+    """
     found = elf_sections(Path(path), lambda name, _flags: name in SECTIONS)
     for name in SECTIONS:
         if name in found and found[name][1]:
@@ -291,7 +357,14 @@ MAX_IMAGE_BYTES = 1 << 30
 
 
 def image_kind(image: bytes) -> str | None:
-    """"fatbin", "cubin", "ptx" or None: what a code image is, from its first bytes."""
+    """What a code image is, from its first bytes.
+
+    Parameters:
+        image: the bytes.
+
+    Returns:
+        ``fatbin``, ``cubin``, ``ptx``, or None for anything else.
+    """
     if len(image) >= CONTAINER.size and CONTAINER.unpack_from(image, 0)[0] == FATBIN_MAGIC:
         return "fatbin"
     if image[:4] == b"\x7fELF":
@@ -308,7 +381,21 @@ def parse_code_image(
     """The code entries of what ``cuModuleLoadData``/``cuLibraryLoadData`` accept, or a
     fatbinary ``__cudaRegisterFatBinary`` registers: a fatbinary (its entries; of the first
     container only, as an image in memory is, unless ``first_container_only`` is False), a
-    cubin (one SASS entry) or PTX text (one PTX entry, NUL-terminated or not)."""
+    cubin (one SASS entry) or PTX text (one PTX entry, NUL-terminated or not).
+
+    Parameters:
+        image: the bytes.
+        where: where they come from, for messages.
+        first_container_only: of a fatbinary, read only the first container (as an
+            image in memory is read).
+
+    Returns:
+        The code entries.
+
+    Raises:
+        FatbinError: neither a fatbinary, a cubin nor PTX text (or an ELF file for
+            another machine).
+    """
     if image_kind(image) == "fatbin":
         _, _, header_size, size = CONTAINER.unpack_from(image, 0)
         end = header_size + size if first_container_only else len(image)
@@ -338,8 +425,21 @@ def parse_code_image(
 
 
 def read_code_file(path: str | os.PathLike) -> list[FatbinEntry]:
-    """Code entries of a file: an ELF executable/library/object with a fatbinary, or a
-    .cubin, .fatbin or .ptx file (parse_code_image)."""
+    """The code entries of a file.
+
+    Parameters:
+        path: an ELF executable, library or object with a fatbinary, or a .cubin,
+            .fatbin or .ptx file.
+
+    Returns:
+        The entries.
+
+    Raises:
+        SectionError: no such file, a folder, no permission, or a file that is none of
+            these.
+        FatbinError: a code image larger than ``MAX_IMAGE_BYTES``, or damaged.
+        NoFatbinError: an ELF file without a fatbinary.
+    """
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -366,5 +466,12 @@ def read_code_file(path: str | os.PathLike) -> list[FatbinEntry]:
 
 
 def fatbin_kernels(entries: list[FatbinEntry]) -> list[FatbinKernel]:
-    """Every kernel of every entry, in entry order (one per code object it is in)."""
+    """Every kernel of every entry.
+
+    Parameters:
+        entries: the entries.
+
+    Returns:
+        The kernels in entry order (one per code object it is in).
+    """
     return [k for e in entries for k in e.kernels]

@@ -66,7 +66,18 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Param:
-    """One kernel parameter as it lies in the launch argument buffer."""
+    """One kernel parameter as it lies in the launch argument buffer.
+
+    Attributes:
+        index: its position in the kernel's signature.
+        size: its size in bytes.
+        align: its alignment.
+        offset: where it starts in the argument buffer.
+        pointer: whether it is a pointer.
+        byval: whether it is an aggregate passed by value.
+        type: its LLVM type.
+        address_space: a pointer's address space, when the IR says.
+    """
 
     index: int
     size: int
@@ -79,6 +90,14 @@ class Param:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Param:
+        """A parameter from the section's JSON.
+
+        Parameters:
+            d: its JSON object.
+
+        Returns:
+            The parameter.
+        """
         return cls(
             index=int(d["index"]),
             size=int(d["size"]),
@@ -94,19 +113,38 @@ class Param:
 @dataclass(frozen=True)
 class GlobalVar:
     """A device global the kernel (or a function it calls) uses; `name` is the symbol
-    ``__cudaRegisterVar`` receives as its device name."""
+    ``__cudaRegisterVar`` receives as its device name.
+
+    Attributes:
+        name: the symbol ``__cudaRegisterVar`` receives as its device name.
+        demangled: its demangled name.
+        size: its size in bytes.
+        align: its alignment.
+        address_space: NVPTX: 1 global (__device__), 3 shared, 4 constant (__constant__)
+        constant: whether it is constant.
+        externally_initialized: whether the host may write it before a launch.
+        defined: whether this module defines it.
+    """
 
     name: str
     demangled: str
     size: int
     align: int
-    address_space: int  # NVPTX: 1 global (__device__), 3 shared, 4 constant (__constant__)
+    address_space: int
     constant: bool
     externally_initialized: bool
     defined: bool
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> GlobalVar:
+        """A global from the section's JSON.
+
+        Parameters:
+            d: its JSON object.
+
+        Returns:
+            The global.
+        """
         return cls(
             name=str(d["name"]),
             demangled=str(d.get("demangled", d["name"])),
@@ -121,24 +159,43 @@ class GlobalVar:
 
 @dataclass(frozen=True)
 class Kernel:
-    """One embedded kernel: its standalone module (bitcode) and metadata."""
+    """One embedded kernel: its standalone module (bitcode) and metadata.
 
-    name: str  # mangled; what __cudaRegisterFunction receives as deviceName
+    Attributes:
+        name: its mangled name: what ``__cudaRegisterFunction`` receives as deviceName.
+        demangled: its demangled name.
+        static_hash: 16 hex digits: FNV-1a 64 of ``ir``; None if extraction failed.
+        ir: LLVM bitcode of the standalone module (empty if extraction failed).
+        params: its parameters.
+        globals: the device globals it (or a function it calls) uses.
+        launch_bounds: its launch bounds (max threads, min blocks, ...).
+        target: ``nvptx64-nvidia-cuda`` or ``amdgcn-amd-amdhsa``.
+        arch: ``sm_90``, ``gfx90a``, ...
+        source: its translation unit (the path clang was given), or ``<link>``.
+        stage: ``compile``, or ``link`` for kernels resolved at link time (-fgpu-rdc).
+        complete: False when it calls device code of another translation unit that was
+            never linked in.
+        unresolved: the device functions it calls that were never linked in.
+        error: why extracting it failed; None when it did not.
+        fatbin: ``{"size": n, "crc32": "8 hex"}`` of the translation unit's CUDA fatbinary
+            (header and payload), which ``__cudaRegisterFatBinary`` receives; None where there
+            is none per translation unit (HIP, the new offload driver).
+    """
+
+    name: str
     demangled: str
-    static_hash: str | None  # 16 hex digits: FNV-1a 64 of `ir`; None if extraction failed
-    ir: bytes  # LLVM bitcode of the standalone module (b"" if extraction failed)
+    static_hash: str | None
+    ir: bytes
     params: tuple[Param, ...]
     globals: tuple[GlobalVar, ...]
     launch_bounds: dict[str, Any]
-    target: str  # "nvptx64-nvidia-cuda" or "amdgcn-amd-amdhsa"
-    arch: str  # "sm_90", "gfx90a", ...
-    source: str  # translation unit (the path clang was given), or "<link>"
-    stage: str  # "compile", or "link" for kernels resolved at link time (-fgpu-rdc)
-    complete: bool  # False: calls device code of another TU that was never linked in
+    target: str
+    arch: str
+    source: str
+    stage: str
+    complete: bool
     unresolved: tuple[str, ...] = ()
     error: str | None = None
-    # {"size": n, "crc32": "8 hex"} of the TU's CUDA fatbinary (header + payload), which
-    # __cudaRegisterFatBinary receives; None where there is none per TU (HIP, new driver)
     fatbin: dict[str, Any] | None = None
 
     @property
@@ -146,7 +203,11 @@ class Kernel:
         return len(self.ir)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description (without the IR itself)."""
+        """The kernel as plain JSON data (what ``mneme inspect --json`` prints).
+
+        Returns:
+            Its description, without the IR itself.
+        """
         return {
             "name": self.name,
             "demangled": self.demangled,
@@ -168,11 +229,18 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Record:
-    """One record of the section: what one device compilation (or link step) embedded."""
+    """One record of the section: what one device compilation (or link step) embedded.
+
+    Attributes:
+        meta: its JSON metadata.
+        data: its data (the blobs the metadata refers to).
+        offset: of the record within the section
+        kernels: the kernels it embeds.
+    """
 
     meta: dict[str, Any]
     data: bytes
-    offset: int  # of the record within the section
+    offset: int
     kernels: tuple[Kernel, ...] = field(default=())
 
     @property
@@ -196,7 +264,15 @@ class Record:
 
 
 def encode_record(meta: dict[str, Any], data: bytes = b"") -> bytes:
-    """One record, exactly as the pass writes it (used by tests and link-time tools)."""
+    """One record, exactly as the pass writes it (used by tests and link-time tools).
+
+    Parameters:
+        meta: its JSON metadata.
+        data: its data.
+
+    Returns:
+        The record's bytes (header, padded JSON, data).
+    """
     text = json.dumps(meta, separators=(",", ":")).encode()
     text += b" " * (-(HEADER.size + len(text)) % RECORD_ALIGNMENT)
     header = HEADER.pack(
@@ -229,7 +305,19 @@ def _kernel_from_json(record: Record, d: dict[str, Any]) -> Kernel:
 
 
 def parse_section(section: bytes, where: str = "section") -> list[Record]:
-    """Split the bytes of a .mneme.kernels section into records (validating each)."""
+    """Split the bytes of a ``.mneme.kernels`` section into records, each validated.
+
+    Parameters:
+        section: the section's bytes.
+        where: the file or section's name, for messages.
+
+    Returns:
+        The records, in order.
+
+    Raises:
+        SectionError: a truncated or corrupt record (bad magic, version, checksum or
+            JSON).
+    """
     records: list[Record] = []
     pos, end = 0, len(section)
     while pos < end:
@@ -344,7 +432,15 @@ def elf_sections(path: Path, wanted=lambda name, flags: True) -> dict[str, tuple
 
 
 def read_elf_section(path: str | os.PathLike, name: str = SECTION_NAME) -> bytes | None:
-    """Bytes of section `name` of an ELF file (None if the file has no such section)."""
+    """One section of an ELF file.
+
+    Parameters:
+        path: the file.
+        name: the section's name.
+
+    Returns:
+        Its bytes; None when the file has no such section.
+    """
     found = elf_sections(Path(path), lambda n, _flags: n == name)
     return found[name][1] if name in found else None
 
@@ -356,7 +452,19 @@ def loaded_sections(path: str | os.PathLike) -> dict[str, tuple[int, bytes]]:
 
 
 def read_records(path: str | os.PathLike) -> list[Record]:
-    """Every record of the file's mneme section; NotInstrumentedError if it has none."""
+    """Every record of a file's mneme section.
+
+    Parameters:
+        path: an executable, shared object or object file.
+
+    Returns:
+        The records.
+
+    Raises:
+        NotInstrumentedError: the file has no mneme section (not built with
+            mneme-clang++).
+        SectionError: the section is corrupt.
+    """
     section = read_elf_section(path)
     if section is None:
         raise NotInstrumentedError(
@@ -383,14 +491,30 @@ def read_kernels(path: str | os.PathLike) -> list[Kernel]:
 
     A kernel defined in several translation units (file-``static`` kernels, or one
     source built for several architectures) appears once per copy; tell them apart by
-    ``source``/``arch``/``static_hash``. Raises NotInstrumentedError (a SectionError)
-    for a file that mneme-clang++ did not build.
+    ``source``/``arch``/``static_hash``.
+
+    Parameters:
+        path: an executable, shared object or object file.
+
+    Returns:
+        The kernels (link-time ones in place of their -fgpu-rdc compile-time copies).
+
+    Raises:
+        NotInstrumentedError: a file that mneme-clang++ did not build (a SectionError).
     """
     return kernels_of(read_records(path))
 
 
 def find_kernel(kernels: list[Kernel], key: str) -> list[Kernel]:
-    """Kernels whose mangled name, demangled name, static hash or bare name is `key`."""
+    """The kernels a user's key names.
+
+    Parameters:
+        kernels: the kernels to look in.
+        key: a mangled name, demangled name, static hash or bare name.
+
+    Returns:
+        Those whose name or hash is ``key`` (bare names only when nothing else matches).
+    """
     exact = [k for k in kernels if key in (k.name, k.demangled, k.static_hash)]
     if exact:
         return exact

@@ -36,6 +36,15 @@ _MASK = (1 << 64) - 1
 
 
 def fnv1a64(data: bytes, value: int = FNV_OFFSET) -> int:
+    """FNV-1a 64 of a byte string (a record's checksum, a kernel's static hash).
+
+    Parameters:
+        data: the bytes.
+        value: the hash to continue from (the offset basis for a new hash).
+
+    Returns:
+        The hash.
+    """
     for byte in data:
         value = ((value ^ byte) * FNV_PRIME) & _MASK
     return value
