@@ -30,7 +30,15 @@ LOG = "plots.log"
 
 
 def draw_in_background(outcome, directory: Path) -> int:
-    """Start the drawing process for ``outcome``'s plots into ``directory``; its pid."""
+    """Start the process that draws a run's plots, after the command has returned.
+
+    Parameters:
+        outcome: the run's outcome.
+        directory: the report folder.
+
+    Returns:
+        The drawing process's pid.
+    """
     study = outcome.study
     handover = {
         "outcome": replace(outcome, study=None),

@@ -94,9 +94,17 @@ def _importable(module: str) -> bool:
 
 
 def write_plots(outcome: TuneOutcome, directory: Path) -> tuple[list[str], dict[str, str]]:
-    """Every plot as PNG (matplotlib) and HTML (plotly); returns (written files, skipped
-    plot → why). A plotting library that is missing costs its format, said once, never
-    the report: the search before it may have taken hours."""
+    """Draw every plot as PNG (matplotlib) and HTML (plotly). A plotting library that
+    is missing costs its format, said once, never the report: the search before it may
+    have taken hours.
+
+    Parameters:
+        outcome: the run's outcome.
+        directory: the report folder.
+
+    Returns:
+        The files written, and plot (or format) -> why it was skipped.
+    """
     import warnings
 
     png, html = _importable("matplotlib"), _importable("plotly")

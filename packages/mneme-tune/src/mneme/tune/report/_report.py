@@ -32,16 +32,29 @@ TOP = 10
 
 
 def exported_settings(record: TrialRecord) -> dict[str, Any]:
-    """A trial's configuration as ``mneme replay --config`` takes it (replayed on a GPU:
-    the compile-only flag of a static tuning run is dropped)."""
+    """A trial's configuration as ``mneme replay --config`` takes it.
+
+    Parameters:
+        record: the trial.
+
+    Returns:
+        Its settings as JSON data, to replay on a GPU (the compile-only flag of a static
+        tuning run dropped).
+    """
     settings = ReplaySettings.from_dict(record.settings)  # type: ignore[arg-type]
     replay = settings.replay.with_(compile_only=False)
     return ReplaySettings(settings.compile, replay).to_dict()
 
 
 def verdict(outcome: TuneOutcome) -> str:
-    """One line: what the search found against the recorded configuration, with its noise
-    ("no significant speedup" when the difference is inside it)."""
+    """What the search found against the recorded configuration, with its noise.
+
+    Parameters:
+        outcome: the run's outcome.
+
+    Returns:
+        One line ("no significant speedup" when the difference is inside the noise).
+    """
     c = outcome.confirmation
     if not c:
         return "no configuration to compare with the recorded one"
@@ -70,7 +83,14 @@ def verdict(outcome: TuneOutcome) -> str:
 
 
 def best_configuration(outcome: TuneOutcome) -> dict[str, Any]:
-    """best.json: the best configuration with what it was tuned on and how it compared."""
+    """What best.json holds.
+
+    Parameters:
+        outcome: the run's outcome (its best first).
+
+    Returns:
+        The best configuration, with what it was tuned on and how it compared.
+    """
     data = exported_settings(outcome.best[0])
     if outcome.identity:
         c = outcome.confirmation
@@ -84,6 +104,15 @@ def best_configuration(outcome: TuneOutcome) -> dict[str, Any]:
 
 
 def summary(outcome: TuneOutcome) -> dict[str, Any]:
+    """What summary.json holds.
+
+    Parameters:
+        outcome: the run's outcome.
+
+    Returns:
+        The study, objectives, baseline, best trials, confirmation and the run's counts.
+    """
+
     def row(r: TrialRecord) -> dict[str, Any]:
         out: dict[str, Any] = {"trial": r.number, "values": r.values, "params": r.params,
                "metrics": r.metrics, "speedup": r.speedup, "verified": r.verified}
@@ -124,6 +153,12 @@ def summary(outcome: TuneOutcome) -> dict[str, Any]:
 
 
 def write_trials_csv(outcome: TuneOutcome, path: Path) -> None:
+    """Write trials.csv: one row per trial (values, parameters, metrics, failure).
+
+    Parameters:
+        outcome: the run's outcome.
+        path: the file.
+    """
     params = sorted({k for r in outcome.trials for k in r.params})
     metrics = sorted({k for r in outcome.trials for k in r.metrics})
     header = ["trial", "state", *(f"value_{n}" for n in outcome.objectives), *params, *metrics, "speedup", "verified",
@@ -152,6 +187,9 @@ def write_report(outcome: TuneOutcome, directory: str | os.PathLike,
 
     Returns:
         The summary (what summary.json holds).
+
+    Raises:
+        TuneError: the folder cannot be created.
     """
     directory = Path(directory)
     try:

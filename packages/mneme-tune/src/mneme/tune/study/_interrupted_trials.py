@@ -26,9 +26,18 @@ ABANDONED_AFTER = 600.0
 
 
 def recover_interrupted(study, trial_timeout: float) -> int:
-    """Fail the trials a dead tuner left running in ``study`` (a MirroredStudy) and queue
-    their points again; returns how many. Trials carry no owner while they run (one
-    storage write less per trial), hence the judgement by the tuners alive and by age."""
+    """Fail the trials a dead tuner left running and queue their points again. Trials
+    carry no owner while they run (one storage write less per trial), hence the
+    judgement by the tuners alive and by age.
+
+    Parameters:
+        study: the study (a MirroredStudy).
+        trial_timeout: seconds a trial may take: one running longer than that (with some
+            slack) is taken as left.
+
+    Returns:
+        How many trials were failed.
+    """
     me = tuner_owner()
     tuners = [k.removeprefix(TUNER_ATTR) for k in study.user_attrs if k.startswith(TUNER_ATTR)]
     others_alive = any(owner_alive(t) for t in tuners if t != me)

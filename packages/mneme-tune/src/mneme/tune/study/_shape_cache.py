@@ -28,19 +28,44 @@ _MAX_BYTES = 1 << 24
 
 
 def cache_path(instance) -> Path:
+    """Where the launch shapes learned for an instance are kept, beside its database.
+
+    Parameters:
+        instance: the instance.
+
+    Returns:
+        ``.mneme/launch_shapes/<static hash>/<dynamic hash>.json`` in the database.
+    """
     return (Path(instance.kernel.db.root) / ".mneme" / "launch_shapes" / instance.kernel.static_hash
             / f"{instance.dynamic_hash}.json")
 
 
 def launch_key(grid, block, shared_mem: int) -> str:
-    """'grid 64x1x1 block 256x1x1 shared 0': one launch, as the cache names it."""
+    """One launch, as the cache names it.
+
+    Parameters:
+        grid: the grid.
+        block: the block.
+        shared_mem: the dynamic shared memory.
+
+    Returns:
+        ``grid 64x1x1 block 256x1x1 shared 0``.
+    """
     return (f"grid {'x'.join(map(str, grid))} block {'x'.join(map(str, block))} "
             f"shared {int(shared_mem)}")
 
 
 def load(instance, code: str) -> dict[str, str]:
-    """launch key -> "valid" or the failure kind, as learned with ``code``; empty when
-    nothing is kept, the file is unreadable, or it was learned with other code."""
+    """The launch shapes learned for an instance with some code.
+
+    Parameters:
+        instance: the instance.
+        code: the code's identity (what the shapes were learned with).
+
+    Returns:
+        Launch key -> ``valid`` or the failure kind; empty when nothing is kept, the
+        file is unreadable, or it was learned with other code.
+    """
     path = cache_path(instance)
     try:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_BYTES:
@@ -57,8 +82,17 @@ def load(instance, code: str) -> dict[str, str]:
 
 
 def store(instance, code: str, launches: dict[str, str]) -> bool:
-    """Add ``launches`` to what is kept for ``code`` (atomically; what another run stored
-    meanwhile stays); False where the database is read-only."""
+    """Add launch shapes to what is kept for some code (atomically; what another run
+    stored meanwhile stays).
+
+    Parameters:
+        instance: the instance.
+        code: the code's identity.
+        launches: launch key -> ``valid`` or the failure kind.
+
+    Returns:
+        False where the database is read-only.
+    """
     if not launches:
         return True
     path = cache_path(instance)

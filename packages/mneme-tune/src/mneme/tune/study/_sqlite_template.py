@@ -30,13 +30,22 @@ __all__ = ["cache_dir", "copy_template", "template_path"]
 
 
 def cache_dir() -> Path:
-    """Where mneme keeps per-user files it can always make again."""
+    """Where mneme keeps per-user files it can always make again.
+
+    Returns:
+        ``$XDG_CACHE_HOME/mneme``, else ``~/.cache/mneme``.
+    """
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "mneme"
 
 
 def template_path() -> Path:
-    """The template for the installed Optuna: its schema and alembic stamp are that version's."""
+    """The empty study database new SQLite storages are copied from, for the installed
+    Optuna (its schema and alembic stamp are that version's).
+
+    Returns:
+        Its path in :func:`cache_dir`.
+    """
     return cache_dir() / f"optuna-{optuna.__version__}-empty.sqlite3"
 
 
@@ -57,8 +66,16 @@ def _make_template(path: Path) -> None:
 
 def copy_template(target: Path) -> bool:
     """Make ``target`` a copy of the template when it does not exist; True when this call
-    made it. False when it exists already (made by another process meanwhile too) or when
-    no copy could be made: Optuna then creates or opens it itself."""
+    made it.
+
+    Parameters:
+        target: the SQLite file to make.
+
+    Returns:
+        True when this call made it; False when it exists already (made by another
+        process meanwhile too) or when no copy could be made: Optuna then creates or
+        opens it itself.
+    """
     if target.exists():
         return False
     template = template_path()

@@ -48,12 +48,23 @@ optuna.logging.set_verbosity(logging.ERROR)  # mneme reports what matters itself
 
 
 def tuner_owner() -> str:
-    """This tuner process, as trials and study attributes name it."""
+    """This tuner process, as trials and study attributes name it.
+
+    Returns:
+        ``host:pid``.
+    """
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def owner_alive(owner: str) -> bool:
-    """False only for a tuner of this machine whose process is gone."""
+    """Whether the tuner a study names may still run.
+
+    Parameters:
+        owner: ``host:pid``.
+
+    Returns:
+        False only for a tuner of this machine whose process is gone.
+    """
     host, _, pid = owner.rpartition(":")
     if host != socket.gethostname():
         return True  # another machine's tuner: not ours to judge
@@ -161,7 +172,20 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def open_storage(url: str | None, default_dir: Path | None = None):
-    """An Optuna storage for ``url`` (None: the default SQLite file in ``default_dir``)."""
+    """Open an Optuna storage (a new SQLite file is a copy of the template).
+
+    Parameters:
+        url: ``sqlite:///PATH``, ``postgresql://...``, ``mysql://...``, or a journal
+            file (``journal:PATH`` or ``*.log``); None for the default SQLite file.
+        default_dir: the default file's folder; None for the current one.
+
+    Returns:
+        The storage.
+
+    Raises:
+        StudyError: a URL of no kind, a folder that does not exist, a database driver
+            that is not installed, or a storage that cannot be opened (one line).
+    """
     if url is None:
         url = f"sqlite:///{(default_dir or Path.cwd()) / DEFAULT_STORAGE_FILE}"
     try:
@@ -203,6 +227,19 @@ def open_storage(url: str | None, default_dir: Path | None = None):
 
 
 def make_sampler(name: str, objectives: int, seed: int | None):
+    """The Optuna sampler of a name (``grid``: random, the tuner enqueues every point).
+
+    Parameters:
+        name: tpe, random, grid, cmaes or nsga2.
+        objectives: how many objectives the study has.
+        seed: the sampler's seed.
+
+    Returns:
+        The sampler.
+
+    Raises:
+        TuneError: an unknown name, or cmaes for several objectives.
+    """
     if name not in SAMPLERS:
         raise TuneError(f"unknown sampler {name!r}; use one of {', '.join(SAMPLERS)}")
     with warnings.catch_warnings():
@@ -229,17 +266,50 @@ def make_sampler(name: str, objectives: int, seed: int | None):
 
 
 def default_sampler(objectives: int) -> str:
+    """The sampler used when none is named.
+
+    Parameters:
+        objectives: how many objectives the study has.
+
+    Returns:
+        nsga2 for several, tpe for one.
+    """
     return "nsga2" if objectives > 1 else "tpe"
 
 
 def study_identity(space: BoundSpace, objectives: list[str]) -> dict[str, Any]:
+    """What a study is made for: it must keep its space and objectives.
+
+    Parameters:
+        space: the bound space.
+        objectives: the objectives.
+
+    Returns:
+        The space's names, signature and parameters, and the objectives.
+    """
     return {"space": space.names, "signature": space.signature(), "objectives": objectives,
             "parameters": space.describe()}
 
 
 def open_study(storage, name: str, space: BoundSpace, objectives: list[str], sampler,
                instances: list[str]) -> optuna.Study:
-    """Create the study, or load it when it exists for the same space and objectives."""
+    """Create the study, or load it when it exists for the same space and objectives.
+
+    Parameters:
+        storage: the Optuna storage.
+        name: the study's name.
+        space: the bound space.
+        objectives: the objectives (all minimized).
+        sampler: the sampler.
+        instances: the instances' ids.
+
+    Returns:
+        The study.
+
+    Raises:
+        StudyError: the storage cannot be read, or holds a study of that name not made
+            by mneme tune or made for another space, objectives or instances.
+    """
     identity = {**study_identity(space, objectives), "instances": instances}
     try:
         existing = {s.study_name for s in optuna.study.get_all_study_summaries(storage)}
@@ -297,6 +367,11 @@ class MirroredStudy(optuna.Study):
     ``claim``, one atomic step among the study's tuners (study_lock.py), and lowers the
     count with ``announce`` as they finish and are written. Study attributes are written
     through at once.
+
+    Parameters:
+        persistent: the study in its storage.
+        sampler: the sampler, which works on the copy in memory.
+        owner: this tuner (``tuner_owner()``).
     """
 
     #: trial attribute naming the tuner that wrote a trial behind (its own are not pulled back)

@@ -132,7 +132,16 @@ class _ServerLock(StudyLock):
 
 
 def study_lock(storage, study_name: str) -> StudyLock:
-    """The lock the tuners of ``study_name`` in ``storage`` share."""
+    """The lock the tuners of a study share (a server lock for PostgreSQL and MySQL, a
+    file lock for SQLite and journal files, a thread lock in memory).
+
+    Parameters:
+        storage: the Optuna storage.
+        study_name: the study's name.
+
+    Returns:
+        The lock.
+    """
     backend = getattr(storage, "_backend", storage)  # Optuna wraps RDB storages in a cache
     engine = getattr(backend, "engine", None)
     if engine is not None:

@@ -31,7 +31,14 @@ LOAD_CHUNK = 500
 
 
 def rdb_backend(storage):
-    """The RDBStorage behind ``storage`` (Optuna wraps it in a cache), else None."""
+    """The RDBStorage behind a storage (Optuna wraps it in a cache).
+
+    Parameters:
+        storage: the Optuna storage.
+
+    Returns:
+        The RDBStorage; None for another kind.
+    """
     backend = getattr(storage, "_backend", storage)
     return backend if isinstance(backend, optuna.storages.RDBStorage) else None
 
@@ -44,7 +51,12 @@ def _utc(value):
 
 
 class RDBWriter:
-    """Adds finished trials to a study of an RDBStorage, a batch per transaction."""
+    """Adds finished trials to a study of an RDBStorage, a batch per transaction.
+
+    Parameters:
+        backend: the RDBStorage.
+        study_id: the study's id in it.
+    """
 
     def __init__(self, backend, study_id: int):
         from optuna.storages._rdb import models
@@ -137,7 +149,14 @@ class RDBWriter:
 class RDBReader:
     """The study's finished trials added since the last read by writers other than
     ``skip`` (an RDBWriter), read as Optuna reads trials; an unfinished trial (a tuner
-    of an older mneme) is looked at again until it finishes."""
+    of an older mneme) is looked at again until it finishes.
+
+    Parameters:
+        backend: the RDBStorage.
+        study_id: the study's id in it.
+        skip: the writer whose trials are this tuner's own (not read back); None for
+            none.
+    """
 
     FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 

@@ -72,7 +72,11 @@ def _worker_context():
 
 
 def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask, else the machine's)."""
+    """CPU cores this process may run on.
+
+    Returns:
+        Their number (its affinity mask, else the machine's).
+    """
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

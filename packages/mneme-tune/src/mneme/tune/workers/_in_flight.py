@@ -18,8 +18,17 @@ BUDGET_SHARE = 1 / 8
 
 
 def depth(replay_workers: int, compile_workers: int, budget: int) -> int:
-    """Trials in flight for ``replay_workers`` (and a compile pool of ``compile_workers``
-    processes, 0: none) over a run of ``budget`` trials."""
+    """How many trials the tuner keeps in flight.
+
+    Parameters:
+        replay_workers: the replay workers.
+        compile_workers: the compile pool's processes (0: none).
+        budget: the run's trials.
+
+    Returns:
+        The number: two per worker and two more, and one per compile process (at most
+        ``BUDGET_SHARE`` of the budget) to work ahead.
+    """
     busy = 2 * replay_workers + 2
     ahead = min(compile_workers, int(budget * BUDGET_SHARE))
     return busy + max(0, ahead)

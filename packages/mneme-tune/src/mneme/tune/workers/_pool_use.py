@@ -18,8 +18,13 @@ LIMIT_USE = 0.85
 
 @dataclass
 class BusySeconds:
-    """Seconds spent in compiles (summed over the compile pool's processes) and in
-    replays (over the replay workers, from a task's hand-out to its answer)."""
+    """Seconds the pools have been busy.
+
+    Attributes:
+        compile_seconds: in compiles, summed over the compile pool's processes.
+        replay_seconds: in replays, over the replay workers, from a task's hand-out to
+            its answer.
+    """
 
     compile_seconds: float = 0.0
     replay_seconds: float = 0.0
@@ -30,8 +35,20 @@ class BusySeconds:
 
 def pool_use(before: BusySeconds, after: BusySeconds, seconds: float,
              compile_workers: int, replay_workers: int) -> dict[str, float | str | None]:
-    """Each pool's use over ``seconds`` of search (None for a pool there is none of) and
-    the limit: "compile pool", "replay workers" or "tuner loop"."""
+    """Each pool's use over a search, and which bounded it.
+
+    Parameters:
+        before: the busy seconds when the search began.
+        after: the busy seconds when it ended.
+        seconds: the search's duration.
+        compile_workers: the compile pool's processes (0: none).
+        replay_workers: the replay workers.
+
+    Returns:
+        ``compile_pool`` and ``replay_workers`` (each busy share; None for a pool there
+        is none of), ``compile_workers``, and ``limit``: "compile pool", "replay
+        workers" or "tuner loop".
+    """
     def share(spent: float, workers: int) -> float | None:
         return spent / (workers * seconds) if workers and seconds > 0 else None
 
@@ -43,8 +60,15 @@ def pool_use(before: BusySeconds, after: BusySeconds, seconds: float,
 
 
 def describe(use: dict) -> str:
-    """One line: "compile pool 92 % busy (14 processes), replay workers 40 % busy: the
-    compile pool is the limit" (without a compile pool: the workers' share alone)."""
+    """The pools' use in one line.
+
+    Parameters:
+        use: what :func:`pool_use` returned.
+
+    Returns:
+        "compile pool 92 % busy (14 processes), replay workers 40 % busy: the compile
+        pool is the limit" (without a compile pool: the workers' share alone).
+    """
     def percent(value) -> str:
         return "-" if value is None else f"{100 * value:.0f} %"
 

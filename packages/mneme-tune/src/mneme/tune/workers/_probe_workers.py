@@ -21,7 +21,13 @@ __all__ = ["ProbeWorkers"]
 
 
 class ProbeWorkers:
-    """Per device, the spares lent as probe workers (executor _Workers, ``beside`` set)."""
+    """Per device, the spares lent as probe workers (WorkerRecords, ``beside`` set).
+
+    Parameters:
+        devices: the devices (None: the CPU workers).
+        per_device: probe workers per device at most.
+        spares: the spare pool they are lent from.
+    """
 
     def __init__(self, devices: Iterable[int | None], per_device: int, spares: SparePool):
         self.per_device = max(0, int(per_device))

@@ -25,7 +25,12 @@ __all__ = ["end_process"]
 def end_process(status: int, storages: Iterable = ()) -> None:
     """End the process now with ``status``, its storages closed and its exit handlers
     run; returns (the normal exit follows) when a thread the normal exit would wait for
-    is still running."""
+    is still running.
+
+    Parameters:
+        status: the exit status.
+        storages: Optuna storages whose connections are closed first.
+    """
     if any(t.is_alive() and not t.daemon for t in threading.enumerate()
            if t is not threading.main_thread()):
         return

@@ -28,8 +28,15 @@ REAP_POLL_SECONDS = 0.02
 
 
 def describe_exit(process) -> str:
-    """How a worker process ended, for its task's failure (still running: it was killed
-    for not answering)."""
+    """How a worker process ended, for its task's failure.
+
+    Parameters:
+        process: the process.
+
+    Returns:
+        One line: the signal or status it ended with, or (still running) that it
+        stopped answering.
+    """
     code = process.exitcode
     if code is None:
         return "the worker stopped answering"

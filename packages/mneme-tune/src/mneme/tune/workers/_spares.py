@@ -47,10 +47,19 @@ MEMORY_SHARE = 0.5
 
 def capacity(memory_free: int | None, instance_bytes: int, cores: int | None = None) -> int:
     """Spares a device can hold: each a context plus the instance's copies, within
-    MEMORY_SHARE of the memory free when its worker started (unknown, as for CPU workers,
-    which fault only under test hooks: CPU_SPARES); and at most one per two ``cores``
-    (at least two): spares starting side by side take CPU from the worker and the compile
-    pool (on 2 cores, 4 spares made a probe with 16 faults 20-30 % slower than 1)."""
+    MEMORY_SHARE of the memory free when its worker started; and at most one per two
+    cores (at least two): spares starting side by side take CPU from the worker and the
+    compile pool (on 2 cores, 4 spares made a probe with 16 faults 20-30 % slower than 1).
+
+    Parameters:
+        memory_free: the device memory free when its worker started; None when unknown
+            (CPU workers, which fault only under test hooks: CPU_SPARES).
+        instance_bytes: the device memory an instance holds.
+        cores: the usable cores; None for no bound.
+
+    Returns:
+        The number of spares (at least one).
+    """
     if memory_free is None:
         fits = CPU_SPARES
     else:
@@ -64,9 +73,16 @@ def capacity(memory_free: int | None, instance_bytes: int, cores: int | None = N
 class SparePool:
     """Spare workers per device (None: the CPU workers).
 
-    ``spawn(device)`` starts a worker process (an executor's WorkerRecord, not ready until its
-    hello), ``kill(worker)`` ends one. ``instance_bytes(instance)``: the device memory a
-    restored instance holds."""
+    Parameters:
+        devices: the devices.
+        spawn: ``spawn(device)`` starts a worker process (an executor's WorkerRecord, not
+            ready until its hello).
+        kill: ``kill(worker)`` ends one.
+        instance_bytes: ``instance_bytes(instance)``: the device memory a restored
+            instance holds.
+        enabled: whether spares are kept at all.
+        cores: the usable cores (bounds the spares per device); None for no bound.
+    """
 
     def __init__(self, devices: Iterable[int | None], spawn: Callable[[int | None], Any],
                  kill: Callable[[Any], None], instance_bytes: Callable[[Any], int],

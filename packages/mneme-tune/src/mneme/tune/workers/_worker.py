@@ -49,7 +49,14 @@ def failure_kind(error: BaseException) -> str:
     """The failure kind its raiser gave ``error`` (replay engine and compile errors carry
     one, mneme.replay.engine.errors); a driver error that escaped unclassified is
     ``context-poisoned`` when it is sticky (the worker must go: every later replay in its
-    context would fail too); anything else is an ``error``."""
+    context would fail too); anything else is an ``error``.
+
+    Parameters:
+        error: the exception.
+
+    Returns:
+        The failure kind.
+    """
     kind = getattr(error, "kind", None)
     if kind:
         return kind
@@ -62,20 +69,40 @@ def failure_kind(error: BaseException) -> str:
 
 def instance_key(instance) -> str:
     """What names an instance between the parent and its workers (the same id may exist in
-    two databases)."""
+    two databases).
+
+    Parameters:
+        instance: the instance.
+
+    Returns:
+        ``<database>:<id>``.
+    """
     return f"{instance.kernel.db.root}:{instance.id}"
 
 
 def resolved(instance):
-    """``instance`` with its kernel's and its own records read (and checked) now: they
-    travel with it when it is pickled, so no worker reads them again."""
+    """An instance with its kernel's and its own records read (and checked) now: they
+    travel with it when it is pickled, so no worker reads them again.
+
+    Parameters:
+        instance: the instance.
+
+    Returns:
+        The same instance.
+    """
     _ = (instance.grid, instance.kernel.name)  # cached on the objects once read
     return instance
 
 
 class SessionPool:
     """Replay sessions of the instances a worker was sent, opened on first use, least
-    recently used closed."""
+    recently used closed.
+
+    Parameters:
+        gpu: whether the sessions replay on the GPU.
+        device: the worker's Device; None to open one on first use.
+        cache_dir: the compile cache the workers share; None for one in memory.
+    """
 
     def __init__(self, *, gpu: bool, device=None, cache_dir: str | None = None):
         from mneme.replay.jit import CompileCache
@@ -117,6 +144,14 @@ class SessionPool:
 
 
 def device_hello(device) -> dict[str, Any]:
+    """What a GPU worker tells the executor when it has started.
+
+    Parameters:
+        device: its Device.
+
+    Returns:
+        The device's name, arch and limits, and the process's pid.
+    """
     from mneme.replay.engine import arch_of
 
     p = device.properties
@@ -145,7 +180,11 @@ POISONED_EXIT_STATUS = 3
 
 def poisoned_exit(conn) -> None:
     """End the process after its ``context-poisoned`` answer was sent: no clean-up (every
-    CUDA call would go to the faulted context), no exit handlers (os._exit)."""
+    CUDA call would go to the faulted context), no exit handlers (os._exit).
+
+    Parameters:
+        conn: the worker's end of the pipe (closed first).
+    """
     try:
         conn.close()
     finally:
@@ -163,7 +202,15 @@ def worker_visible_devices(ordinal: int, inherited: str | None) -> str:
     that read other GPUs' memory (peer regions) restores it. Without an inherited list the
     ordinals run up to MAX_VISIBLE_GPUS: CUDA shows those before the first index that does
     not exist. An ordinal beyond the inherited list leaves the worker no GPU (never one
-    the parent was not given)."""
+    the parent was not given).
+
+    Parameters:
+        ordinal: the worker's GPU among the parent's.
+        inherited: the parent's CUDA_VISIBLE_DEVICES; None when unset.
+
+    Returns:
+        The worker's CUDA_VISIBLE_DEVICES (``-1``: none).
+    """
     if inherited is not None and inherited.strip():
         entries = [e.strip() for e in inherited.split(",") if e.strip()]
     else:
@@ -174,8 +221,12 @@ def worker_visible_devices(ordinal: int, inherited: str | None) -> str:
 
 
 def worker_main(conn, spec: dict[str, Any]) -> None:
-    """Entry point of a worker process (``spec``: device, cache_dir, before_run,
-    before_prepare)."""
+    """Entry point of a worker process: it answers tasks on its pipe until told to stop.
+
+    Parameters:
+        conn: its end of the pipe.
+        spec: device, cache_dir, before_run, before_prepare.
+    """
     device_ordinal = spec.get("device")
     device = None
     try:
@@ -261,9 +312,21 @@ def precompile(key: str, instance, settings_json: str, arch: str | None, cache_d
                guard: bool = False) -> float:
     """Compile a configuration into the shared on-disk cache (runs in the CPU pool), so
     the GPU worker that replays it finds the cubin ready (``arch`` None: the recorded
-    arch, as a compile-only worker uses; ``guard``: its guarded variant too); the seconds
-    it took. Raises what compiling raises (the guarded variant's failure is the worker's
-    to note: it probes unguarded then)."""
+    arch, as a compile-only worker uses; ``guard``: its guarded variant too). Raises what
+    compiling raises (the guarded variant's failure is the worker's to note: it probes
+    unguarded then).
+
+    Parameters:
+        key: the instance's key.
+        instance: the instance.
+        settings_json: the configuration, as JSON.
+        arch: the target; None for the recorded one.
+        cache_dir: the shared compile cache.
+        guard: compile the guarded variant too.
+
+    Returns:
+        The seconds it took.
+    """
     import dataclasses
 
     from mneme.replay.engine import ReplaySession, ReplaySettings

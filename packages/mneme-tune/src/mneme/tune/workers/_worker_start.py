@@ -38,7 +38,12 @@ def executor_factory(db, baseline, **kwargs) -> Callable[[], ReplayExecutor]:
 def prepare_baseline(executor: ReplayExecutor, baseline) -> None:
     """Send each slot's worker the instances of ``baseline`` ((instance, settings) pairs)
     to prepare, as a spare prepares (worker.py): before any task exists, so nothing else
-    writes to their pipes yet."""
+    writes to their pipes yet.
+
+    Parameters:
+        executor: the executor whose workers prepare.
+        baseline: (instance, settings) pairs.
+    """
     for instance, settings in baseline:
         target = executor._resolve(instance)
         key, settings_json = instance_key(target), settings.to_json()
@@ -53,7 +58,11 @@ def prepare_baseline(executor: ReplayExecutor, baseline) -> None:
 
 
 class WorkerStart:
-    """An executor being made on a thread of its own (``make``: executor_factory's)."""
+    """An executor being made on a thread of its own.
+
+    Parameters:
+        make: makes the executor (executor_factory's).
+    """
 
     def __init__(self, make: Callable[[], ReplayExecutor]):
         self._make = make
