@@ -48,6 +48,7 @@ CHECKED = {
     "mneme.tune.study": False,
     "mneme.tune.workers": False,
     "mneme.tune.report": False,
+    "mneme.tune.search": False,
 }
 #: exported by the packages but documented by their owners (the standard library), or
 #: defined by a nanobind module, whose docstrings (in its generated stub) are its C++

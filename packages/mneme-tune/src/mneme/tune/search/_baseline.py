@@ -30,7 +30,16 @@ _PARTS = ("restore", "determinism", "run", "verify")
 def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
     """The recorded configuration, replayed in the cache mode asked for (auto resolves
     here, per instance); a resumed study's stored one. Either fixes the cache mode of
-    every trial (``tuner.cache_modes``)."""
+    every trial (``tuner.cache_modes``).
+
+    Parameters:
+        tuner: the tuner.
+        executor: the workers to replay on.
+        study: the study (its stored baseline, where it is resumed).
+
+    Returns:
+        The baseline's settings and measurements (values, metrics, timing).
+    """
     options = tuner.options
     if BASELINE_ATTR in study.user_attrs:
         baseline = study.user_attrs[BASELINE_ATTR]

@@ -53,7 +53,18 @@ def confirm(tuner: Tuner, executor, study, outcome: TuneOutcome) -> dict[str, An
     the speedup is the ratio of the medians of all their measurements, the noise the
     relative half-range of the baseline's, and the speedup counts (``significant``)
     only when every measurement of the best is faster than every measurement of the
-    baseline. Static objectives are exact: a different value is significant."""
+    baseline. Static objectives are exact: a different value is significant.
+
+    Parameters:
+        tuner: the tuner.
+        executor: the workers to replay on.
+        study: the study.
+        outcome: the run's outcome so far (its best).
+
+    Returns:
+        The comparison (speedup or values, noise, ``significant``); empty without a best
+        or a baseline.
+    """
     options, objectives = tuner.options, tuner.objectives
     baseline = outcome.baseline
     if not outcome.best or "values" not in baseline:
@@ -111,7 +122,17 @@ def in_app(tuner: Tuner, outcome: TuneOutcome, plain_seconds: float | None,
            on_in_app: Callable[[int, int, str], None] | None) -> dict[str, Any]:
     """(--confirm-in-app) The best configurations run in the application
     (app_confirm.in_app_summary), or ``{"skipped": why}``. Called once the workers are
-    gone: the application has the GPU to itself."""
+    gone: the application has the GPU to itself.
+
+    Parameters:
+        tuner: the tuner.
+        outcome: the run's outcome.
+        plain_seconds: the application's wall time (:meth:`Tuner.check_application`).
+        on_in_app: called for each run in the application (index, count, what runs).
+
+    Returns:
+        The summary of the runs in the application.
+    """
     o = tuner.options
     if o.compile_only:
         return {"skipped": "compile-only tuning runs nothing on a GPU"}

@@ -30,14 +30,29 @@ PROBE_SHARE = 0.5
 def shape_cache_applies(tuner: Tuner) -> bool:
     """Launches are kept per instance, learned on a GPU (compile-only runs prove
     nothing about a launch; with several instances a shape's failure is any one's;
-    a ``before_run`` hook makes failures up)."""
+    a ``before_run`` hook makes failures up).
+
+    Parameters:
+        tuner: the tuner.
+
+    Returns:
+        Whether the shape cache is read and written for this run.
+    """
     o = tuner.options
     return (o.devices is not None and o.before_run is None and len(tuner.instances) == 1
             and tuner.region.active)
 
 
 def seed_region(tuner: Tuner) -> int:
-    """Launch shapes earlier runs proved valid or invalid under the recorded code."""
+    """Seed the tuner's region with the launch shapes earlier runs proved valid or
+    invalid under the recorded code.
+
+    Parameters:
+        tuner: the tuner.
+
+    Returns:
+        How many shapes became known.
+    """
     if not shape_cache_applies(tuner):
         return 0
     known = shape_cache.load(tuner.instances[0], tuner.region.recorded_code)
@@ -45,6 +60,11 @@ def seed_region(tuner: Tuner) -> int:
 
 
 def keep_shapes(tuner: Tuner) -> None:
+    """Keep the launch shapes this run learned, for the next runs.
+
+    Parameters:
+        tuner: the tuner.
+    """
     if shape_cache_applies(tuner):
         shape_cache.store(tuner.instances[0], tuner.region.recorded_code,
                           tuner.region.known_launches())
@@ -52,7 +72,14 @@ def keep_shapes(tuner: Tuner) -> None:
 
 def probe_estimate(tuner: Tuner) -> int:
     """Probe trials this run may have, before the device's limits are known (the
-    executor starts spare processes for them beside the baseline)."""
+    executor starts spare processes for them beside the baseline).
+
+    Parameters:
+        tuner: the tuner.
+
+    Returns:
+        Their number at most.
+    """
     o = tuner.options
     if not o.probe or not tuner.region.active or tuner.sampler_name == "grid" \
             or tuner.bound[0].baseline() is None:
@@ -64,7 +91,17 @@ def probe_estimate(tuner: Tuner) -> int:
 def probe_points(tuner: Tuner, study, point, left: int) -> list[dict[str, Any]]:
     """The launch shapes to try with the recorded code before the search, for ``left``
     trials left in the budget (none for the grid walk, which tries every shape that way
-    first anyway)."""
+    first anyway).
+
+    Parameters:
+        tuner: the tuner.
+        study: the study (its queued trials are not probed again).
+        point: the recorded configuration's point; None when the space does not hold it.
+        left: trials left in the budget.
+
+    Returns:
+        The points to try.
+    """
     if not tuner.options.probe or tuner.sampler_name == "grid" or point is None:
         return []
     tuner.region.update(study)

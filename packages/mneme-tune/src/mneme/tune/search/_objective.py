@@ -14,14 +14,20 @@ from ..errors import TuneError
 
 @dataclass(frozen=True)
 class Metric:
-    """A metric of the results of one trial (one result per instance tuned)."""
+    """A metric of the results of one trial (one result per instance tuned).
+
+    Attributes:
+        name: its name (``time``, ``registers``, ...).
+        unit: its unit (``ms``, ``bytes``, ...).
+        value: its value from a trial's results; None where they do not give it.
+        gpu: measured only on a GPU (compile-only results have no value).
+        objective: may be minimized (--objective).
+    """
 
     name: str
     unit: str
     value: Callable[[Sequence[ReplayResult]], float | None]
-    #: measured only on a GPU (compile-only results have no value)
     gpu: bool = False
-    #: may be minimized (--objective)
     objective: bool = True
 
 
@@ -52,8 +58,19 @@ ALIASES = {"regs": "registers", "size": "binary_size"}
 
 
 def parse_objectives(text: str | Sequence[str] | None, gpu: bool) -> list[str]:
-    """``"time,registers"`` → ["time", "registers"]; the default is time with a GPU,
-    registers without."""
+    """The objectives asked for.
+
+    Parameters:
+        text: ``"time,registers"``, a list of names, or None for the default (time with
+            a GPU, registers without).
+        gpu: whether the study replays on a GPU.
+
+    Returns:
+        The objective names (aliases resolved).
+
+    Raises:
+        TuneError: no objective, an unknown one, or a GPU objective without a GPU.
+    """
     if text is None or text == "":
         return ["time"] if gpu else ["registers"]
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
@@ -74,6 +91,18 @@ def parse_objectives(text: str | Sequence[str] | None, gpu: bool) -> list[str]:
 
 
 def evaluate(names: Sequence[str], results: Sequence[ReplayResult]) -> list[float]:
+    """A trial's objective values.
+
+    Parameters:
+        names: the objectives.
+        results: its replay results (one per instance tuned).
+
+    Returns:
+        One value per objective.
+
+    Raises:
+        TuneError: energy asked for where NVML gave no reading.
+    """
     values = [OBJECTIVES[n].value(results) for n in names]
     if "energy" in names and values[list(names).index("energy")] is None:
         raise TuneError("objective energy: NVML gave no energy reading for this GPU (no energy "
@@ -82,10 +111,25 @@ def evaluate(names: Sequence[str], results: Sequence[ReplayResult]) -> list[floa
 
 
 def metrics(results: Sequence[ReplayResult]) -> dict[str, Any]:
-    """Every metric of a trial's results (those of a GPU only when it ran on one)."""
+    """Every metric of a trial's results.
+
+    Parameters:
+        results: its replay results.
+
+    Returns:
+        Metric name -> value (a GPU's metrics only when it ran on one).
+    """
     timed = all(r.times for r in results)
     return {n: m.value(results) for n, m in METRICS.items() if timed or not m.gpu}
 
 
 def unit(name: str) -> str:
+    """A metric's unit.
+
+    Parameters:
+        name: the metric.
+
+    Returns:
+        Its unit (``ms``, ``registers``, ``bytes``, ...).
+    """
     return METRICS[name].unit

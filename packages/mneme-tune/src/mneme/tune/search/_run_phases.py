@@ -47,7 +47,14 @@ class PhaseClock:
 
 
 def total_seconds(phases: dict[str, float]) -> float:
-    """The phases' sum (their parts are inside them already)."""
+    """The run's seconds.
+
+    Parameters:
+        phases: phase -> seconds (``phase.part`` entries are inside their phase).
+
+    Returns:
+        The phases' sum.
+    """
     return sum(v for k, v in phases.items() if "." not in k)
 
 
@@ -56,8 +63,15 @@ def _seconds(value: float) -> str:
 
 
 def phase_line(phases: dict[str, float]) -> str:
-    """'time: start 0.9 s, study 0.04 s, ... (4.2 s in all)', phases in the order they ran
-    (those under SHOWN_FROM seconds left out of the line, not of the total)."""
+    """Where a run's time went, for the console.
+
+    Parameters:
+        phases: phase -> seconds, in the order they ran.
+
+    Returns:
+        ``time: start 0.9 s, study 0.04 s, ... (4.2 s in all)`` (phases under
+        SHOWN_FROM seconds left out of the line, not of the total).
+    """
     parts = []
     for name, seconds in phases.items():
         if "." in name or seconds < SHOWN_FROM:

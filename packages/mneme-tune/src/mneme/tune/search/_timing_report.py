@@ -24,18 +24,44 @@ LEGACY_MODE = WARM
 
 
 def check_cache_mode(mode: str) -> str:
+    """Check a cache mode asked for.
+
+    Parameters:
+        mode: warm, cold, app or auto.
+
+    Returns:
+        The mode.
+
+    Raises:
+        TuneError: an unknown mode.
+    """
     if mode not in CACHE_MODES:
         raise TuneError(f"--cache must be one of {', '.join(CACHE_MODES)}, not {mode!r}")
     return mode
 
 
 def method_label(result: Any) -> str:
-    """'cupti', or 'events (CUPTI unusable: ...)' with why events timed it."""
+    """How a replay was timed.
+
+    Parameters:
+        result: the replay result.
+
+    Returns:
+        ``cupti``, or ``events (CUPTI unusable: ...)`` with why events timed it.
+    """
     return result.timing_note or result.timing_method or "events"
 
 
 def instance_timing(result: Any) -> dict[str, Any]:
-    """What one timed replay of the recorded configuration says about its measurement."""
+    """What one timed replay of the recorded configuration says about its measurement.
+
+    Parameters:
+        result: the replay result.
+
+    Returns:
+        Its method, cache mode (and each mode's time under auto), replayed and in-app
+        times, fidelity and SM clock.
+    """
     return {
         "instance": result.instance,
         "method": method_label(result),
@@ -49,8 +75,16 @@ def instance_timing(result: Any) -> dict[str, Any]:
 
 
 def baseline_timing(results: Sequence[Any], requested: str) -> dict[str, Any] | None:
-    """The baseline's ``timing`` from its replay results (one per instance tuned); None
-    for compile-only results (nothing was timed)."""
+    """The baseline's ``timing``.
+
+    Parameters:
+        results: its replay results (one per instance tuned).
+        requested: the cache mode asked for.
+
+    Returns:
+        The timing (each instance's when there are several); None for compile-only
+        results (nothing was timed).
+    """
     if not results or not all(r.times for r in results):
         return None
     per_instance = [instance_timing(r) for r in results]
@@ -68,7 +102,21 @@ def resolved_modes(baseline: dict[str, Any], requested: str, instances: int, com
     """The cache mode of each instance's trials: the one the baseline measured in (auto
     resolved there), the one asked for when nothing was timed (compile-only). A resumed
     study keeps its mode; asking for another is refused in one line, since trials
-    measured in two modes do not compare."""
+    measured in two modes do not compare.
+
+    Parameters:
+        baseline: the baseline's measurements.
+        requested: the cache mode asked for.
+        instances: the instances tuned.
+        compile_only: whether nothing is timed.
+        study: the study's name (for the message).
+
+    Returns:
+        One cache mode per instance.
+
+    Raises:
+        TuneError: a resumed study measured in another mode than the one asked for.
+    """
     timing = baseline.get("timing")
     if timing and timing.get("cache_modes"):
         modes = list(timing["cache_modes"])
@@ -85,8 +133,15 @@ def resolved_modes(baseline: dict[str, Any], requested: str, instances: int, com
 
 
 def timing_line(timing: dict[str, Any] | None) -> str:
-    """One line for the console: 'timing: cupti, cache app (auto: warm 0.0136, app 0.0502,
-    cold 0.0611 ms), fidelity 1.01 (replayed 0.0512 / in-app 0.0507 ms), SM 1980 MHz'."""
+    """The baseline's timing for the console.
+
+    Parameters:
+        timing: what :func:`baseline_timing` gave; None when nothing was timed.
+
+    Returns:
+        One line: ``timing: cupti, cache app (auto: warm 0.0136, app 0.0502, cold 0.0611
+        ms), fidelity 1.01 (replayed 0.0512 / in-app 0.0507 ms), SM 1980 MHz``.
+    """
     if not timing:
         return "timing: compile-only (nothing timed)"
     modes = timing.get("cache_modes") or [timing.get("cache")]

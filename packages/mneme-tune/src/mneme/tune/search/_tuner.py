@@ -76,7 +76,15 @@ __all__ = [
 def make_executor(tuner: Tuner, **overrides) -> ReplayExecutor:
     """The executor of a tuner's run (its workers started: returns once they answered).
     ``overrides``: ReplayExecutor arguments other than the tuner's options give (one GPU
-    of several, as ``mneme tune --app`` runs a kernel per GPU)."""
+    of several, as ``mneme tune --app`` runs a kernel per GPU).
+
+    Parameters:
+        tuner: the tuner.
+        **overrides: ReplayExecutor arguments over the tuner's.
+
+    Returns:
+        The executor.
+    """
     return _executor_factory(tuner, overrides)()
 
 

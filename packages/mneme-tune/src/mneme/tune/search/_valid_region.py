@@ -75,8 +75,12 @@ def _distribution(param: Parameter) -> BaseDistribution:
 class LaunchRegion:
     """What the study's trials say about each launch shape.
 
-    ``code_of(point)``: a key of the code a point compiles and launches (None when it
-    cannot be told); ``recorded_code``: that key for the recorded configuration."""
+    Parameters:
+        bound: the study's bound space.
+        code_of: ``code_of(point)``: a key of the code a point compiles and launches
+            (None when it cannot be told).
+        recorded_code: that key for the recorded configuration.
+    """
 
     def __init__(self, bound: BoundSpace, code_of: Callable[[Point], Any], recorded_code: Any):
         self.bound = bound
@@ -383,7 +387,13 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
     ``REDRAWS`` refused proposals the shape is drawn from the region itself. Whether a
     pending shape would run the recorded code depends on the trial's other parameters:
     those neither suggested nor proposed yet are proposed with the shape (each from the
-    wrapped sampler, as it would have been asked for them) and kept for the trial too."""
+    wrapped sampler, as it would have been asked for them) and kept for the trial too.
+
+    Parameters:
+        base: the wrapped sampler.
+        region: the study's launch region.
+        seed: the seed of the draws from the region.
+    """
 
     def __init__(self, base: optuna.samplers.BaseSampler, region: LaunchRegion,
                  seed: int | None = None):
@@ -505,7 +515,15 @@ def code_key(settings, launch: bool = False) -> str:
     """What of a replay's settings is code (the compile options, specialization, launch
     bounds), the timing settings left out. ``launch``: the grid, block and dynamic shared
     memory too (for settings whose launch shape was reset to the recorded one, where any
-    launch left different was changed by a parameter outside the launch spaces)."""
+    launch left different was changed by a parameter outside the launch spaces).
+
+    Parameters:
+        settings: the replay settings.
+        launch: include the launch.
+
+    Returns:
+        The key, as canonical JSON.
+    """
     replay = settings.replay
     key = {"compile": settings.compile.to_dict(), "specialize": replay.specialize,
            "specialize_dims": replay.specialize_dims, "set_launch_bounds": replay.set_launch_bounds}
