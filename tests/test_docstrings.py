@@ -49,6 +49,7 @@ CHECKED = {
     "mneme.tune.workers": False,
     "mneme.tune.report": False,
     "mneme.tune.search": False,
+    "mneme.tune.apply": False,
 }
 #: exported by the packages but documented by their owners (the standard library), or
 #: defined by a nanobind module, whose docstrings (in its generated stub) are its C++

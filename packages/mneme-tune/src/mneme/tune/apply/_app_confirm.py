@@ -62,33 +62,44 @@ _plain_seconds: dict[tuple[str, ...], float] = {}
 
 @dataclass
 class InAppRun:
-    """One run of the application with one configuration of the kernel."""
+    """One run of the application with one configuration of the kernel.
 
-    #: None: the recorded code, timed without swapping
+    Attributes:
+        settings: None: the recorded code, timed without swapping
+        median_ms: the kernel's median per launch (ms, first launch apart) over the launches
+            with the recorded launch shape, those a tuned configuration is swapped into (over
+            every launch when none had that shape); None when it was not timed
+        all_launches_ms: the median over every launch of the kernel
+        first_ms: the first launch's time (ms).
+        launches: launches of the kernel.
+        same_config: launches with the recorded grid, block and shared memory
+        swapped: launches that ran the tuned code
+        refused: tuned launches the driver refused (the original code ran)
+        method: "cupti", "events (CUPTI unusable: ...)", or "-" (nothing timed)
+        exit_status: the application's exit status (None: it did not run, or was killed)
+        failure: why this configuration has no in-app time, one line (None: it has one)
+        seconds: the run's wall time; None when it did not run.
+    """
+
     settings: ReplaySettings | None
-    #: the kernel's median per launch (ms, first launch apart) over the launches with the
-    #: recorded launch shape, those a tuned configuration is swapped into (over every
-    #: launch when none had that shape); None when it was not timed
     median_ms: float | None = None
-    #: the median over every launch of the kernel
     all_launches_ms: float | None = None
     first_ms: float | None = None
     launches: int = 0
-    #: launches with the recorded grid, block and shared memory
     same_config: int = 0
-    #: launches that ran the tuned code
     swapped: int = 0
-    #: tuned launches the driver refused (the original code ran)
     refused: int = 0
-    #: "cupti", "events (CUPTI unusable: ...)", or "-" (nothing timed)
     method: str = "-"
-    #: the application's exit status (None: it did not run, or was killed)
     exit_status: int | None = None
-    #: why this configuration has no in-app time, one line (None: it has one)
     failure: str | None = None
     seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The run as a row of summary.json holds it.
+
+        Returns:
+            Its times, counts, method and failure.
+        """
         return {"in_app_ms": self.median_ms, "in_app_all_launches_ms": self.all_launches_ms,
                 "in_app_first_ms": self.first_ms, "launches": self.launches,
                 "same_config": self.same_config, "swapped": self.swapped, "refused": self.refused,
@@ -102,8 +113,17 @@ def _one_line(error: BaseException) -> str:
 
 
 def application_command(command: Sequence[str] | None) -> list[str]:
-    """The application's argv, its executable found (on PATH); one line when there is
-    none or it is not there."""
+    """The application's command line, its executable found.
+
+    Parameters:
+        command: the argv given after ``--``.
+
+    Returns:
+        The argv, its executable resolved (on PATH).
+
+    Raises:
+        TuneError: no command, or an executable that is not there (one line).
+    """
     if not command:
         raise TuneError("--confirm-in-app needs the application's command after --: "
                         "mneme tune ... --confirm-in-app -- ./app args")
@@ -114,9 +134,19 @@ def application_command(command: Sequence[str] | None) -> list[str]:
 
 
 def check_application(command: Sequence[str]) -> float:
-    """Runs the application once plain (once per command in this process) and returns its
-    wall time (s); one line when it fails: no search is spent on a command that cannot
-    confirm it."""
+    """Runs the application once plain (once per command in this process): no search is
+    spent on a command that cannot confirm it.
+
+    Parameters:
+        command: the application's argv.
+
+    Returns:
+        Its wall time in seconds.
+
+    Raises:
+        TuneError: it fails or cannot be started, or the swapper library is missing
+            (one line).
+    """
     swapper_library()  # (missing: one line now, not after the search)
     key = tuple(command)
     if key not in _plain_seconds:
@@ -132,8 +162,15 @@ def check_application(command: Sequence[str]) -> float:
 
 
 def run_timeout(plain_seconds: float | None) -> float | None:
-    """How long a run with the swap may take: TIMEOUT_FACTOR times the plain run, at
-    least TIMEOUT_MIN_S (None: no limit, without a plain run)."""
+    """How long a run with the swap may take.
+
+    Parameters:
+        plain_seconds: the plain run's wall time; None when there was none.
+
+    Returns:
+        TIMEOUT_FACTOR times the plain run, at least TIMEOUT_MIN_S; None (no limit)
+        without a plain run.
+    """
     return None if plain_seconds is None else max(TIMEOUT_MIN_S, TIMEOUT_FACTOR * plain_seconds)
 
 
@@ -145,7 +182,20 @@ def run_in_app(database: str | Path, instance, candidates: Sequence[ReplaySettin
     swapping): its in-app median, launches, how many ran the tuned code, the timing
     method, and, for a configuration that did not give a time, why (the others go on).
     ``work`` holds each run's plan, code and report; ``on_run(index)`` is called before
-    each run."""
+    each run.
+
+    Parameters:
+        database: the database.
+        instance: the instance tuned.
+        candidates: the configurations (None: the recorded code).
+        command: the application's argv.
+        work: a folder for each run's plan, code and report.
+        timeout: seconds a run may take; None for no limit.
+        on_run: called with each run's index before it.
+
+    Returns:
+        One InAppRun per candidate, in order.
+    """
     from mneme.replay.identity import make_identity
 
     identity = make_identity(database, [instance])
@@ -202,7 +252,15 @@ def _run(identity: dict, instance, settings: ReplaySettings | None, command: Seq
 
 
 def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Kendall's tau-b of two paired lists (None for fewer than 2 pairs or no order)."""
+    """Kendall's tau-b of two paired lists.
+
+    Parameters:
+        a: the first values.
+        b: the values paired with them.
+
+    Returns:
+        Tau-b; None for fewer than 2 pairs or no order.
+    """
     concordant = discordant = ties_a = ties_b = 0
     for i in range(len(a)):
         for j in range(i + 1, len(a)):
@@ -223,8 +281,15 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
 
 
 def candidates_of(outcome, count: int) -> list:
-    """The best ``count`` trials (TrialRecords) of ``outcome`` with distinct
-    configurations, in the order the search ranked them."""
+    """The best trials with distinct configurations.
+
+    Parameters:
+        outcome: the run's outcome.
+        count: how many.
+
+    Returns:
+        Up to ``count`` TrialRecords, in the order the search ranked them.
+    """
     seen: set[str] = set()
     out = []
     for record in outcome.best:
@@ -245,7 +310,20 @@ def confirm_in_app(outcome, database: str | Path, instance, command: Sequence[st
                    on_run: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """Runs the recorded configuration (first and last) and the best ``count`` distinct
     configurations of ``outcome`` in the application; the summary ``in_app_summary``
-    makes. ``on_run(index, runs, label)`` before each run."""
+    makes.
+
+    Parameters:
+        outcome: the run's outcome.
+        database: the database.
+        instance: the instance tuned.
+        command: the application's argv.
+        count: how many configurations besides the recorded one.
+        timeout: seconds a run may take; None for no limit.
+        on_run: ``on_run(index, runs, label)``, called before each run.
+
+    Returns:
+        The summary, or ``{"skipped": why}``.
+    """
     if "values" not in outcome.baseline:
         return {"skipped": "the recorded configuration failed in replay"}
     picked = candidates_of(outcome, count)
@@ -276,8 +354,18 @@ def in_app_summary(command: Sequence[str], baseline_ms: float | None, candidates
     speedup, launches and how many ran the tuned code, or why it failed), the run-to-run
     change of the recorded configuration (``noise``), the timing method, and Kendall's tau
     between the replay and the in-app ranking of the candidates with both times (None for
-    fewer than MIN_TAU_CANDIDATES). ``candidates``: trial, params and replayed_ms each, in
-    the order of ``runs``."""
+    fewer than MIN_TAU_CANDIDATES).
+
+    Parameters:
+        command: the application's argv.
+        baseline_ms: the recorded configuration's replayed time.
+        candidates: trial, params and replayed_ms each, in the order of ``runs``.
+        recorded: the recorded configuration's runs (first and last).
+        runs: the candidates' runs.
+
+    Returns:
+        The summary.
+    """
     timed = [r.median_ms for r in recorded if r.median_ms is not None]
     reference = statistics.median(timed) if timed else None
     noise = abs(timed[0] - timed[1]) / min(timed) if len(timed) == 2 and min(timed) > 0 else None
@@ -326,7 +414,14 @@ def _x(value: float | None) -> str:
 
 
 def in_app_row(row: dict[str, Any]) -> list[str]:
-    """One row of the summary's ``rows`` as a row of the table."""
+    """One row of the summary's ``rows`` as a row of the table.
+
+    Parameters:
+        row: the row.
+
+    Returns:
+        Its cells.
+    """
     if row["trial"] is None:
         swapped = "- (original)"
         params = "recorded configuration, the application's own code"
@@ -342,7 +437,14 @@ def in_app_row(row: dict[str, Any]) -> list[str]:
 def in_app_lines(in_app: dict[str, Any]) -> list[str]:
     """The lines under the table: how it was timed and the recorded configuration's
     run-to-run change, the rank correlation, each failure and each candidate no launch of
-    which ran the tuned code."""
+    which ran the tuned code.
+
+    Parameters:
+        in_app: the summary.
+
+    Returns:
+        The lines.
+    """
     rows = in_app["rows"]
     recorded = rows[0]
     runs = " and ".join(milliseconds(v) for v in recorded["in_app_runs_ms"])
@@ -369,7 +471,12 @@ def in_app_lines(in_app: dict[str, Any]) -> list[str]:
 
 
 def print_in_app(console: Console, in_app: dict[str, Any]) -> None:
-    """The in-app confirmation on the console (one line when it was skipped)."""
+    """The in-app confirmation on the console (one line when it was skipped).
+
+    Parameters:
+        console: the console.
+        in_app: the summary.
+    """
     if not in_app:
         return
     if "skipped" in in_app:

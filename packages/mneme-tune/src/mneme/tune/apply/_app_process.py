@@ -21,6 +21,14 @@ SWAPPER = "libmneme_apply.so"
 
 
 def swapper_library() -> Path:
+    """The launch swapper library mneme-runtime ships (preloaded into the application).
+
+    Returns:
+        Its path.
+
+    Raises:
+        ApplyError: it is missing.
+    """
     import mneme.runtime
 
     path = Path(mneme.runtime.__file__).with_name(SWAPPER)
@@ -31,14 +39,31 @@ def swapper_library() -> Path:
 
 @dataclass
 class Run:
+    """One run of the application.
+
+    Attributes:
+        seconds: its wall time.
+        output: its standard output.
+        report: the swapper's report of it (empty when there was none).
+    """
+
     seconds: float
     output: str
     report: SwapReport = field(default_factory=SwapReport)
 
 
 def resolve_command(command: Sequence[str]) -> list[str]:
-    """The application's argv with its executable found on PATH, or one line saying it is
-    not there."""
+    """The application's argv with its executable found.
+
+    Parameters:
+        command: the argv.
+
+    Returns:
+        The argv, its executable found on PATH.
+
+    Raises:
+        ApplyError: no such executable, or one that is not executable.
+    """
     executable = shutil.which(command[0]) or command[0]
     if not Path(executable).is_file():
         raise ApplyError(f"{command[0]}: no such executable")
@@ -82,8 +107,21 @@ def swap_env(plan: Path, *, timing: bool = False, total: bool = False, measure: 
 
 def run_once(command: list[str], env: dict[str, str] | None, report: Path | None = None,
              timeout: float | None = None) -> Run:
-    """One run of the application; ApplicationFailedError (one line: how it ended, the last
-    lines of its stderr) when it fails or outlives ``timeout`` seconds."""
+    """One run of the application.
+
+    Parameters:
+        command: its argv.
+        env: its environment (``swap_env``'s); None for this process's.
+        report: where the swapper writes its report; None for no report.
+        timeout: seconds it may take; None for no limit.
+
+    Returns:
+        Its wall time, output and the swapper's report.
+
+    Raises:
+        ApplicationFailedError: it fails or outlives ``timeout`` (one line: how it
+            ended, the last lines of its stderr).
+    """
     from mneme.runtime.native_settings import APPLY_PLAN
 
     swapped = " under the swap" if env and APPLY_PLAN in env else ""
@@ -105,8 +143,15 @@ def run_once(command: list[str], env: dict[str, str] | None, report: Path | None
 
 
 def timing_method_of(*reports: SwapReport) -> str:
-    """How the in-app times were measured: "cupti", or events with the reason CUPTI did not
-    time (the swapper's report says it)."""
+    """How the in-app times were measured.
+
+    Parameters:
+        *reports: the swapper's reports of the runs.
+
+    Returns:
+        ``cupti``, or events with the reason CUPTI did not time (the swapper's report
+        says it); ``-`` when nothing was timed.
+    """
     methods = {k.method for r in reports for k in r.kernels.values() if k.timed}
     why = next((r.fallback for r in reports if r.fallback), "")
     if methods == {"cupti"}:

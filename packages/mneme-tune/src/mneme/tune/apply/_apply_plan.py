@@ -39,10 +39,34 @@ Dim3 = tuple[int, int, int]
 
 @dataclass
 class TunedKernel:
-    """One tuned kernel, ready to be swapped in."""
+    """One tuned kernel, ready to be swapped in.
+
+    Attributes:
+        source: the best.json it comes from.
+        instance: mneme.replay.db Instance it was tuned on (replayed for the fidelity
+            column)
+        name: the kernel's mangled name.
+        demangled_name: its demangled name.
+        settings: the tuned configuration.
+        binary: the compiled code (a cubin).
+        function: the kernel's name in it.
+        recorded: the recorded grid, block and shared memory.
+        tuned: the tuned grid, block and shared memory.
+        grid_rule: how the tuned grid follows a launch's (keep, cover, fixed: grid_rule).
+        shared_per_thread: dynamic shared memory per thread when it scales with the block; 0
+            when it does not.
+        bound: the compiled-in max-threads bound; 0 for none.
+        dims_exact: whether launch dimensions are compiled in (only launches with them are
+            swapped).
+        specialized_args: argument index -> the value compiled in (only launches with it are
+            swapped).
+        globals: the device globals the swapper copies around a launch
+            (application_globals).
+        verdict: the report's verdict on it.
+    """
 
     source: Path
-    instance: Any  # mneme.replay.db Instance it was tuned on (replayed for the fidelity column)
+    instance: Any
     name: str
     demangled_name: str
     settings: ReplaySettings
@@ -63,6 +87,15 @@ class TunedKernel:
         return self.instance.id
 
     def plan_lines(self, cubin: Path) -> list[str]:
+        """The kernel's lines of the swapper's plan file.
+
+        Parameters:
+            cubin: where its cubin was written.
+
+        Returns:
+            The lines, ``kernel ...`` to ``end``.
+        """
+
         def dims(d) -> str:
             return " ".join(str(int(v)) for v in d)
 
@@ -77,8 +110,17 @@ class TunedKernel:
 
 
 def configs_in(path: Path) -> list[Path]:
-    """``best.json`` files: the one given, or every one under a folder (a report folder,
-    or a folder of them)."""
+    """The configurations a command line names.
+
+    Parameters:
+        path: a best.json, or a folder (a report folder, or a folder of them).
+
+    Returns:
+        The best.json files: the one given, or every one under the folder.
+
+    Raises:
+        ApplyError: no such path, or a folder without a best.json.
+    """
     if path.is_file():
         return [path]
     if path.is_dir():
@@ -94,7 +136,18 @@ def _threads(d) -> int:
 
 
 def grid_rule(recorded_grid: Dim3, recorded_block: Dim3, block: Dim3, grid: Dim3) -> str:
-    """How the tuned grid relates to the recorded launch (LaunchSpace's grid modes)."""
+    """How the tuned grid relates to the recorded launch (LaunchSpace's grid modes).
+
+    Parameters:
+        recorded_grid: the recorded grid.
+        recorded_block: the recorded block.
+        block: the tuned block.
+        grid: the tuned grid.
+
+    Returns:
+        ``keep`` (the recorded grid), ``cover`` (the recorded threads covered) or
+        ``fixed``.
+    """
     cover = tuple(max(1, math.ceil(g * b / nb))
                   for g, b, nb in zip(recorded_grid, recorded_block, block, strict=True))
     if tuple(grid) == tuple(recorded_grid):
@@ -113,14 +166,31 @@ def application_globals(kernel) -> list[tuple[str, int]]:
     module (``__device__``, ``__constant__``): the swapper copies each into the tuned
     module and back around a swapped launch. A ``__shared__`` variable (a block's, as
     cooperative_groups reductions keep) is no memory of the application's: left out (the
-    swapper would find it unregistered and keep the original code)."""
+    swapper would find it unregistered and keep the original code).
+
+    Parameters:
+        kernel: the recorded kernel.
+
+    Returns:
+        ``(name, size)`` of each.
+    """
     return [(g.name, int(g.size)) for g in kernel.globals
             if int(getattr(g, "address_space", 1)) != SHARED_ADDRESS_SPACE]
 
 
 def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
-    """Compile the configuration of ``path`` (a best.json) for ``arch`` (default: this
-    machine's GPU, else the recorded architecture)."""
+    """Compile a tuned configuration, to swap it into the application.
+
+    Parameters:
+        path: a best.json.
+        arch: the target; None for this machine's GPU, else the recorded architecture.
+
+    Returns:
+        The tuned kernel.
+
+    Raises:
+        ApplyError: the best.json does not say which kernel it was tuned for.
+    """
     settings, _ = read_settings(path)
     identity = read_identity(path)
     if identity is None:
@@ -160,8 +230,19 @@ def load_tuned(path: Path, arch: str | None = None) -> TunedKernel:
 
 
 def write_plan(kernels: list[TunedKernel], directory: Path) -> Path:
-    """The plan file and one cubin per kernel in ``directory``; a kernel tuned twice is
-    refused (which of the two would be applied is not the user's intent)."""
+    """Write the swapper's plan file and one cubin per kernel.
+
+    Parameters:
+        kernels: the tuned kernels.
+        directory: the folder.
+
+    Returns:
+        The plan file.
+
+    Raises:
+        ApplyError: a kernel tuned twice (which of the two would be applied is not the
+            user's intent).
+    """
     seen: dict[str, Path] = {}
     for k in kernels:
         if k.name in seen:
@@ -183,11 +264,36 @@ class KernelReport:
     """What one run with the swapper preloaded saw of one kernel. Times come from the GPU's
     own kernel timestamps (``method`` "cupti") or, where CUPTI could not time, from CUDA
     events around each launch ("events"); the first launch is kept apart (module load, cold
-    caches) and the medians are over the launches after it."""
+    caches) and the medians are over the launches after it.
+
+    Attributes:
+        launches: launches of the kernel the swapper saw.
+        swapped: of them, those that ran the tuned code.
+        refused: tuned launches the driver refused; the original code ran instead
+        same_config: launches with the recorded launch shape (grid, block, shared memory).
+        method: how they were timed: cupti or events.
+        timed: launches timed.
+        time_s: their total time in seconds.
+        first_ms: the first launch's time (module load, cold caches).
+        median_ms: the median of the launches after it.
+        same_config_timed: timed launches with the recorded launch shape.
+        same_config_time_s: their total time in seconds.
+        same_config_median_ms: their median.
+        other_dims: launches that ran the original code for other dimensions than the
+            compiled-in ones (launch_swap.cpp).
+        other_args: for another value of a specialised argument.
+        over_bound: for a block over the compiled-in bound.
+        attributes: for launch attributes.
+        cupti_launches: launches of the kernel CUPTI saw (with timing): more than
+            ``launches`` means the application launched it through a path the swapper does not
+            intercept
+        swapped_on: swapped launches per GPU ordinal (a multi-GPU application's kernel runs
+            on several)
+        load_error: why the tuned code did not load ("" when it did or was never tried)
+    """
 
     launches: int = 0
     swapped: int = 0
-    #: tuned launches the driver refused; the original code ran instead
     refused: int = 0
     same_config: int = 0
     method: str = ""
@@ -198,19 +304,12 @@ class KernelReport:
     same_config_timed: int = 0
     same_config_time_s: float = 0.0
     same_config_median_ms: float | None = None
-    #: launches that ran the original code, by why (launch_swap.cpp): other dimensions
-    #: than the compiled-in ones, another value of a specialised argument, a block over the
-    #: compiled-in bound, launch attributes
     other_dims: int = 0
     other_args: int = 0
     over_bound: int = 0
     attributes: int = 0
-    #: launches of the kernel CUPTI saw (with timing): more than ``launches`` means the
-    #: application launched it through a path the swapper does not intercept
     cupti_launches: int = 0
-    #: swapped launches per GPU ordinal (a multi-GPU application's kernel runs on several)
     swapped_on: dict[int, int] = field(default_factory=dict)
-    #: why the tuned code did not load ("" when it did or was never tried)
     load_error: str = ""
 
     @property
@@ -225,24 +324,46 @@ class KernelReport:
 @dataclass
 class SwapReport:
     """The swapper's report of one run: per kernel (by name), and why CUPTI did not time
-    (empty when it did)."""
+    (empty when it did).
+
+    Attributes:
+        kernels: kernel name -> what the swapper saw of it.
+        fallback: why CUPTI did not time (empty when it did).
+        total_ms: every kernel of the process summed by CUPTI (MNEME_APPLY_TOTAL): ms and
+            launches
+        total_launches: and launches.
+        device_ms: the same per GPU ordinal: ms and launches
+        device_launches: and launches.
+    """
 
     kernels: dict[str, KernelReport] = field(default_factory=dict)
     fallback: str = ""
-    #: every kernel of the process summed by CUPTI (MNEME_APPLY_TOTAL): ms and launches
     total_ms: float | None = None
     total_launches: int = 0
-    #: the same per GPU ordinal: ms and launches
     device_ms: dict[int, float] = field(default_factory=dict)
     device_launches: dict[int, int] = field(default_factory=dict)
 
     def get(self, name: str) -> KernelReport:
+        """What the swapper saw of one kernel.
+
+        Parameters:
+            name: the kernel's mangled name.
+
+        Returns:
+            Its report (an empty one when the swapper saw none of it).
+        """
         return self.kernels.get(name, KernelReport())
 
 
 def read_report(path: Path) -> SwapReport:
-    """The swapper's report; empty when the application ended without reaching exit
-    handlers."""
+    """Read the swapper's report of a run.
+
+    Parameters:
+        path: the report file.
+
+    Returns:
+        The report; empty when the application ended without reaching exit handlers.
+    """
     out = SwapReport()
     if not path.is_file():
         return out

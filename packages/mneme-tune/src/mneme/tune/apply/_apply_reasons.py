@@ -9,8 +9,17 @@ __all__ = ["why_not_swapped"]
 
 
 def why_not_swapped(kernel: TunedKernel, report: KernelReport) -> str | None:
-    """None when some launch ran the tuned code; else what kept every launch on the
-    original code, from the swapper's counts (launch_swap.cpp)."""
+    """Why no launch of a kernel ran its tuned code, from the swapper's counts
+    (launch_swap.cpp).
+
+    Parameters:
+        kernel: the tuned kernel.
+        report: what the swapper saw of it.
+
+    Returns:
+        What kept every launch on the original code; None when some launch ran the
+        tuned code.
+    """
     if report.swapped:
         return None
     if report.load_error:

@@ -41,15 +41,39 @@ TIMES_COLUMNS = (
 
 
 def milliseconds(value: float | None) -> str:
+    """A time for a table.
+
+    Parameters:
+        value: milliseconds; None when not measured.
+
+    Returns:
+        Four significant digits, or ``-``.
+    """
     return "-" if value is None else f"{value:.4g}"
 
 
 def ratio(a: float | None, b: float | None) -> str:
+    """A speedup for a table.
+
+    Parameters:
+        a: the time before.
+        b: the time after.
+
+    Returns:
+        ``a / b`` as ``1.23x``, or ``-`` when either is missing or zero.
+    """
     return "-" if not a or not b else f"{a / b:.2f}x"
 
 
 def listing_row(kernel: Any) -> list[str]:
-    """A TunedKernel (apply_plan) as a row of the listing."""
+    """A tuned kernel as a row of the listing.
+
+    Parameters:
+        kernel: a TunedKernel (apply_plan).
+
+    Returns:
+        Its cells.
+    """
     (_, block, shared), bound = kernel.tuned, f", bound {kernel.bound}" if kernel.bound else ""
     block_text = "x".join(str(int(v)) for v in block)
     return [kernel.demangled_name, kernel.instance_id,
@@ -57,11 +81,24 @@ def listing_row(kernel: Any) -> list[str]:
 
 
 def print_listing(console: Console, rows: Sequence[Sequence[str]]) -> None:
+    """Print the listing of the tuned kernels to swap in.
+
+    Parameters:
+        console: the console.
+        rows: the rows (:func:`listing_row`).
+    """
     print_table(console, LISTING_COLUMNS, rows, title=f"tuned kernels to swap in ({len(rows)})")
 
 
 def times_row(row: dict[str, Any]) -> list[str]:
-    """One kernel of the report (as ``--json`` writes it) as a row of the times table."""
+    """One kernel of the report as a row of the times table.
+
+    Parameters:
+        row: the kernel's entry, as ``--json`` writes it.
+
+    Returns:
+        Its cells.
+    """
     swapped = (f"{row['swapped']} ({row['refused']} refused)" if row.get("refused")
                else str(row.get("swapped", 0)))
     fidelity = row.get("fidelity")
@@ -76,7 +113,15 @@ def times_row(row: dict[str, Any]) -> list[str]:
 
 def print_kernel_times(console: Console, rows: Sequence[dict[str, Any]], in_app_method: str,
                        replay_method: str) -> None:
-    """The tuned kernels inside the application and in replay, and how each was timed."""
+    """Print the tuned kernels' times inside the application and in replay, and how
+    each was timed.
+
+    Parameters:
+        console: the console.
+        rows: the kernels' entries, as ``--json`` writes them.
+        in_app_method: how the in-app times were measured.
+        replay_method: how the replayed times were.
+    """
     print_table(console, TIMES_COLUMNS, [times_row(r) for r in rows],
                 title="tuned kernels in the application and in replay (ms per launch)")
     console.print("medians, first launch apart; fidelity = replayed / in-app time of the recorded code; "

@@ -46,13 +46,27 @@ _FIELD = re.compile(
 
 @dataclass(frozen=True)
 class Field:
-    kind: str  # TEXT, NUMBER, TIMING or CLOCK
+    """A piece of an output line.
+
+    Attributes:
+        kind: TEXT, NUMBER, TIMING or CLOCK.
+        value: its text.
+    """
+
+    kind: str
     value: str
 
 
 def terminal_lines(output: str) -> list[str]:
     """The lines as a terminal shows them: the last text of each ``\\r`` rewrite, no
-    colour codes, no blanks around them (padding of right-aligned columns)."""
+    colour codes, no blanks around them (padding of right-aligned columns).
+
+    Parameters:
+        output: an application's output.
+
+    Returns:
+        Its lines.
+    """
     lines = []
     for raw in output.split("\n"):
         parts = [p for p in _ANSI.sub("", raw).split("\r") if p.strip()]
@@ -63,7 +77,14 @@ def terminal_lines(output: str) -> list[str]:
 
 
 def fields(line: str) -> list[Field]:
-    """``line`` as text and number fields; blanks inside text collapse to one space."""
+    """A line as text and number fields; blanks inside text collapse to one space.
+
+    Parameters:
+        line: the line.
+
+    Returns:
+        Its fields, in order.
+    """
     out: list[Field] = []
 
     def text(value: str) -> None:
@@ -104,9 +125,16 @@ class _Line:
 
 @dataclass
 class Difference:
-    """A line the tuned run does not print as every plain run did."""
+    """A line the tuned run does not print as every plain run did.
 
-    line: int | None  # in the first plain run's compared lines; None for an extra line
+    Attributes:
+        line: its number in the first plain run's compared lines; None for an extra
+            line.
+        plain: what the plain runs print; None for an extra line.
+        tuned: what the tuned run prints; None for a missing line.
+    """
+
+    line: int | None
     plain: str | None
     tuned: str | None
 
@@ -120,11 +148,19 @@ class Difference:
 
 @dataclass
 class Comparison:
-    compared: int  # lines of the reference required in the tuned run
+    """One tuned run's output against the plain runs'.
+
+    Attributes:
+        compared: lines of the reference required in the tuned run.
+        differences: the lines it does not print as the plain runs did.
+    """
+
+    compared: int
     differences: list[Difference]
 
     @property
     def equal(self) -> bool:
+        """Whether the tuned run printed what the plain runs agree on."""
         return not self.differences
 
 
@@ -153,7 +189,15 @@ def _numbers(parsed: Sequence[Field]) -> list[tuple[int, Field]]:
 
 
 class PlainBaseline:
-    """What the plain runs agree on, and what varies between them."""
+    """What the plain runs agree on, and what varies between them.
+
+    Parameters:
+        plain_outputs: the plain runs' outputs.
+        pattern: only lines matching it are compared; None for every line.
+
+    Raises:
+        ValueError: no plain run.
+    """
 
     def __init__(self, plain_outputs: Sequence[str], pattern: re.Pattern | None = None):
         if not plain_outputs:
@@ -242,7 +286,14 @@ class PlainBaseline:
 
 
 def masked(line: _Line) -> str:
-    """``line`` with its uncompared fields shown as ``<…>``, for the summary."""
+    """A line with its uncompared fields shown as ``<…>``, for the summary.
+
+    Parameters:
+        line: a line of the baseline.
+
+    Returns:
+        Its text, masked.
+    """
     out = []
     for i, f in enumerate(line.parsed):
         if f.kind == TEXT:
@@ -256,6 +307,15 @@ def masked(line: _Line) -> str:
 
 def compare_runs(plain_outputs: Sequence[str], tuned_outputs: Iterable[str],
                  pattern: re.Pattern | None = None) -> tuple[PlainBaseline, list[Comparison]]:
-    """The plain runs' baseline and each tuned run compared against it."""
+    """Compare tuned runs' outputs with the plain runs'.
+
+    Parameters:
+        plain_outputs: the plain runs' outputs.
+        tuned_outputs: the tuned runs' outputs.
+        pattern: only lines matching it are compared; None for every line.
+
+    Returns:
+        The plain runs' baseline and each tuned run compared against it.
+    """
     baseline = PlainBaseline(plain_outputs, pattern)
     return baseline, [baseline.compare(output) for output in tuned_outputs]

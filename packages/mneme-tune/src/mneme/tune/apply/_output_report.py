@@ -13,8 +13,15 @@ __all__ = ["output_json", "print_output_check"]
 
 def print_output_check(console: Console, baseline: PlainBaseline, comparisons: list[Comparison],
                        output_filter: str | None) -> None:
-    """The output check in a few lines: what was compared, what was not and why, and the
-    differing lines with both versions."""
+    """Print the output check in a few lines: what was compared, what was not and why,
+    and the differing lines with both versions.
+
+    Parameters:
+        console: the console.
+        baseline: the plain runs' baseline.
+        comparisons: each tuned run compared with it.
+        output_filter: the ``--output-filter`` given; None for every line.
+    """
     runs = len(comparisons)
     compared = len(baseline.required)
     what = f"{compared} lines" + (f" matching {output_filter!r}" if output_filter else "")
@@ -58,6 +65,17 @@ def _shown(text: str | None) -> str:
 
 
 def output_json(baseline: PlainBaseline | None, comparisons: list[Comparison], checked: bool) -> dict:
+    """The output check as ``--json`` writes it.
+
+    Parameters:
+        baseline: the plain runs' baseline; None when nothing was compared.
+        comparisons: each tuned run compared with it.
+        checked: whether the output was checked.
+
+    Returns:
+        Whether it was checked and equal, how many lines were compared, and the first
+        difference.
+    """
     if baseline is None:
         return {"output_checked": checked, "output_lines_compared": 0, "output_equal": True, "difference": ""}
     differences = next((c.differences for c in comparisons if not c.equal), [])
