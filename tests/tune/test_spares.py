@@ -222,3 +222,17 @@ def test_the_probe_with_probe_workers_finds_the_same_shapes(monkeypatch, tmp_pat
     assert any(r.beside for r in outcome.restart_log), outcome.restart_log
     assert all(t.state == "complete" for t in outcome.trials if t.failure is None)
     assert overlaps == [], overlaps
+
+
+def test_a_small_instance_counts_its_regions_so_spares_restore_it():
+    """The bytes a spare would hold twice are the instance's regions (Instance.regions is
+    a property: calling it raised, and every instance counted as too large to restore)."""
+    from pathlib import Path
+
+    from mneme.replay.db import Database
+    from mneme.tune.workers._executor import _instance_bytes
+
+    db = Database.open(Path(__file__).resolve().parents[1] / "data" / "golden.rdb")
+    instance = db.kernels()[0].instances()[0]
+    size = sum(region.size for region in instance.regions)
+    assert 0 < _instance_bytes(instance) == size <= SPARE_RESTORE_BYTES

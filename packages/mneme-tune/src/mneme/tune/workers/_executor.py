@@ -86,9 +86,7 @@ def usable_cores() -> int:
 def _instance_bytes(instance: Instance) -> int:
     """The device memory a restored instance holds."""
     try:
-        # FIXME: Instance.regions is a property, not a method: this raises TypeError, so
-        # every instance counts as too large (found by the type check; behaviour kept here)
-        return sum(region.size for region in instance.regions())  # type: ignore[operator]
+        return sum(region.size for region in instance.regions)
     except Exception:  # noqa: BLE001 - unreadable here: treated as too large to hold twice
         return SPARE_RESTORE_BYTES + 1
 
