@@ -10,7 +10,9 @@ once: a dispatcher thread (like the real executor's) completes each task with a
 verified result whose time depends on the settings. So the loop, not the workers, is
 the limit, and what is printed is what the main process spends per trial, per
 component (inclusive: ``ask`` holds the sampler and the region update it makes), for
-the trials up to 60, 60-150 and 150-300, and the loop's trials/s alone.
+the trials up to 60, 60-150 and 150-300, and the loop's trials/s alone; then the main
+thread's and the whole process's CPU seconds per trial, steadier than wall time on a
+machine shared with other work.
 
 On an H100, 67 trials/s with one replay worker and the compile pool 9-16 % busy meant
 ~10 ms of loop per trial (issue 23); the goal is <= 3 ms at 150-300 trials in the study.
@@ -59,7 +61,7 @@ class InstantExecutor:
         self._thread = threading.Thread(target=self._answer, daemon=True)
         self._thread.start()
 
-    def submit(self, settings, instance=None, *, probe: bool = False):
+    def submit(self, settings, instance=None, *, probe: bool = False, guard: bool = False):
         future: concurrent.futures.Future = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
         self.submitted += 1
@@ -99,6 +101,11 @@ class InstantExecutor:
             self._cv.notify()
 
 
+def _cpu() -> tuple[float, float]:
+    """(this thread's CPU seconds, the process's: every thread's, the writer's too)."""
+    return time.thread_time(), time.process_time()
+
+
 class Components:
     """Main-thread seconds per component, snapshot when the study's count passes a mark."""
 
@@ -131,7 +138,7 @@ class Components:
     def note_tell(self) -> None:
         self.told += 1
         if self.told in MARKS:
-            self.snapshots[self.told] = (time.perf_counter(), dict(self.seconds), dict(self.calls))
+            self.snapshots[self.told] = (time.perf_counter(), dict(self.seconds), dict(self.calls), _cpu())
 
 
 def run(args) -> dict:
@@ -139,7 +146,7 @@ def run(args) -> dict:
     from mneme.tune.search import LaunchRegion, TuneOptions, Tuner
     from mneme.tune.search import _trial_loop as loop_mod
     from mneme.tune.search import _tuner as tuner_mod
-    from mneme.tune.study import MirroredStudy
+    from mneme.tune.study import MirroredStorage
 
     folder = Path(tempfile.mkdtemp(prefix="mneme-tune-loop-"))
     executor = InstantExecutor(args.workers, args.service_ms / 1000)
@@ -150,11 +157,11 @@ def run(args) -> dict:
     tuner_mod.make_executor = lambda _tuner: executor
     parts = Components()
     # Restored by nothing: the benchmark process ends after the run.
-    parts.wrap(MirroredStudy, "ask", "ask")
-    parts.wrap(MirroredStudy, "tell", "tell")
-    parts.wrap(MirroredStudy, "pull", "pull")
-    parts.wrap(MirroredStudy, "claim", "claim")
-    parts.wrap(MirroredStudy, "announce", "announce")
+    parts.wrap(optuna.Study, "ask", "ask")
+    parts.wrap(optuna.Study, "tell", "tell")
+    parts.wrap(MirroredStorage, "pull", "pull")
+    parts.wrap(MirroredStorage, "claim", "claim")
+    parts.wrap(MirroredStorage, "announce", "announce")
     parts.wrap(optuna.trial.Trial, "set_user_attr", "set_user_attr")
     parts.wrap(LaunchRegion, "update", "region.update")
     parts.wrap(LaunchRegion, "known_failure", "known_failure")
@@ -165,7 +172,7 @@ def run(args) -> dict:
     parts.wrap(InstantExecutor, "submit", "submit")
     parts.wrap(optuna.Study, "get_trials", "get_trials")
     parts.wrap(loop_mod.concurrent.futures, "wait", "wait (idle)")
-    original_tell = MirroredStudy.tell
+    original_tell = optuna.Study.tell
 
     def tell(self, *a, **k):
         out = original_tell(self, *a, **k)
@@ -173,12 +180,12 @@ def run(args) -> dict:
             parts.note_tell()
         return out
 
-    MirroredStudy.tell = tell
+    optuna.Study.tell = tell
     profiler = cProfile.Profile() if args.profile else None
     original_loop = Tuner._loop
 
     def loop(self, *a, **k):
-        parts.snapshots[0] = (time.perf_counter(), dict(parts.seconds), dict(parts.calls))
+        parts.snapshots[0] = (time.perf_counter(), dict(parts.seconds), dict(parts.calls), _cpu())
         parts.told = 0
         if profiler:
             profiler.enable()
@@ -187,7 +194,7 @@ def run(args) -> dict:
         finally:
             if profiler:
                 profiler.disable()
-            parts.snapshots["end"] = (time.perf_counter(), dict(parts.seconds), dict(parts.calls))
+            parts.snapshots["end"] = (time.perf_counter(), dict(parts.seconds), dict(parts.calls), _cpu())
 
     Tuner._loop = loop
     outcome = tuner.run()
@@ -201,14 +208,16 @@ def report(result: dict, trials: int) -> list[dict]:
     marks = [0] + [m for m in MARKS if m in parts.snapshots]
     rows = []
     for lo, hi in zip(marks, marks[1:], strict=False):
-        t0, s0, c0 = parts.snapshots[lo]
-        t1, s1, c1 = parts.snapshots[hi]
+        t0, s0, c0, cpu0 = parts.snapshots[lo]
+        t1, s1, c1, cpu1 = parts.snapshots[hi]
         n = hi - lo
         wall = (t1 - t0) / n * 1000
         comp = {k: (s1.get(k, 0) - s0.get(k, 0)) / n * 1000 for k in s1}
         calls = {k: (c1.get(k, 0) - c0.get(k, 0)) / n for k in c1}
         rows.append({"range": f"{lo}-{hi}", "wall_ms": wall, "work_ms": wall - comp.get("wait (idle)", 0),
-                     "rate": 1000 / wall, "components": comp, "calls": calls})
+                     "rate": 1000 / wall, "components": comp, "calls": calls,
+                     "thread_cpu_ms": (cpu1[0] - cpu0[0]) / n * 1000,
+                     "process_cpu_ms": (cpu1[1] - cpu0[1]) / n * 1000})
     return rows
 
 
@@ -241,6 +250,9 @@ def main(argv=None) -> int:
     print(f"{'loop work (wall - idle)':28s}" + "".join(f"{r['work_ms']:14.3f}" for r in rows))
     print(f"{'wall per trial':28s}" + "".join(f"{r['wall_ms']:14.3f}" for r in rows))
     print(f"{'trials/s of the loop':28s}" + "".join(f"{r['rate']:14.1f}" for r in rows))
+    # CPU time is steadier than wall time on a machine shared with other work.
+    print(f"{'main-thread CPU per trial':28s}" + "".join(f"{r['thread_cpu_ms']:14.3f}" for r in rows))
+    print(f"{'process CPU per trial':28s}" + "".join(f"{r['process_cpu_ms']:14.3f}" for r in rows))
     last = rows[-1] if rows else None
     if last is not None:
         verdict = "met" if last["work_ms"] <= GOAL_MS else "NOT met"

@@ -1,4 +1,4 @@
-"""Claims on a shared budget are atomic among tuners (MirroredStudy.claim, study_lock.py):
+"""Claims on a shared budget are atomic among tuners (MirroredStorage.claim, study_lock.py):
 processes that start together on one study, each claiming and running trials as the tuner
 does, end with exactly the budget, whatever the storage."""
 
@@ -8,7 +8,7 @@ import textwrap
 
 import optuna
 import pytest
-from mneme.tune.study import MirroredStudy, open_storage, study_lock
+from mneme.tune.study import MirroredStorage, open_storage, study_lock
 from optuna.trial import TrialState
 from postgres_server import server, why_not
 
@@ -19,20 +19,21 @@ PROCESSES = 8
 CLAIMER = textwrap.dedent("""
     import sys, time
     import optuna
-    from mneme.tune.study import MirroredStudy, open_storage, tuner_owner
+    from mneme.tune.study import MirroredStorage, open_storage, tuner_owner
     from optuna.trial import TrialState
 
     url, budget, start = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     storage = open_storage(url)
-    persistent = optuna.create_study(study_name="claims", storage=storage, load_if_exists=True)
-    study = MirroredStudy(persistent, optuna.samplers.RandomSampler(), tuner_owner())
+    optuna.create_study(study_name="claims", storage=storage, load_if_exists=True)
+    shared = MirroredStorage(storage, "claims", tuner_owner())
+    study = optuna.Study("claims", shared, sampler=optuna.samplers.RandomSampler())
     finished = lambda: len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     time.sleep(max(0.0, start - time.time()))  # every process claims at the same moment
     ran = 0
     while True:
-        taken = study.claim(3, budget, finished, 0)
+        taken = shared.claim(3, budget, finished, 0)
         if taken == 0:
-            if study.others_running == 0:
+            if shared.others_running == 0:
                 break
             time.sleep(0.02)
             continue
@@ -41,9 +42,9 @@ CLAIMER = textwrap.dedent("""
             trial.suggest_int("x", 0, 9)
             time.sleep(0.002)
             study.tell(trial, 1.0)
-            study.announce(held - 1)
+            shared.announce(held - 1)
             ran += 1
-    study.close()
+    shared.close()
     print(ran)
 """)
 
@@ -84,9 +85,9 @@ def test_processes_claiming_together_on_postgresql_run_exactly_the_budget(tmp_pa
 
 def test_a_claim_counts_what_the_others_hold_and_a_tuner_that_gives_back(tmp_path):
     storage = open_storage(f"journal:{tmp_path / 'j.log'}")
-    persistent = optuna.create_study(study_name="claims", storage=storage)
-    a = MirroredStudy(persistent, optuna.samplers.RandomSampler(), "far-host:1")
-    b = MirroredStudy(persistent, optuna.samplers.RandomSampler(), "far-host:2")
+    optuna.create_study(study_name="claims", storage=storage)
+    a = MirroredStorage(storage, "claims", "far-host:1")
+    b = MirroredStorage(storage, "claims", "far-host:2")
     try:
         assert a.claim(6, 10, lambda: 0, 0) == 6
         assert b.claim(6, 10, lambda: 0, 0) == 4, "a holds 6 of 10"
@@ -137,8 +138,9 @@ def test_a_claim_on_a_server_that_went_away_is_one_line(tmp_path):
     from mneme.tune.errors import StudyError
 
     with server() as url:
-        persistent = optuna.create_study(study_name="gone", storage=open_storage(url))
-        study = MirroredStudy(persistent, optuna.samplers.RandomSampler(), "far-host:1")
+        storage = open_storage(url)
+        optuna.create_study(study_name="gone", storage=storage)
+        study = MirroredStorage(storage, "gone", "far-host:1")
         assert study.claim(2, 10, lambda: 0, 0) == 2
     with pytest.raises(StudyError) as failure:
         study.claim(2, 10, lambda: 0, 0)

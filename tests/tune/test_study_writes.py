@@ -8,7 +8,7 @@ import math
 
 import optuna
 import pytest
-from mneme.tune.study import MirroredStudy, make_sampler, open_storage
+from mneme.tune.study import MirroredStorage, make_sampler, open_storage
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 from sqlalchemy import event
@@ -18,7 +18,13 @@ TRIALS = 40
 STATEMENTS_PER_TRIAL = 9
 
 
-def _run(study: MirroredStudy, count: int, value=lambda i: float(i)) -> None:
+def _mirrored(storage, name: str, owner: str, seed=None) -> tuple[MirroredStorage, optuna.Study]:
+    """A tuner's study storage over ``storage``, and the plain study over it."""
+    mirror = MirroredStorage(storage, name, owner)
+    return mirror, optuna.Study(name, mirror, sampler=optuna.samplers.RandomSampler(seed=seed))
+
+
+def _run(study: optuna.Study, count: int, value=lambda i: float(i)) -> None:
     for i in range(count):
         trial = study.ask()
         trial.suggest_int("block", 32, 1024, step=32)
@@ -39,16 +45,16 @@ def _statements(engine) -> list[str]:
 
 def test_trials_are_written_in_few_statements_and_read_as_optuna_writes_them(tmp_path):
     storage = open_storage(f"sqlite:///{tmp_path / 's.sqlite3'}")
-    persistent = optuna.create_study(study_name="w", storage=storage)
-    study = MirroredStudy(persistent, optuna.samplers.RandomSampler(seed=1), "host:1")
+    optuna.create_study(study_name="w", storage=storage)
+    mirror, study = _mirrored(storage, "w", "host:1", seed=1)
     seen = _statements(storage.engine)
     _run(study, TRIALS, value=lambda i: math.inf if i == 2 else float(i))
-    study.flush()
+    mirror.flush()
     writes = [s for s in seen if not s.lstrip().upper().startswith(("SELECT", "PRAGMA"))]
-    assert study._rdb_writer.batches <= TRIALS
+    assert mirror._rdb_writer.batches <= TRIALS
     assert len(seen) <= STATEMENTS_PER_TRIAL * TRIALS, len(seen)
     assert writes, "nothing was written"
-    study.close()
+    mirror.close()
     mine = {t.number: t for t in study.get_trials(deepcopy=False)}
     stored = optuna.load_study(study_name="w", storage=open_storage(
         f"sqlite:///{tmp_path / 's.sqlite3'}")).get_trials(deepcopy=False)
@@ -58,45 +64,43 @@ def test_trials_are_written_in_few_statements_and_read_as_optuna_writes_them(tmp
         assert read.state == written.state and read.values == written.values
         assert read.params == written.params and read.distributions == written.distributions
         assert read.user_attrs["mneme"] == written.user_attrs["mneme"]
-        assert read.user_attrs[MirroredStudy.WRITER_ATTR] == study._writer_id
+        assert read.user_attrs[MirroredStorage.WRITER_ATTR] == mirror._writer_id
         assert abs(read.datetime_complete - written.datetime_complete) < datetime.timedelta(seconds=1)
     assert by_order[2].values == [math.inf]
 
 
 def test_a_pull_reads_only_the_other_tuners_trials(tmp_path):
     url = f"sqlite:///{tmp_path / 's.sqlite3'}"
-    persistent = optuna.create_study(study_name="p", storage=open_storage(url))
-    a = MirroredStudy(persistent, optuna.samplers.RandomSampler(seed=1), "host:1")
-    other = optuna.load_study(study_name="p", storage=open_storage(url))
-    b = MirroredStudy(other, optuna.samplers.RandomSampler(seed=2), "host:2")
-    _run(a, 10)
+    optuna.create_study(study_name="p", storage=open_storage(url))
+    a, a_study = _mirrored(open_storage(url), "p", "host:1", seed=1)
+    b, b_study = _mirrored(open_storage(url), "p", "host:2", seed=2)
+    _run(a_study, 10)
     a.flush()
     loaded = []
     original = a._reader._load
     a._reader._load = lambda ids: loaded.extend(ids) or original(ids)
     assert a.pull() == 0 and loaded == []  # its own ten: not read back
-    _run(b, 7)
+    _run(b_study, 7)
     b.flush()
     assert a.pull() == 7 and len(loaded) == 7
     assert a.pull() == 0 and len(loaded) == 7
     assert b.pull() == 10
-    assert len(a.get_trials(deepcopy=False)) == len(b.get_trials(deepcopy=False)) == 17
+    assert len(a_study.get_trials(deepcopy=False)) == len(b_study.get_trials(deepcopy=False)) == 17
     a.close()
     b.close()
     # A study opened again (a resumed run) reads every trial, its earlier run's too.
-    again = MirroredStudy(optuna.load_study(study_name="p", storage=open_storage(url)),
-                          optuna.samplers.RandomSampler(), "host:1")
-    assert len(again.get_trials(deepcopy=False)) == 17
+    again, again_study = _mirrored(open_storage(url), "p", "host:1")
+    assert len(again_study.get_trials(deepcopy=False)) == 17
     again.close()
 
 
 def test_a_journal_storage_keeps_optunas_writes(tmp_path):
     storage = open_storage(f"journal:{tmp_path / 's.log'}")
-    persistent = optuna.create_study(study_name="j", storage=storage)
-    study = MirroredStudy(persistent, optuna.samplers.RandomSampler(seed=1), "host:1")
-    assert study._rdb_writer is None and study._reader is None
+    optuna.create_study(study_name="j", storage=storage)
+    mirror, study = _mirrored(storage, "j", "host:1", seed=1)
+    assert mirror._rdb_writer is None and mirror._reader is None
     _run(study, 6)
-    study.close()
+    mirror.close()
     assert len(optuna.load_study(study_name="j", storage=storage).get_trials()) == 6
 
 
@@ -110,8 +114,8 @@ def test_tpe_proposes_without_a_group_decomposition():
 @pytest.mark.parametrize("distribution", [IntDistribution(1, 9), CategoricalDistribution(("a", "b"))])
 def test_an_unfinished_trial_of_another_writer_is_pulled_once_finished(tmp_path, distribution):
     url = f"sqlite:///{tmp_path / 's.sqlite3'}"
-    persistent = optuna.create_study(study_name="u", storage=open_storage(url))
-    study = MirroredStudy(persistent, optuna.samplers.RandomSampler(seed=1), "host:1")
+    optuna.create_study(study_name="u", storage=open_storage(url))
+    study, _ = _mirrored(open_storage(url), "u", "host:1", seed=1)
     # (an older tuner, or plain Optuna, whose trials run in the storage)
     plain = optuna.load_study(study_name="u", storage=open_storage(url))
     running = plain.ask()

@@ -152,7 +152,7 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(tmp_path):
     tuner.wait()
     before = trials_by_state(storage, "resume")
     done_before = {t.number: t.values for t in before.get(TrialState.COMPLETE, [])}
-    # The study lives in memory while it runs (MirroredStudy): the storage holds finished
+    # The study lives in memory while it runs (MirroredStorage): the storage holds finished
     # trials only, each written whole, so a kill leaves nothing half-written or running.
     assert not before.get(TrialState.RUNNING), "only finished trials reach the storage"
 

@@ -212,7 +212,7 @@ def _join(run: KernelRun, lane, budget: Budget) -> None:
     except TuneError:
         return
     if budget.trials is not None and goal.trials - helper._finished(helper.study) < JOIN_MIN_TRIALS:
-        helper.study.close()
+        helper.study_storage.close()
         return
     run.devices += [d for d in (lane.devices or []) if d not in run.devices]
     try:

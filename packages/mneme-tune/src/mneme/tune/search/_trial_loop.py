@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mneme.replay.db import Instance
 
     from ..space import BoundSpace
+    from ..study._mirrored_storage import MirroredStorage
     from ..tune_types import TuneOptions
     from ._valid_region import LaunchRegion
 
@@ -55,6 +56,7 @@ class TrialLoop:
         sampler_name: str
         _probe_keys: set[str]
         _baseline_method: str | None
+        study_storage: MirroredStorage
 
         @property
         def _screening(self) -> bool: ...
@@ -64,10 +66,11 @@ class TrialLoop:
     def _loop(self, study, executor, on_progress, start, budget) -> tuple[int, int]:
         o = self.options
         owner = tuner_owner()
-        study.pull()  # what other tuners did while this one measured its baseline
+        shared = self.study_storage  # the study's storage: pulls, claims, counts
+        shared.pull()  # what other tuners did while this one measured its baseline
         depth = in_flight.depth(executor.worker_count, executor.compile_workers, budget)
         finished = self._finished(study)
-        # Trials taken from the shared budget and not launched yet (study.claim): every
+        # Trials taken from the shared budget and not launched yet (shared.claim): every
         # trial that counts is launched on one, so tuners sharing the study never overrun it.
         claimed = 0
         inflight: dict[concurrent.futures.Future, int] = {}  # -> trial number
@@ -110,8 +113,8 @@ class TrialLoop:
         while True:
             now = time.monotonic()
             # Other tuners may share the study: as often as pulling costs at most ~5 %.
-            if now - last_count > min(RECOUNT_SECONDS, study.pull_interval):
-                study.pull()
+            if now - last_count > min(RECOUNT_SECONDS, shared.pull_interval):
+                shared.pull()
                 finished = self._finished(study)
                 last_count = now
             out_of_time = deadline is not None and now >= deadline
@@ -125,8 +128,8 @@ class TrialLoop:
                     elapsed = time.monotonic() - start
                     rate = ran / elapsed if elapsed > 1.0 else 0.0
                     want = max(limit - len(trials_of), int(rate * CLAIM_SECONDS))
-                    claimed = study.claim(want, budget, lambda: self._finished(study),
-                                          len(trials_of))
+                    claimed = shared.claim(want, budget, lambda: self._finished(study),
+                                           len(trials_of))
                     finished = self._finished(study)
                     last_count = time.monotonic()
                     if claimed == 0:
@@ -197,9 +200,9 @@ class TrialLoop:
                     inflight[f] = trial.number
             if out_of_time and claimed:
                 claimed = 0  # given back: the others may run them
-            study.announce(len(trials_of) + claimed)
+            shared.announce(len(trials_of) + claimed)
             if not trials_of:
-                if out_of_time or study.others_running == 0:
+                if out_of_time or shared.others_running == 0:
                     break  # (the last claim's look: nothing left, and nobody holds any)
                 # The rest of the budget is held by other tuners: wait until they run it, or
                 # until some comes free (a tuner that stops early or dies gives its part back).

@@ -31,8 +31,8 @@ from optuna.trial import TrialState
 from ..errors import StudyError, TuneError
 from ..space import BoundSpace, Space, SpaceContext, resolve_spaces
 from ..study._interrupted_trials import ABANDONED_AFTER, TUNER_ATTR, recover_interrupted
+from ..study._mirrored_storage import MirroredStorage
 from ..study._study import (
-    MirroredStudy,
     default_sampler,
     make_sampler,
     open_storage,
@@ -191,19 +191,23 @@ class Tuner(TrialLoop):
         #: the launch shapes the study's trials proved invalid (valid_region.py)
         self.region = LaunchRegion.for_space(self.bound[0], self.base_settings)
 
-    def _open_study(self) -> MirroredStudy:
+    def _open_study(self) -> optuna.Study:
+        """The study, kept in memory over the storage (``self.study_storage``, which closes
+        the one opened before)."""
         self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
         #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
         self.shapes_known = 0
         sampler = ValidRegionSampler(
             make_sampler(self.sampler_name, len(self.objectives), self.options.seed),
             self.region, self.options.seed)
-        persistent = open_study(self.storage, self.study_name, self.bound[0], self.objectives,
-                                sampler, self.instance_ids)
-        old = getattr(self, "study", None)
+        open_study(self.storage, self.study_name, self.bound[0], self.objectives, sampler,
+                   self.instance_ids)
+        old = getattr(self, "study_storage", None)
         if old is not None:
             old.close()
-        return MirroredStudy(persistent, sampler, tuner_owner())
+        #: the study's storage: in memory, written behind to ``self.storage``
+        self.study_storage = MirroredStorage(self.storage, self.study_name, tuner_owner())
+        return optuna.Study(self.study_name, self.study_storage, sampler=sampler)
 
     def _check_spaces(self) -> None:
         first = self.bound[0]
@@ -394,7 +398,7 @@ class Tuner(TrialLoop):
             self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
             self.shapes_known = launch_probe.seed_region(self)
             study, sampler_name = self.study, self.sampler_name
-            recover_interrupted(study, o.trial_timeout)
+            recover_interrupted(study, self.study_storage, o.trial_timeout)
             self.clock.mark("prepare")
             baseline = measure_baseline(self, executor, study)
             self.clock.mark("baseline")
@@ -433,8 +437,8 @@ class Tuner(TrialLoop):
             ran, failed = self._loop(study, executor, on_progress, search_start, budget)
             use = pool_use(busy_before, executor.busy.copy(), time.monotonic() - search_start,
                            executor.compile_workers, executor.worker_count)
-            study.flush()  # every trial in the storage before the results are read
-            study.pull()
+            self.study_storage.flush()  # every trial in the storage before the results are read
+            self.study_storage.pull()
             self.region.update(study)  # (the region knows every trial of the run)
             search = self.clock.mark("search")
             outcome = self.outcome(study, baseline, ran, failed, 0.0)
@@ -448,8 +452,8 @@ class Tuner(TrialLoop):
             if not shared:
                 executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
-                self.study.flush()  # an interrupted search keeps what finished
-            self.study.close()  # no idle writer thread per finished run
+                self.study_storage.flush()  # an interrupted search keeps what finished
+            self.study_storage.close()  # no idle writer thread per finished run
         self.clock.mark("teardown")
         elapsed = time.monotonic() - start
         confirmed = outcome.confirmation

@@ -18,7 +18,7 @@ invalid shape under the recorded code, started before the first failed, would fa
 and cost the shape two trials. Only when no other shape is left (every other one invalid
 or pending too) is it proposed at once, whatever the code: a small space never starves.
 In flight means RUNNING in the study the sampler is given: in the tuner that is the
-in-memory study its loop asks and tells (study.MirroredStudy), so exactly the trials it
+in-memory study its loop asks and tells (over study.MirroredStorage), so exactly the trials it
 has in flight; other tuners of a shared study write their trials only once finished, so
 across tuners the same unknown shape can still be tried once by each.
 
@@ -400,10 +400,10 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
         self.base = base
         self.region = region
         self._rng = random.Random(seed)
-        #: trial id -> values chosen ahead for it (its launch shape, when proposed one
+        #: trial number -> values chosen ahead for it (its launch shape, when proposed one
         #: parameter at a time; the parameters proposed with a pending shape)
         self._chosen: dict[int, dict[str, Any]] = {}
-        self._relative: dict[int, dict[str, Any]] = {}  # trial id -> its relative proposal
+        self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its relative proposal
         self.redrawn = 0  # proposals refused (for reports and tests)
 
     def __getattr__(self, name: str):  # what Optuna or reports ask of the wrapped sampler
@@ -433,7 +433,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
     def _whole_point(self, study, trial, values: dict[str, Any]) -> tuple[dict, dict]:
         """The trial's point with the proposal ``values``: its parameters suggested already,
         queued or proposed relatively, and the others proposed now (also returned apart)."""
-        point = {**self._relative.get(trial._trial_id, {}),
+        point = {**self._relative.get(trial.number, {}),
                  **trial.system_attrs.get("fixed_params", {}), **trial.params, **values}
         proposed = {}
         for name, distribution in self.region.other_distributions().items():
@@ -448,7 +448,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
 
     def _keep(self, trial, values: dict[str, Any]) -> None:
         if values:
-            self._chosen.setdefault(trial._trial_id, {}).update(values)
+            self._chosen.setdefault(trial.number, {}).update(values)
 
     def infer_relative_search_space(self, study, trial):
         return self.base.infer_relative_search_space(study, trial)
@@ -464,7 +464,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
             # None or part of the shape (CMA-ES with categorical block axes): the launch
             # parameters are then proposed together in sample_independent.
             params = {k: v for k, v in params.items() if k not in region.names}
-            self._relative[trial._trial_id] = params
+            self._relative[trial.number] = params
             return params
         for attempt in range(region.redraws()):
             proposed = self._accept(study, trial, params, attempt)
@@ -477,7 +477,7 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
         return {**params, **dict(zip(region.names, shape, strict=True))}
 
     def sample_independent(self, study, trial, param_name, param_distribution):
-        chosen = self._chosen.get(trial._trial_id, {})
+        chosen = self._chosen.get(trial.number, {})
         if param_name in chosen:
             return chosen[param_name]
         if param_name not in self.region.distributions or not self._constrained():
@@ -502,8 +502,8 @@ class ValidRegionSampler(optuna.samplers.BaseSampler):
         self.base.before_trial(study, trial)
 
     def after_trial(self, study, trial, state, values):
-        self._chosen.pop(trial._trial_id, None)
-        self._relative.pop(trial._trial_id, None)
+        self._chosen.pop(trial.number, None)
+        self._relative.pop(trial.number, None)
         self.base.after_trial(study, trial, state, values)
 
     def reseed_rng(self) -> None:

@@ -1,7 +1,7 @@
-"""A tuning run's Optuna study: storage URLs, the in-memory mirror and its writes to the
-storage (SQLite template, study lock, claims of trials), the liveness of the tuner that
-owns a trial and the recovery of trials an interrupted run left, and the launch shapes
-kept beside the recording (shape cache).
+"""A tuning run's Optuna study: storage URLs, the storage that keeps the study in memory
+and writes it behind to the study's storage (SQLite template, study lock, claims of
+trials), the liveness of the tuner that owns a trial and the recovery of trials an
+interrupted run left, and the launch shapes kept beside the recording (shape cache).
 
 Internal modules are underscore-prefixed; the names below are the package's surface,
 imported when first used (Optuna and SQLAlchemy are heavy)."""
@@ -15,6 +15,8 @@ _LAZY = {
     'ABANDONED_AFTER': '._interrupted_trials',
     'TUNER_ATTR': '._interrupted_trials',
     'recover_interrupted': '._interrupted_trials',
+    'MirroredStorage': '._mirrored_storage',
+    'WRITE_BATCH': '._mirrored_storage',
     'VALID': '._shape_cache',
     'cache_path': '._shape_cache',
     'launch_key': '._shape_cache',
@@ -25,13 +27,11 @@ _LAZY = {
     'template_path': '._sqlite_template',
     'CREATOR_WAIT_STEPS': '._study',
     'DEFAULT_STORAGE_FILE': '._study',
-    'MirroredStudy': '._study',
     'RUNNING_ATTR': '._study',
     'RUNNING_REFRESH_SECONDS': '._study',
     'RUNNING_STALE_SECONDS': '._study',
     'SAMPLERS': '._study',
     'STUDY_ATTR': '._study',
-    'WRITE_BATCH': '._study',
     'default_sampler': '._study',
     'make_sampler': '._study',
     'open_storage': '._study',
@@ -55,6 +55,9 @@ if TYPE_CHECKING:
         ABANDONED_AFTER as ABANDONED_AFTER, TUNER_ATTR as TUNER_ATTR,
         recover_interrupted as recover_interrupted,
     )
+    from ._mirrored_storage import (
+        WRITE_BATCH as WRITE_BATCH, MirroredStorage as MirroredStorage,
+    )
     from ._shape_cache import (
         VALID as VALID, cache_path as cache_path, launch_key as launch_key, load as load,
         store as store,
@@ -66,8 +69,7 @@ if TYPE_CHECKING:
         CREATOR_WAIT_STEPS as CREATOR_WAIT_STEPS, DEFAULT_STORAGE_FILE as DEFAULT_STORAGE_FILE,
         RUNNING_ATTR as RUNNING_ATTR, RUNNING_REFRESH_SECONDS as RUNNING_REFRESH_SECONDS,
         RUNNING_STALE_SECONDS as RUNNING_STALE_SECONDS, SAMPLERS as SAMPLERS,
-        STUDY_ATTR as STUDY_ATTR, WRITE_BATCH as WRITE_BATCH, MirroredStudy as MirroredStudy,
-        default_sampler as default_sampler, make_sampler as make_sampler,
+        STUDY_ATTR as STUDY_ATTR, default_sampler as default_sampler, make_sampler as make_sampler,
         open_storage as open_storage, open_study as open_study, owner_alive as owner_alive,
         study_identity as study_identity, tuner_owner as tuner_owner,
     )
