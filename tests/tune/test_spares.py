@@ -18,6 +18,7 @@ from tune_support import (
     SLOW_PREPARE_SECONDS,
     abort_on_poison,
     abort_on_wide_blocks,
+    slow_baseline_and_abort_on_wide_blocks,
     slow_prepare,
 )
 
@@ -124,12 +125,12 @@ def test_the_pool_grows_for_a_burst_of_failures_refills_and_shrinks_after():
         assert pool.restarts == burst + 1
 
 
-def _probe_run(tmp_path, study: str, probe_workers: int):
+def _probe_run(tmp_path, study: str, probe_workers: int, before_run=abort_on_wide_blocks):
     """A tuner run whose probe ends the worker on each of the 16 wide shapes: its outcome
     and the crashed trials (one per wide shape, one restart each)."""
     options = TuneOptions(trials=64, devices=None, cpu_workers=1, sampler="random", seed=3,
                           storage=f"sqlite:///{tmp_path / 's.db'}", study=study,
-                          before_run=abort_on_wide_blocks, probe_workers=probe_workers)
+                          before_run=before_run, probe_workers=probe_workers)
     outcome = Tuner(GOLDEN, [SAXPY], "launch", options).run()
     crashed = [t for t in outcome.trials if t.failure == "crashed"]
     assert len(crashed) == 16 and outcome.restarts == 16
@@ -217,7 +218,8 @@ def test_the_probe_with_probe_workers_finds_the_same_shapes(monkeypatch, tmp_pat
     """The tuner's probe with probe workers: each of the 16 wide shapes fails once (some
     beside the slot's worker), the others complete, timed by the slot's worker alone."""
     overlaps, _ = _never_beside_a_slot(monkeypatch)
-    outcome, crashed = _probe_run(tmp_path, "probe-beside", probe_workers=2)
+    outcome, crashed = _probe_run(tmp_path, "probe-beside", probe_workers=2,
+                                  before_run=slow_baseline_and_abort_on_wide_blocks)
     assert len({tuple(sorted(t.params.items())) for t in crashed}) == 16
     assert any(r.beside for r in outcome.restart_log), outcome.restart_log
     assert all(t.state == "complete" for t in outcome.trials if t.failure is None)

@@ -50,6 +50,15 @@ def abort_on_wide_blocks(settings) -> None:
         os.abort()
 
 
+def slow_baseline_and_abort_on_wide_blocks(settings) -> None:
+    """Worker hook: abort_on_wide_blocks, and the recorded launch (the baseline) takes a
+    second more, so that the spares started beside it are prepared when the probe begins
+    (on two loaded cores they sometimes were not, and no probe task was tried beside)."""
+    if settings.replay.block is None and settings.replay.grid is None:
+        time.sleep(1.0)
+    abort_on_wide_blocks(settings)
+
+
 def fail_the_recorded_configuration(settings) -> None:
     """Worker hook: the recorded configuration (no register cap, O3) fails, as a recording
     whose kernel does not replay would."""
