@@ -289,7 +289,7 @@ def held_clocks(policy: str | int, devices: Sequence[int] | None,
         for ordinal in devices:
             try:
                 reason = _lock_one(nvml, ordinal, policy, state)
-            except OSError as error:
+            except (OSError, ValueError, IndexError) as error:  # (NVML, the marker, a device list)
                 reason = str(error)
             if reason:
                 state.unlocked[ordinal] = reason
