@@ -118,9 +118,16 @@ def open_nvml() -> _Nvml | None:
         return None
 
 
+def _visible() -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES's entries (indices or UUIDs); None where it is not set."""
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return None
+    return [v.strip() for v in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if v.strip()]
+
+
 def _physical(ordinal: int) -> str:
     """The NVML index (kernel_timing.nvml_index) or UUID of CUDA ordinal ``ordinal``."""
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    visible = _visible() or []
     if ordinal < len(visible) and not visible[ordinal].isdigit():
         return visible[ordinal]  # a UUID
     return str(nvml_index(ordinal))
@@ -128,8 +135,9 @@ def _physical(ordinal: int) -> str:
 
 def _visible_ordinals(nvml: _Nvml) -> list[int]:
     """Every CUDA ordinal an application here sees (CUDA_VISIBLE_DEVICES, else NVML's count)."""
-    if "CUDA_VISIBLE_DEVICES" in os.environ:
-        return list(range(len([v for v in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if v.strip()])))
+    visible = _visible()
+    if visible is not None:
+        return list(range(len(visible)))
     count = ctypes.c_uint()
     if nvml.lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS:
         return []
@@ -258,10 +266,10 @@ def _release(state: ClockLock, nvml: _Nvml) -> None:
         path.unlink(missing_ok=True)
     state.markers.clear()
     if state.guard is not None:
+        # Its pipe closed, the guard finds nothing of ours left and exits by itself: not
+        # waited for, so its interpreter's start never adds to this command's exit.
         with contextlib.suppress(OSError):
             state.guard.stdin.close()  # type: ignore[union-attr]
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            state.guard.wait(timeout=5)
 
 
 @contextlib.contextmanager

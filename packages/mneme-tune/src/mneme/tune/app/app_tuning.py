@@ -264,7 +264,7 @@ def tune_application(db: Database, selection: Selection, spaces: str, options: T
     mark("tuners")
     live = [r for r in runs if r.tuner is not None]
     if not live:
-        result.seconds = time.monotonic() - started
+        mark.end()
         return result
     lanes = make_lanes([r.tuner for r in live if r.tuner is not None], options.devices,
                        options.compile_workers, options.workers_per_device)
