@@ -139,3 +139,104 @@ def test_the_slot_workers_prepare_the_baseline_before_its_task_comes():
         other = pool.submit(ReplaySettings(CompileConfig(pipeline="default<O1>"),
                                            ReplayConfig(iterations=1)), SAXPY).result(timeout=120)
         assert other.compile_cached is False  # (what an unprepared configuration gets)
+
+
+def test_a_fresh_study_opens_beside_the_baseline(tmp_path, monkeypatch):
+    """defer_study (study_open.py): a study surely not in its storage opens on a thread,
+    and the baseline is submitted before it is joined: opening the storage waits for the
+    baseline's submission, which comes only if the two overlap."""
+    from mneme.tune.search import _baseline as baseline_module
+
+    submitted = threading.Event()
+    real_submit = baseline_module.submit_baseline
+
+    def submit_baseline(*args, **kwargs):
+        submitted.set()
+        return real_submit(*args, **kwargs)
+
+    real_open = tuner_module.open_storage
+    seen_while_opening: list[bool] = []
+
+    def open_storage(*args, **kwargs):
+        seen_while_opening.append(submitted.wait(60))
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(tuner_module, "submit_baseline", submit_baseline)
+    monkeypatch.setattr(tuner_module, "open_storage", open_storage)
+    tuner = Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path), start_workers=True,
+                  defer_study=True)
+    assert not hasattr(tuner, "study")  # (built without waiting for the storage)
+    outcome = tuner.run()
+    assert seen_while_opening == [True]
+    assert outcome.ran == 4 and outcome.best and "values" in outcome.baseline
+    assert tuner.study.user_attrs["mneme.baseline"] == outcome.baseline  # (stored as before)
+
+
+def test_a_resumed_study_opens_first_and_its_baseline_is_not_measured_again(tmp_path, monkeypatch):
+    first = Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path), defer_study=True).run()
+    from mneme.tune.search import _baseline as baseline_module
+
+    submits: list[int] = []
+
+    def no_submit(*args, **kwargs):
+        submits.append(1)
+        return []
+
+    monkeypatch.setattr(tuner_module, "submit_baseline", no_submit)
+    monkeypatch.setattr(baseline_module, "submit_baseline", no_submit)
+    tuner = Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path, trials=6), defer_study=True)
+    assert tuner._study_opening is None and tuner.study is not None  # (it exists: opened here)
+    again = tuner.run()
+    assert submits == [] and again.baseline == first.baseline
+    assert again.ran == 2 and not any(k.startswith("baseline.") for k in again.phases)
+
+
+def test_only_a_study_surely_not_in_a_writable_local_storage_is_fresh(tmp_path):
+    from mneme.tune.study._study_open import fresh_study
+
+    file = tmp_path / "s.sqlite3"
+    assert fresh_study(f"sqlite:///{file}", None, "a")  # (no file yet)
+    assert fresh_study(None, tmp_path, "a") and fresh_study("sqlite:///:memory:", None, "a")
+    assert fresh_study(f"journal:{tmp_path / 'j.log'}", None, "a")
+    assert not fresh_study(f"sqlite:///{tmp_path / 'no' / 's.sqlite3'}", None, "a")  # (no folder)
+    assert not fresh_study("postgresql://u@localhost/db", None, "a")  # (a server: unsure)
+    Tuner(GOLDEN, [SAXPY], "pipeline", _options(tmp_path, study="a"))
+    assert not fresh_study(f"sqlite:///{file}", None, "a") and fresh_study(f"sqlite:///{file}", None, "b")
+    (tmp_path / "j.log").write_text("")
+    assert not fresh_study(f"journal:{tmp_path / 'j.log'}", None, "a")  # (it exists: unsure)
+    (tmp_path / "bad.sqlite3").write_text("not a database")
+    assert not fresh_study(f"sqlite:///{tmp_path / 'bad.sqlite3'}", None, "a")
+
+
+def test_the_help_and_a_deferred_tuner_import_no_sqlalchemy_on_the_commands_thread():
+    """SQLAlchemy (0.3-1 s of imports) is the study's: `mneme tune --help` never imports it,
+    and a tuner of a fresh study is built without it (its thread imports it)."""
+    code = """
+import sys, tempfile, threading
+from mneme.cli.main import cli
+try:
+    cli.main(args=["tune", "--help"], standalone_mode=False)
+except SystemExit:
+    pass
+print("help", "sqlalchemy" in sys.modules)
+from mneme.tune import Tuner, TuneOptions
+from mneme.tune.search import _tuner
+gate = threading.Event()
+real = _tuner.open_storage
+def gated(*args, **kwargs):
+    gate.wait(60)
+    return real(*args, **kwargs)
+_tuner.open_storage = gated
+folder = tempfile.mkdtemp()
+tuner = Tuner(sys.argv[1], [sys.argv[2]], "pipeline", TuneOptions(trials=1, devices=None,
+              storage=f"sqlite:///{folder}/s.sqlite3"), defer_study=True)
+print("built", "sqlalchemy" in sys.modules)
+gate.set()
+tuner._join_study()
+print("joined", "sqlalchemy" in sys.modules)
+"""
+    run = subprocess.run([sys.executable, "-c", code, str(GOLDEN), SAXPY], capture_output=True,
+                         text=True, timeout=300, env=os.environ.copy())
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stdout.splitlines() if line.startswith(("help ", "built ", "joined "))]
+    assert said == ["help False", "built False", "joined True"], run.stdout

@@ -31,6 +31,7 @@ from .study._study import SAMPLERS
 from .tune_types import DEFAULT_CANDIDATES, PROBE_WORKERS, TuneOptions, TuneOutcome
 from .workers._pool_use import describe as describe_pool_use
 from .workers._process_exit import end_process
+from .workers._worker_start import start_worker_server
 
 NOTHING_COMPLETED_EXIT = 1
 
@@ -241,6 +242,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     if app_command and not confirm_in_app:
         raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
+    if not whole_app:  # (the workers' imports beside the driver's, the clocks', the database's)
+        start_worker_server()
     console = Console(stderr=True)
     out = Console()
     device_list = parse_devices(devices, compile_only)
@@ -296,7 +299,9 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     try:
         for group in groups:  # validate all first
             # The first tuner's workers start while its study opens (worker_start.py).
-            tuners.append(Tuner(db, group, spaces, options, start_workers=not tuners))
+            # (and its study opens on a thread, beside the workers and the baseline)
+            tuners.append(Tuner(db, group, spaces, options, start_workers=not tuners,
+                                defer_study=not tuners))
         if report_dir is not None:  # before the search, not after it
             writable_directory(report_dir, "write the report to", TuneError)
         for tuner in tuners:  # --confirm-in-app: an application that fails plain, before any search

@@ -8,6 +8,7 @@ as parts of the run's ``baseline`` phase (run_phases.py).
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -21,31 +22,52 @@ if TYPE_CHECKING:  # (tuner.py imports this module)
     from ..workers._executor import ReplayExecutor
     from ._tuner import Tuner
 
-__all__ = ["measure_baseline"]
+__all__ = ["measure_baseline", "submit_baseline"]
 
 #: the replay's own timings (ReplayResult.timings) shown as parts of the baseline phase
 _PARTS = ("restore", "determinism", "run", "verify")
 
 
-def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study) -> dict[str, Any]:
+def submit_baseline(tuner: Tuner, executor: ReplayExecutor) -> list[Future]:
+    """The recorded configuration's replays, submitted (one per instance), for
+    measure_baseline: before the study is open when it surely holds no baseline.
+
+    Parameters:
+        tuner: the tuner.
+        executor: the workers to replay on.
+
+    Returns:
+        Their futures.
+    """
+    base = tuner.base_settings()
+    return [executor.submit(base, i) for i in tuner.instances]
+
+
+def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study,
+                     submitted: list[Future] | None = None) -> dict[str, Any]:
     """The recorded configuration, replayed in the cache mode asked for (auto resolves
-    here, per instance); a resumed study's stored one. Either fixes the cache mode of
-    every trial (``tuner.cache_modes``).
+    here, per instance); a resumed study's stored one, never replayed again. Either
+    fixes the cache mode of every trial (``tuner.cache_modes``).
 
     Parameters:
         tuner: the tuner.
         executor: the workers to replay on.
         study: the study (its stored baseline, where it is resumed).
+        submitted: its replays submitted already (submit_baseline); None: submitted here
+            when the study holds no baseline.
 
     Returns:
         The baseline's settings and measurements (values, metrics, timing).
     """
     options = tuner.options
     if BASELINE_ATTR in study.user_attrs:
+        # (submitted ahead: another tuner of the study stored one meanwhile, which all use)
+        for future in submitted or ():
+            future.cancel()
         baseline = study.user_attrs[BASELINE_ATTR]
     else:
         base = tuner.base_settings()
-        futures = [executor.submit(base, i) for i in tuner.instances]
+        futures = submitted if submitted is not None else submit_baseline(tuner, executor)
         baseline = {"settings": base.to_dict()}
         try:
             results = [f.result() for f in futures]

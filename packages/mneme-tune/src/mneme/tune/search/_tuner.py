@@ -39,6 +39,7 @@ from ..study._study import (
     open_study,
     tuner_owner,
 )
+from ..study._study_open import StudyOpening, fresh_study
 from ..tune_types import (
     BASELINE_ATTR,
     CONFIRM_RUNS,
@@ -56,7 +57,7 @@ from . import _confirmation as confirmation
 from . import _launch_probe as launch_probe
 from . import _objective as objectives_mod
 from . import _timing_report as timing_report
-from ._baseline import measure_baseline
+from ._baseline import measure_baseline, submit_baseline
 from ._confirmation import CONFIRMATION_ATTR
 from ._launch_probe import PROBE_SHARE
 from ._run_phases import PhaseClock
@@ -119,6 +120,11 @@ class Tuner(TrialLoop):
         options: how the study runs; None for the defaults.
         start_workers: start the workers here, while the study opens (worker_start.py;
             ``run`` takes them, or ``close`` stops them), instead of in ``run``.
+        defer_study: a study that is surely not in its storage yet (a local file:
+            study_open.py) opens on a thread that ``run`` joins after submitting the
+            baseline, instead of here; ``storage``, ``study`` and ``study_storage`` are
+            set once joined (a StudyError is then raised by ``run``). Any other study
+            opens here.
 
     Raises:
         TuneError: a bad option, no instance, or an application to confirm in that
@@ -132,7 +138,7 @@ class Tuner(TrialLoop):
     def __init__(self, database: str | os.PathLike | Database,
                  instances: Sequence[str | Instance],
                  spaces: str | Sequence[str | Space], options: TuneOptions | None = None,
-                 *, start_workers: bool = False):
+                 *, start_workers: bool = False, defer_study: bool = False):
         #: seconds per phase of the tuner's life (run_phases.py): building it, then run()
         self.clock = PhaseClock()
         self._phases_reported = False  # (building it counts with the first run)
@@ -168,9 +174,17 @@ class Tuner(TrialLoop):
         self._bind_region()
         self.clock.mark("setup")
         self._workers = WorkerStart(_executor_factory(self)) if start_workers else None
+        self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
+        #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
+        self.shapes_known = 0
+        #: a fresh study being opened on its thread (defer_study), until run() joins it
+        self._study_opening: StudyOpening | None = None
         try:
-            self.storage = open_storage(self.options.storage, self.options.storage_dir)
-            self.study = self._open_study()
+            if defer_study and fresh_study(self.options.storage, self.options.storage_dir,
+                                           self.study_name):
+                self._study_opening = StudyOpening(self._study_opener(None))
+            else:
+                self._set_study(self._study_opener(None)())
         except BaseException:
             self.close()
             raise
@@ -178,6 +192,7 @@ class Tuner(TrialLoop):
 
     def close(self) -> None:
         """Stop the workers ``start_workers`` started, when ``run`` will not take them."""
+        self._study_opening = None  # (its thread ends by itself; nothing waits for it)
         if self._workers is not None:
             self._workers.close()
             self._workers = None
@@ -194,20 +209,41 @@ class Tuner(TrialLoop):
     def _open_study(self) -> optuna.Study:
         """The study, kept in memory over the storage (``self.study_storage``, which closes
         the one opened before)."""
-        self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
-        #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
-        self.shapes_known = 0
-        sampler = ValidRegionSampler(
-            make_sampler(self.sampler_name, len(self.objectives), self.options.seed),
-            self.region, self.options.seed)
-        open_study(self.storage, self.study_name, self.bound[0], self.objectives, sampler,
-                   self.instance_ids)
+        self._set_study(self._study_opener(self.storage)())
+        return self.study
+
+    def _study_opener(self, storage) -> Callable[[], tuple[Any, MirroredStorage, optuna.Study]]:
+        """A function that opens the storage (``storage``: the one already open, else
+        None) and the study over it. What it reads of the tuner is read now, on the
+        caller's thread: it may run on the study's own (StudyOpening)."""
+        o, name, bound = self.options, self.study_name, self.bound[0]
+        objectives, instance_ids = list(self.objectives), list(self.instance_ids)
+        sampler = ValidRegionSampler(make_sampler(self.sampler_name, len(objectives), o.seed),
+                                     self.region, o.seed)
+
+        def opened():
+            backing = storage if storage is not None else open_storage(o.storage, o.storage_dir)
+            open_study(backing, name, bound, objectives, sampler, instance_ids)
+            mirrored = MirroredStorage(backing, name, tuner_owner())
+            return backing, mirrored, optuna.Study(name, mirrored, sampler=sampler)
+        return opened
+
+    def _set_study(self, opened: tuple[Any, MirroredStorage, optuna.Study]) -> None:
         old = getattr(self, "study_storage", None)
         if old is not None:
             old.close()
+        self.storage, study_storage, self.study = opened
         #: the study's storage: in memory, written behind to ``self.storage``
-        self.study_storage = MirroredStorage(self.storage, self.study_name, tuner_owner())
-        return optuna.Study(self.study_name, self.study_storage, sampler=sampler)
+        self.study_storage = study_storage
+
+    def _join_study(self) -> None:
+        """The study opened on its thread (defer_study), once it has: the time waited
+        for it is the ``study`` phase's."""
+        if self._study_opening is None:
+            return
+        self._set_study(self._study_opening.result())  # (failed: left set, run() closes nothing)
+        self._study_opening = None
+        self.clock.mark("study")
 
     def _check_spaces(self) -> None:
         first = self.bound[0]
@@ -392,15 +428,20 @@ class Tuner(TrialLoop):
             signature = self.bound[0].signature()
             self._rebind(executor)
             if self.bound[0].signature() != signature:  # this GPU's limits change the space
+                self._join_study()
                 self.grid_points = self._walk()
                 self._bind_region()
                 self.study = self._open_study()
             self.region.bound = self.bound[0]  # (the shapes' limits as this GPU has them)
+            # A fresh study still opening: the baseline runs while it opens (it cannot
+            # hold a stored one to use instead).
+            ahead = submit_baseline(self, executor) if self._study_opening is not None else None
+            self._join_study()
             self.shapes_known = launch_probe.seed_region(self)
             study, sampler_name = self.study, self.sampler_name
             recover_interrupted(study, self.study_storage, o.trial_timeout)
             self.clock.mark("prepare")
-            baseline = measure_baseline(self, executor, study)
+            baseline = measure_baseline(self, executor, study, ahead)
             self.clock.mark("baseline")
             point = self.bound[0].baseline()
             budget = o.trials
@@ -451,9 +492,10 @@ class Tuner(TrialLoop):
         finally:
             if not shared:
                 executor.shutdown(wait=False, cancel_futures=True)
-            with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
-                self.study_storage.flush()  # an interrupted search keeps what finished
-            self.study_storage.close()  # no idle writer thread per finished run
+            if self._study_opening is None:  # (else it failed to open: nothing to close)
+                with contextlib.suppress(StudyError):  # (raised above, when it is not a failure already)
+                    self.study_storage.flush()  # an interrupted search keeps what finished
+                self.study_storage.close()  # no idle writer thread per finished run
         self.clock.mark("teardown")
         elapsed = time.monotonic() - start
         confirmed = outcome.confirmation

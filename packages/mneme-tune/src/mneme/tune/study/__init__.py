@@ -1,7 +1,8 @@
 """A tuning run's Optuna study: storage URLs, the storage that keeps the study in memory
 and writes it behind to the study's storage (SQLite template, study lock, claims of
-trials), the liveness of the tuner that owns a trial and the recovery of trials an
-interrupted run left, and the launch shapes kept beside the recording (shape cache).
+trials), a fresh study opened on a thread beside the run's start, the liveness of the
+tuner that owns a trial and the recovery of trials an interrupted run left, and the launch
+shapes kept beside the recording (shape cache).
 
 Internal modules are underscore-prefixed; the names below are the package's surface,
 imported when first used (Optuna and SQLAlchemy are heavy)."""
@@ -39,6 +40,8 @@ _LAZY = {
     'owner_alive': '._study',
     'study_identity': '._study',
     'tuner_owner': '._study',
+    'StudyOpening': '._study_open',
+    'fresh_study': '._study_open',
     'JOURNAL_LOCK_GRACE_SECONDS': '._study_lock',
     'StudyLock': '._study_lock',
     'study_lock': '._study_lock',
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
         open_storage as open_storage, open_study as open_study, owner_alive as owner_alive,
         study_identity as study_identity, tuner_owner as tuner_owner,
     )
+    from ._study_open import StudyOpening as StudyOpening, fresh_study as fresh_study
     from ._study_lock import (
         JOURNAL_LOCK_GRACE_SECONDS as JOURNAL_LOCK_GRACE_SECONDS, StudyLock as StudyLock,
         study_lock as study_lock,
