@@ -1,8 +1,11 @@
-"""Recording a framework process: plain and recorded wall time of a PyTorch script, in one run.
+"""Recording a framework process: plain and recorded wall time of a Python script, in one run.
 
-The script is tests/corpus/python/torch_large_activations.py: about twenty launches (a
-cuBLAS GEMM, PyTorch's elementwise, reduction and softmax kernels) over a 2 GiB working
-set in PyTorch's caching allocator, many instances of a few hundred MiB each. It runs
+The script is tests/corpus/python/torch_large_activations.py by default: about twenty
+launches (a cuBLAS GEMM, PyTorch's elementwise, reduction and softmax kernels) over a 2 GiB
+working set in PyTorch's caching allocator, many instances of a few hundred MiB each.
+``--script jax_transformer_block.py`` (or any corpus script, its arguments after ``--``)
+measures another: the JAX scripts run with JAX's defaults, a pool of 75 % of the GPU (issue
+35). It runs
 plain and under ``mneme record --stats`` (each recording into an empty database), the
 two alternating so that drift hits both, and the benchmark prints
 
@@ -13,6 +16,7 @@ two alternating so that drift hits both, and the benchmark prints
 - whether the recorded run printed the plain run's CHECKSUM lines.
 
     python benchmarks/record_framework.py [--gib 2] [--repeat 3] [--keep DIR]
+    python benchmarks/record_framework.py --script jax_transformer_block.py [--repeat 3] [-- ARGS]
 
 Needs a GPU and PyTorch with CUDA.
 """
@@ -64,9 +68,14 @@ def main() -> int:
     parser.add_argument("--gib", type=float, default=2.0, help="working set in GiB")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="keep the last recording here")
+    parser.add_argument("--script", help="a script of tests/corpus/python instead (its arguments after --)")
+    parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     options = parser.parse_args()
     console = Console()
-    plain = [sys.executable, str(SCRIPT), str(options.gib)]
+    script = SCRIPT.parent / options.script if options.script else SCRIPT
+    if not script.is_file():
+        raise SystemExit(f"--script {options.script}: no such script in {SCRIPT.parent}")
+    plain = [sys.executable, str(script), *(options.args if options.script else [str(options.gib)])]
     walls: dict[str, list[float]] = {"plain": [], "recorded": []}
     forwards: dict[str, list[float]] = {"plain": [], "recorded": []}
     stats_line, same_output = "", True
@@ -87,7 +96,8 @@ def main() -> int:
         if options.keep is not None:
             shutil.rmtree(options.keep, ignore_errors=True)
             shutil.copytree(db, options.keep)
-    table = Table(title=f"{SCRIPT.name} {options.gib:g} GiB: plain vs recorded (medians of {options.repeat})")
+    what = " ".join([script.name, *options.args]) if options.script else f"{script.name} {options.gib:g} GiB"
+    table = Table(title=f"{what}: plain vs recorded (medians of {options.repeat})")
     for column in ("run", "wall s", "ratio", "its own forward s"):
         table.add_column(column, justify="left" if column == "run" else "right")
     base = statistics.median(walls["plain"])

@@ -321,3 +321,36 @@ def test_sizes_and_the_default_cap():
         assert native.parse_size(bad) == 0
     ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert native.default_host_memory() == min(32 << 30, ram // 4)
+
+
+@pytest.mark.parametrize("retain", [True, False])
+def test_prologue_chunks_the_database_holds_are_linked_not_copied(tmp_path, retain):
+    """A memory pool (JAX takes 75 % of the GPU at start) is mostly bytes an earlier
+    snapshot stored: a later prologue links those chunks (their digest at the source is
+    known) and copies only the ones written since; epilogues diff against the linked
+    prologue, read back from its chunk file. Everything reads back byte for byte."""
+    # a cap of four blocks keeps no prologue in staging for the epilogue (read back instead)
+    w = new_writer(tmp_path / "pool.rdb", threads=2, **({} if retain else {"host_memory": 4 * CHUNK}))
+    rng = np.random.default_rng(5)
+    size = 12 * CHUNK + 77
+    pool = rng.integers(0, 256, size, dtype=np.uint8)
+    first_after = pool.copy()
+    first_after[2 * CHUNK:3 * CHUNK] ^= 0x5A  # the first kernel writes chunk 2
+    first = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x01" * 12,
+                           [("heap", BASE, "", pool, first_after)])[0]
+    w.flush()
+    assert w.stats()["known_bytes"] == 0  # nothing was stored before it
+    # The second launch sees the first one's output: chunk 2 is new, the others known.
+    second_after = first_after.copy()
+    second_after[7 * CHUNK + 3] ^= 1  # it writes into a linked chunk
+    second_after[-1] ^= 0xFF  # and into the short last one
+    second = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x02" * 12,
+                            [("heap", BASE, "", first_after, second_after)])[0]
+    w.flush()
+    stats = w.stats()
+    assert stats["known_bytes"] == size - CHUNK
+    assert stats["snapshot_bytes"] == 4 * size  # the snapshots hold every byte all the same
+    w.close()
+    assert_reads_back(tmp_path / "pool.rdb", {first: [("heap", BASE, "", pool, first_after)],
+                                              second: [("heap", BASE, "", first_after, second_after)]})
+    assert not [p for p in check_database(Database.open(tmp_path / "pool.rdb")) if p.fatal]

@@ -275,6 +275,7 @@ void bind_recording(nb::module_& m) {
         nb::dict d;
         d["instances"] = s.instances; d["committed"] = s.committed; d["repeats"] = s.repeats;
         d["snapshot_bytes"] = s.snapshot_bytes; d["unchanged_bytes"] = s.unchanged_bytes;
+        d["known_bytes"] = s.known_bytes;
         d["stored_bytes"] = s.stored_bytes;
         d["peak_staged_bytes"] = s.peak_staged_bytes; d["host_memory_bytes"] = s.host_memory_bytes;
         d["staging_bytes"] = s.staging_bytes; d["pinned_bytes"] = s.pinned_bytes;

@@ -101,22 +101,34 @@ int link_unnamed(int fd, const fs::path& name) {
 
 }  // namespace
 
+fs::path RecordingWriter::stored_chunk(const std::string& content, uint64_t chunk) const {
+  char suffix[48];
+  std::snprintf(suffix, sizeof suffix, "-%llx-%d", static_cast<unsigned long long>(chunk), level_);
+  return root_ / ".mneme" / "chunks" / content.substr(0, 2) / (content + suffix);
+}
+
+bool RecordingWriter::link_chunk(const fs::path& dir, uint64_t index, const std::string& content,
+                                 uint64_t chunk) const {
+  // The chunk file as a link to the store entry; the array's folders are made on the way
+  // (one mkdir each when the node's folder exists, as it does in the pipeline).
+  fs::path stored = stored_chunk(content, chunk), path = dir / "c" / std::to_string(index);
+  if (::link(stored.c_str(), path.c_str()) == 0) return true;
+  if (errno != ENOENT || !make_chunk_dir(dir)) return false;
+  return ::link(stored.c_str(), path.c_str()) == 0;
+}
+
 uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
-                                      uint64_t chunk, ChunkCodec& codec) const {
+                                      uint64_t chunk, ChunkCodec& codec, std::string* content) const {
   fs::path path = dir / "c" / std::to_string(index);
   // The content store: one copy per distinct (bytes, chunk length, level).
   auto start = StageClock::now();
   std::string digest = chunk_digest(data, n);
   codec.times.hash_s += since(start);
-  char suffix[48];
-  std::snprintf(suffix, sizeof suffix, "-%llx-%d", static_cast<unsigned long long>(chunk), level_);
-  fs::path stored = root_ / ".mneme" / "chunks" / digest.substr(0, 2) / (digest + suffix);
-  // The chunk file as a link to the store entry; the array's folders are made on the way
-  // (one mkdir each when the node's folder exists, as it does in the pipeline).
+  fs::path stored = stored_chunk(digest, chunk);
   auto link_chunk = [&] {
-    if (::link(stored.c_str(), path.c_str()) == 0) return true;
-    if (errno != ENOENT || !make_chunk_dir(dir)) return false;
-    return ::link(stored.c_str(), path.c_str()) == 0;
+    bool linked = this->link_chunk(dir, index, digest, chunk);
+    if (linked && content) *content = digest;  // (a plain chunk file leaves it empty)
+    return linked;
   };
   struct stat st {};
   if (::stat(stored.c_str(), &st) == 0) {

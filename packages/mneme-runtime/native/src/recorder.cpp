@@ -34,6 +34,12 @@ namespace mneme::recorder {
 
 namespace {
 
+// XLA's stream_executor::gpu::(anonymous namespace)::DelayKernel (cuda/delay_kernel_cuda.cu.cc,
+// earlier gpu/gpu_timer_kernel.cu.cc), by its mangled name.
+bool is_timer_delay_kernel(const std::string& name) {
+  return name.rfind("_ZN15stream_executor3gpu", 0) == 0 && name.find("11DelayKernelE") != std::string::npos;
+}
+
 // Set once the recorder writes: instances captured before a fatal error still commit.
 rt::SnapshotPipeline* g_pipeline = nullptr;
 double g_commit_wait = 60;
@@ -314,6 +320,21 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
   // graph runs. Any synchronisation now would invalidate the capture.
   if (capturing(stream)) return do_launch();
   seen_.launches++;
+  if (device_name && is_timer_delay_kernel(*device_name)) {
+    // XLA's GPU timer queues this kernel to spin until the host has queued what it times
+    // (autotuning), then releases it through a host-memory flag. A recorded launch behind
+    // it synchronizes first, so it would spin to its timeout (about 100 ms) every time and
+    // XLA would warn each time: it is not run while recording. XLA then finds its flag
+    // untouched (not "timed out") and times its candidates without the delay.
+    static bool said = false;
+    if (!said) {
+      said = true;
+      std::fprintf(stderr, "mneme record: XLA's timer delay kernel is not run while recording (every recorded "
+                           "launch behind it would keep it spinning to its timeout); XLA times without it\n");
+    }
+    seen_.not_selected++;
+    return 0;
+  }
   timing_.on_launch();
   Pending launch;
   if (!pending(device_name, grid, block, args, shmem, stream, launch, function, host_function, module)) {

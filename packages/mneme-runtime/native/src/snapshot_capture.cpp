@@ -123,7 +123,10 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
   }
   // Digests at the source: of every chunk before the kernel; after it, those that did not
   // change are not copied (diff epilogues only: their delta is zero, nothing is stored).
+  // Before it, those whose bytes the database already holds are not copied either: they
+  // are linked to the stored chunk (link_known).
   std::vector<std::vector<uint8_t>> skip(instance.regions.size());
+  std::vector<Link> links;
   if (digests_ && (!epilogue || (!instance.digest_before.empty() && writer_.epilogue_format() == "diff"))) {
     std::vector<SnapshotSource::DigestRange> ranges;
     uint64_t words = 0;
@@ -139,6 +142,18 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
         uint64_t n = 2 * ((instance.regions[k].size + instance.chunk[k] - 1) / instance.chunk[k]);
         if (!epilogue) {
           instance.digest_before.emplace_back(digests.begin() + at, digests.begin() + at + n);
+          std::lock_guard<std::mutex> lock(known_chunks_mutex_);
+          if (!known_chunks_.empty()) {
+            uint64_t size = instance.regions[k].size, chunk = instance.chunk[k];
+            for (uint64_t c = 0; c < n / 2; ++c) {
+              DigestKey key{digests[at + 2 * c], digests[at + 2 * c + 1], std::min(chunk, size - c * chunk), chunk};
+              auto found = known_chunks_.find(key);
+              if (found == known_chunks_.end()) continue;
+              if (skip[k].empty()) skip[k].resize(n / 2);
+              skip[k][c] = 1;
+              links.push_back({uint32_t(k), c, found->second});
+            }
+          }
         } else {
           skip[k].resize(n / 2);
           for (uint64_t c = 0; c < n / 2; ++c)
@@ -152,6 +167,7 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
     }
   }
   if (epilogue) instance.unchanged = skip;
+  uint64_t known = 0;
   std::vector<std::shared_ptr<Fence>> fences;
   std::vector<Piece> pieces;
   Block* current = nullptr;
@@ -180,7 +196,11 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
       uint64_t source = sources[instance.order[k]], size = instance.regions[k].size, chunk = instance.chunk[k];
       for (uint64_t index = 0, off = 0; off < size; ++index, off += chunk) {
         uint64_t n = std::min(chunk, size - off);
-        if (epilogue && !skip[k].empty() && skip[k][index]) {
+        if (!skip[k].empty() && skip[k][index]) {
+          if (!epilogue) {  // linked to the stored chunk (link_known)
+            known += n;
+            continue;
+          }
           Instance::Held& held = instance.held[k][index];  // no epilogue task will need it
           if (held.block) {
             release(held.block);
@@ -205,6 +225,7 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
       }
     }
     dispatch();
+    if (!links.empty()) link_known(self, std::move(links));
     source_.wait_all();
   } catch (...) {
     instance.abandoned = true;  // the caller abandons it; queued work only frees blocks
@@ -213,8 +234,9 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
   }
   for (auto& f : fences) f->mark_done();
   std::lock_guard<std::mutex> s(stats_mutex_);
-  stats_.snapshot_bytes += copied + unchanged;
+  stats_.snapshot_bytes += copied + unchanged + known;
   stats_.unchanged_bytes += unchanged;
+  stats_.known_bytes += known;
 }
 
 }  // namespace mneme::runtime

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "mneme/runtime/errors.hpp"
 #include "snapshot_pipeline_types.hpp"
 
 namespace fs = std::filesystem;
@@ -74,7 +75,9 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
         describe(inst, p.region);
         commit_s += seconds_since(describe_start);
       }
-      inst.stored += writer_.write_chunk(inst.node / "prologue" / name, p.index, data, p.n, chunk, w.codec);
+      std::string content;
+      inst.stored += writer_.write_chunk(inst.node / "prologue" / name, p.index, data, p.n, chunk, w.codec, &content);
+      if (!content.empty()) remember_chunk(inst, p.region, p.index, p.n, content);
       if (!inst.retain) {
         std::lock_guard<std::mutex> lock(inst.m);
         inst.written[p.region][p.index] = 1;
@@ -142,6 +145,40 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     std::lock_guard<std::mutex> lock(inst.m);
     inst.diff_stored[p.region] += diff;
   }
+}
+
+void SnapshotPipeline::remember_chunk(const Instance& inst, uint32_t region, uint64_t index, uint64_t n,
+                                      const std::string& content) {
+  if (inst.digest_before.size() <= region) return;  // the source cannot digest
+  const std::vector<uint64_t>& digests = inst.digest_before[region];
+  DigestKey key{digests[2 * index], digests[2 * index + 1], n, inst.chunk[region]};
+  std::lock_guard<std::mutex> lock(known_chunks_mutex_);
+  if (known_chunks_.size() < kKnownChunksMax)
+    known_chunks_.try_emplace(key, KnownChunk{content, inst.crc_before[region][index]});
+}
+
+void SnapshotPipeline::link_known(const std::shared_ptr<Instance>& self, std::vector<Link> links) {
+  self->pending.fetch_add(1);
+  submit([this, self, links = std::move(links)](Worker&) {
+    Instance& inst = *self;
+    try {
+      for (const Link& l : links) {
+        if (inst.abandoned || inst.failed) break;
+        std::string name = region_name(inst.regions[l.region].address);
+        if (l.index == 0) describe(inst, l.region);  // (the task of a region's first chunk does)
+        if (!writer_.link_chunk(inst.node / "prologue" / name, l.index, l.chunk.content, inst.chunk[l.region]))
+          throw Error("the stored chunk " + l.chunk.content + " its prologue links to is gone (removed by "
+                      "another process?); record again");
+        std::lock_guard<std::mutex> lock(inst.m);
+        inst.crc_before[l.region][l.index] = l.chunk.crc;
+        inst.written[l.region][l.index] = 1;  // an epilogue task may read it back now
+        inst.cv.notify_all();
+      }
+    } catch (const std::exception& e) {
+      fail(inst, e.what());
+    }
+    task_done(self);
+  });
 }
 
 void SnapshotPipeline::make_skeleton(Instance& inst) {

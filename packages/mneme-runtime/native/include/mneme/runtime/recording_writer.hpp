@@ -260,8 +260,14 @@ class RecordingWriter {
   // the folder as needed; returns the stored size. A chunk whose bytes the database
   // already holds is not compressed or written again: its file is a hard link to the
   // content store's copy (.mneme/chunks), which any Zarr reader reads as a plain file.
+  // `content`, when given, is set to the name of the store entry the chunk file links to
+  // (left as it is when the file had to be written plain).
   uint64_t write_chunk(const std::filesystem::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
-                       uint64_t chunk, ChunkCodec& codec) const;
+                       uint64_t chunk, ChunkCodec& codec, std::string* content = nullptr) const;
+  // Makes chunk `index` of the array at `dir` a link to the store entry `content` (a name
+  // write_chunk gave): false when there is no such entry or no hard links.
+  bool link_chunk(const std::filesystem::path& dir, uint64_t index, const std::string& content,
+                  uint64_t chunk) const;
   // A plain group's zarr.json (the folder is created).
   void set_node_attribute(const std::filesystem::path& node, const std::string& key,
                           const std::string& json_value);
@@ -283,6 +289,8 @@ class RecordingWriter {
 
  private:
   std::filesystem::path staging() const;
+  // The content store's entry for `content` stored as chunks of `chunk` bytes.
+  std::filesystem::path stored_chunk(const std::string& content, uint64_t chunk) const;
 
   std::filesystem::path root_;
   RecordingInfo info_;

@@ -17,6 +17,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,6 +108,7 @@ struct PipelineStats {
   uint64_t repeats = 0;           // occurrences counted without a capture
   uint64_t snapshot_bytes = 0;    // bytes the snapshots hold (prologue + epilogue)
   uint64_t unchanged_bytes = 0;   // of which epilogue bytes not copied: their digest did not change
+  uint64_t known_bytes = 0;       // of which prologue bytes not copied: the database held their chunk
   uint64_t stored_bytes = 0;      // chunk bytes written
   uint64_t peak_staged_bytes = 0; // most staging memory in use at once
   uint64_t host_memory_bytes = 0; // the cap
@@ -254,6 +256,34 @@ class SnapshotPipeline {
   std::map<std::string, std::shared_ptr<Instance>> known_;
   std::map<std::string, uint64_t> earlier_;  // under known_mutex_: occurrences of instances of earlier recordings
   std::atomic<int> uncommitted_{0};
+
+  // Chunks this pipeline stored in the content store, by their digest at the source (the
+  // digest a prologue computes where the bytes are) and length: a later prologue chunk
+  // with the same digest is linked to the stored copy instead of copied. A framework's
+  // memory pool (JAX takes 75 % of the GPU at start) is mostly bytes stored before: each
+  // snapshot then copies only the chunks written since (docs/record.md).
+  struct DigestKey {
+    uint64_t a = 0, b = 0, n = 0, chunk = 0;
+    bool operator==(const DigestKey&) const = default;
+  };
+  struct DigestKeyHash {
+    size_t operator()(const DigestKey& k) const noexcept { return size_t(k.a ^ (k.b * 0x9e3779b97f4a7c15ULL) ^ k.n); }
+  };
+  struct KnownChunk {
+    std::string content;  // its store entry (RecordingWriter::write_chunk)
+    uint32_t crc = 0;     // CRC-32C of its bytes
+  };
+  static constexpr size_t kKnownChunksMax = 1 << 20;  // 4 TiB of distinct 4 MiB chunks, ~100 MiB of entries
+  std::mutex known_chunks_mutex_;
+  std::unordered_map<DigestKey, KnownChunk, DigestKeyHash> known_chunks_;
+  void remember_chunk(const Instance& instance, uint32_t region, uint64_t index, uint64_t n, const std::string& content);
+  // The prologue chunks of `instance` found in known_chunks_, linked on a background thread.
+  struct Link {
+    uint32_t region;
+    uint64_t index;
+    KnownChunk chunk;
+  };
+  void link_known(const std::shared_ptr<Instance>& instance, std::vector<Link> links);
 
   mutable std::mutex stats_mutex_;
   PipelineStats stats_;
