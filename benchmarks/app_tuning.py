@@ -163,6 +163,7 @@ def tune_app_timed(db: Path, work: Path, tag: str, devices: str, *extra: str) ->
             "phases": app.get("phases", {}), "cpu_s": app.get("cpu_seconds"),
             "lane_busy_s": app.get("lane_busy_seconds", []), "tune_s": app.get("seconds"),
             "kernel_phases": {r["kernel"]: r.get("phases", {}) for r in app.get("kernels", [])},
+            "kernel_rounds": {r["kernel"]: r.get("rounds", []) for r in app.get("kernels", [])},
             "tail": (run.stdout + run.stderr).strip().splitlines()[-4:]}
 
 

@@ -146,3 +146,49 @@ def test_a_claim_on_a_server_that_went_away_is_one_line(tmp_path):
         study.claim(2, 10, lambda: 0, 0)
     assert str(failure.value).startswith("claiming trials in the study's storage failed")
     assert "\n" not in str(failure.value)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_tuners_of_one_process_share_the_budget(kind, tmp_path):
+    """`mneme tune --app` runs two tuners of one study in one process (a lane joining a
+    kernel's round): each counts the trials the other holds, so together they run exactly
+    the budget (keyed by the process alone, each took the other's count for its own)."""
+    import threading
+    import time
+
+    from mneme.tune.study import tuner_owner
+
+    url = (f"sqlite:///{tmp_path / 'claims.sqlite3'}" if kind == "sqlite"
+           else f"journal:{tmp_path / 'claims.log'}")
+    optuna.create_study(study_name="claims", storage=open_storage(url))
+    ran = [0, 0]
+    start = threading.Barrier(2)
+
+    def tuner(index: int) -> None:
+        shared = MirroredStorage(open_storage(url), "claims", tuner_owner())
+        study = optuna.Study("claims", shared, sampler=optuna.samplers.RandomSampler())
+        finished = lambda: len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))  # noqa: E731
+        start.wait()
+        while True:
+            taken = shared.claim(4, BUDGET, finished, 0)
+            if taken == 0:
+                if shared.others_running == 0:
+                    break
+                time.sleep(0.01)
+                continue
+            for held in range(taken, 0, -1):  # held while they run, as trials in flight are
+                trial = study.ask()
+                trial.suggest_int("x", 0, 9)
+                time.sleep(0.005)
+                study.tell(trial, 1.0)
+                shared.announce(held - 1)
+                ran[index] += 1
+        shared.close()
+
+    threads = [threading.Thread(target=tuner, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sum(ran) == BUDGET == len(_complete(url)), ran
+    assert min(ran) > 0, ran  # both ran some

@@ -75,6 +75,7 @@ def kernel_row(run: KernelRun, kernel_ms: float) -> dict[str, Any]:
         "trials": run.trials, "seconds": run.seconds, "devices": run.devices, "stopped": run.stopped,
         # its last round's phases (run_phases.py): baseline, search, confirmation, ...
         "phases": dict(run.outcome.phases) if run.outcome else {},
+        "rounds": run.rounds,  # each round's phases, restarts and trials (on its own lane)
         "verdict": verdict(run.outcome) if run.outcome else (choice.skipped or run.stopped or "not tuned"),
         "speedup": speedup, "noise": c.get("noise"), "significant": significant,
         "launch_changed": launch_changed,

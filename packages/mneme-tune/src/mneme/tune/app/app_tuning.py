@@ -63,6 +63,9 @@ class KernelRun:
     round_ready: threading.Event = field(default_factory=threading.Event)
     stopped: str = ""  # why it got no second round
     failed: bool = False  # its tuning raised (stopped says why): no further round
+    #: each round's phases (run_phases.py: baseline, search, confirmation, ...), the
+    #: worker restarts in it and its trials, in order: where the kernel's time went
+    rounds: list[dict] = field(default_factory=list)
 
     @property
     def tuned(self) -> bool:
@@ -186,7 +189,11 @@ def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: 
             events.kernel_done(run, round_index)
         return
     run.seconds += time.monotonic() - started
+    trials_before = run.trials
     run.trials = len([t for t in run.outcome.trials if t.state in ("complete", "failed")])
+    run.rounds.append({"round": round_index, "devices": list(run.running_on), "seconds": time.monotonic() - started,
+                       "trials": run.trials - trials_before, "ran": run.outcome.ran, "restarts": run.outcome.restarts,
+                       "phases": dict(run.outcome.phases)})
     if events.kernel_done:
         events.kernel_done(run, round_index)
 
@@ -215,10 +222,13 @@ def _join(run: KernelRun, lane, budget: Budget) -> None:
         helper.study_storage.close()
         return
     run.devices += [d for d in (lane.devices or []) if d not in run.devices]
+    started = time.monotonic()
     try:
-        helper.run(executor=lane)
+        joined = helper.run(executor=lane)
     except TuneError:
-        pass  # the kernel's own lane goes on (and says what failed, if it fails there too)
+        return  # the kernel's own lane goes on (and says what failed, if it fails there too)
+    run.rounds.append({"joined": True, "devices": list(lane.devices or []), "seconds": time.monotonic() - started,
+                       "trials": joined.ran, "restarts": joined.restarts, "phases": dict(joined.phases)})
 
 
 def _report_only(run: KernelRun, executor, events: Events) -> None:

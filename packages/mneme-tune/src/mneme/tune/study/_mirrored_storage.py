@@ -153,14 +153,18 @@ class MirroredStorage(BaseStorage):
         for key, value in self.backing.get_study_user_attrs(self.backing_study_id).items():
             if (key.startswith(RUNNING_ATTR + ".") and key != self._running_key
                     and isinstance(value, dict) and now - value.get("at", 0) < RUNNING_STALE_SECONDS
-                    and owner_alive(key.removeprefix(RUNNING_ATTR + "."))):
+                    and owner_alive(key.removeprefix(RUNNING_ATTR + ".").split("#")[0])):
                 trials += int(value.get("trials", 0))
                 tuners += value.get("trials", 0) > 0
         return trials, tuners
 
     @property
     def _running_key(self) -> str:
-        return f"{RUNNING_ATTR}.{self._owner}"
+        # Per tuner, not per process: the lanes of `mneme tune --app` run several tuners of
+        # one study in one process (a lane joining a kernel's round), and each must count
+        # the others' trials (keyed by the process alone, each took the other's for its own
+        # and the two overran the budget: 140 trials of a round of 120 on two H200s).
+        return f"{RUNNING_ATTR}.{self._writer_id}"
 
     def claim(self, want: int, budget: int, finished: Callable[[], int], held: int) -> int:
         """Take up to ``want`` more trials of a budget shared by the study's tuners. Atomic
