@@ -85,3 +85,11 @@ def test_mneme_tune_prints_where_its_time_went(tmp_path):
     assert phases["search"] == pytest.approx(summary["this_run"]["search_seconds"])
     assert "search: replay workers" in run.stdout and "is the limit" in run.stdout
     assert summary["this_run"]["pool_use"]["limit"]
+
+
+def test_a_phase_under_the_threshold_is_shown_with_a_part_that_is_not():
+    """A fresh study opens on its thread beside the workers and the baseline: the wait for it
+    may be nothing, its time there is said in brackets (and not added to the total)."""
+    line = phase_line({"study": 0.001, "study.in background": 0.45, "search": 1.0,
+                       "teardown": 0.001})
+    assert line == "time: study 0.00 s (in background 0.5 s), search 1.0 s (1.0 s in all)"

@@ -16,7 +16,6 @@ from mneme.replay.db import Database, Instance
 from mneme.replay.engine import open_database, select_instance
 from mneme.replay.engine.timing import CACHE_MODES
 from mneme.replay.files import writable_directory
-from mneme.replay.tables import console as table_console
 from mneme.runtime.clock_control import held_clocks, parse_clock_policy
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -238,7 +237,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
     and verified, with an Optuna study."""
     # When the mneme process started (mneme.cli.main): the phase line counts the imports.
     process = click.get_current_context().obj or {}
-    started = process.get("started") or time.monotonic()
+    began = time.monotonic()  # (before: the interpreter and the imports)
+    started = process.get("started") or began
     if app_command and not confirm_in_app:
         raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
@@ -246,11 +246,13 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         start_worker_server()
     console = Console(stderr=True)
     out = Console()
+    gpu_began = time.monotonic()
     device_list = parse_devices(devices, compile_only)
     # Held until the command ends (click closes it), given back by a guard if it is killed.
     clocks = click.get_current_context().with_resource(held_clocks(
         parse_clock_policy(clock_control), device_list or [], lambda line: console.print(line, markup=False)))
     clock_state = clocks.describe() if device_list else None
+    gpu_seconds = time.monotonic() - gpu_began  # (the driver's start, the clocks locked)
     if device_list is None and not compile_only:
         console.print("no GPU driver on this machine: tuning compile-only on static objectives")
     if cpu_workers is not None and device_list is not None:
@@ -316,7 +318,10 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         outcome = _run_one(tuner, console, suffix)
         ran = time.monotonic()
         if index == 0:  # (the interpreter, imports, the database: before the first tuner)
-            outcome.phases = {"start": building - started, **outcome.phases}
+            # Its parts: the interpreter and the imports, the GPU driver and its clocks
+            # (the rest: the database opened, its instances read).
+            outcome.phases = {"start": building - started, "start.imports": began - started,
+                              "start.gpu": gpu_seconds, **outcome.phases}
         out.print(f"best configurations: {outcome.study.study_name}", soft_wrap=True, markup=False)
         out.print(best_table(outcome, top))
         out.print(
@@ -333,6 +338,8 @@ def tune(database, record_id, spaces, trials, timeout, devices, workers_per_devi
         if "failure" not in outcome.baseline:
             out.print(timing_line(outcome.baseline.get("timing")), soft_wrap=True, markup=False)
         if outcome.in_app:  # (--confirm-in-app; ids whole)
+            from mneme.replay.tables import console as table_console
+
             from .apply._app_confirm import print_in_app
 
             print_in_app(table_console(), outcome.in_app)

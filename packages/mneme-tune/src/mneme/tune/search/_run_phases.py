@@ -9,7 +9,8 @@ report's, and prints them in one line::
     search 2.6 s, teardown 0.1 s, report 0.05 s (4.2 s in all)
 
 A phase named ``PART.sub`` (``baseline.compile``) is a part of phase ``PART`` measured
-inside it (the baseline replay's own timings): shown in brackets, not added to the total.
+inside it (the baseline replay's own timings) or beside it (``study.in background``: a
+fresh study opened on its own thread): shown in brackets, not added to the total.
 """
 
 from __future__ import annotations
@@ -70,13 +71,16 @@ def phase_line(phases: dict[str, float]) -> str:
 
     Returns:
         ``time: start 0.9 s, study 0.04 s, ... (4.2 s in all)`` (phases under
-        SHOWN_FROM seconds left out of the line, not of the total).
+        SHOWN_FROM seconds left out of the line, not of the total, unless a part of
+        theirs is shown).
     """
     parts = []
     for name, seconds in phases.items():
-        if "." in name or seconds < SHOWN_FROM:
+        if "." in name:
             continue
         inner = [f"{k.partition('.')[2]} {_seconds(v)}" for k, v in phases.items()
                  if k.startswith(name + ".") and v >= SHOWN_FROM]
+        if seconds < SHOWN_FROM and not inner:
+            continue
         parts.append(f"{name} {_seconds(seconds)}" + (f" ({', '.join(inner)})" if inner else ""))
     return f"time: {', '.join(parts)} ({_seconds(total_seconds(phases))} in all)"

@@ -238,12 +238,13 @@ class Tuner(TrialLoop):
 
     def _join_study(self) -> None:
         """The study opened on its thread (defer_study), once it has: the time waited
-        for it is the ``study`` phase's."""
+        for it is the ``study`` phase's, the time it took there its part ``in background``."""
         if self._study_opening is None:
             return
         self._set_study(self._study_opening.result())  # (failed: left set, run() closes nothing)
-        self._study_opening = None
         self.clock.mark("study")
+        self.clock.add("study.in background", self._study_opening.seconds)
+        self._study_opening = None
 
     def _check_spaces(self) -> None:
         first = self.bound[0]

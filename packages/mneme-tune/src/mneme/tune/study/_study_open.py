@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -86,16 +87,20 @@ class StudyOpening(Generic[T]):
 
     def __init__(self, open: Callable[[], T]):  # noqa: A002 - what it does
         self._open = open
+        #: seconds ``open()`` took on its thread (once it returned or raised)
+        self.seconds = 0.0
         self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="mneme-study-open", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        began = time.monotonic()
         try:
             self._value = self._open()
         except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
             self._error = error
+        self.seconds = time.monotonic() - began
 
     @property
     def done(self) -> bool:
