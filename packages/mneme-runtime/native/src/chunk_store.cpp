@@ -117,6 +117,13 @@ bool RecordingWriter::link_chunk(const fs::path& dir, uint64_t index, const std:
   return ::link(stored.c_str(), path.c_str()) == 0;
 }
 
+bool RecordingWriter::copy_chunk(const fs::path& dir, uint64_t index, const std::string& content, uint64_t chunk) const {
+  fs::path stored = stored_chunk(content, chunk), path = dir / "c" / std::to_string(index);
+  std::error_code ec;
+  if (!fs::exists(dir / "c", ec)) make_chunk_dir(dir);
+  return fs::copy_file(stored, path, fs::copy_options::overwrite_existing, ec) && !ec;
+}
+
 uint64_t RecordingWriter::write_chunk(const fs::path& dir, uint64_t index, const uint8_t* data, uint64_t n,
                                       uint64_t chunk, ChunkCodec& codec, std::string* content) const {
   fs::path path = dir / "c" / std::to_string(index);

@@ -157,28 +157,35 @@ void SnapshotPipeline::remember_chunk(const Instance& inst, uint32_t region, uin
     known_chunks_.try_emplace(key, KnownChunk{content, inst.crc_before[region][index]});
 }
 
-void SnapshotPipeline::link_known(const std::shared_ptr<Instance>& self, std::vector<Link> links) {
-  self->pending.fetch_add(1);
-  submit([this, self, links = std::move(links)](Worker&) {
-    Instance& inst = *self;
-    try {
-      for (const Link& l : links) {
-        if (inst.abandoned || inst.failed) break;
-        std::string name = region_name(inst.regions[l.region].address);
-        if (l.index == 0) describe(inst, l.region);  // (the task of a region's first chunk does)
-        if (!writer_.link_chunk(inst.node / "prologue" / name, l.index, l.chunk.content, inst.chunk[l.region]))
-          throw Error("the stored chunk " + l.chunk.content + " its prologue links to is gone (removed by "
-                      "another process?); record again");
-        std::lock_guard<std::mutex> lock(inst.m);
-        inst.crc_before[l.region][l.index] = l.chunk.crc;
-        inst.written[l.region][l.index] = 1;  // an epilogue task may read it back now
-        inst.cv.notify_all();
+void SnapshotPipeline::link_known(const std::shared_ptr<Instance>& self, std::vector<Link> all) {
+  // In batches over the background threads: a pool of 100 GB is 25,000 chunks to link.
+  constexpr size_t kBatch = 1024;
+  for (size_t from = 0; from < all.size(); from += kBatch) {
+    std::vector<Link> links(all.begin() + from, all.begin() + std::min(all.size(), from + kBatch));
+    self->pending.fetch_add(1);
+    submit([this, self, links = std::move(links)](Worker&) {
+      Instance& inst = *self;
+      try {
+        for (const Link& l : links) {
+          if (inst.abandoned || inst.failed) break;
+          std::string name = region_name(inst.regions[l.region].address);
+          if (l.index == 0) describe(inst, l.region);  // (the task of a region's first chunk does)
+          fs::path dir = inst.node / "prologue" / name;
+          if (!writer_.link_chunk(dir, l.index, l.chunk.content, inst.chunk[l.region]) &&
+              !writer_.copy_chunk(dir, l.index, l.chunk.content, inst.chunk[l.region]))
+            throw Error("the stored chunk " + l.chunk.content + " its prologue links to cannot be read (removed by "
+                        "another process?); record again");
+          std::lock_guard<std::mutex> lock(inst.m);
+          inst.crc_before[l.region][l.index] = l.chunk.crc;
+          inst.written[l.region][l.index] = 1;  // an epilogue task may read it back now
+          inst.cv.notify_all();
+        }
+      } catch (const std::exception& e) {
+        fail(inst, e.what());
       }
-    } catch (const std::exception& e) {
-      fail(inst, e.what());
-    }
-    task_done(self);
-  });
+      task_done(self);
+    });
+  }
 }
 
 void SnapshotPipeline::make_skeleton(Instance& inst) {

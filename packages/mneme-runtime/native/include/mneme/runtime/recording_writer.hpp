@@ -268,6 +268,10 @@ class RecordingWriter {
   // write_chunk gave): false when there is no such entry or no hard links.
   bool link_chunk(const std::filesystem::path& dir, uint64_t index, const std::string& content,
                   uint64_t chunk) const;
+  // The same chunk as a plain file, a copy of the entry's (encoded) bytes: for an entry
+  // that takes no more links (ext4 allows 65,000 per file: a pool of zeros is one entry).
+  bool copy_chunk(const std::filesystem::path& dir, uint64_t index, const std::string& content,
+                  uint64_t chunk) const;
   // A plain group's zarr.json (the folder is created).
   void set_node_attribute(const std::filesystem::path& node, const std::string& key,
                           const std::string& json_value);
