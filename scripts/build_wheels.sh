@@ -44,9 +44,10 @@ done
 
 # Python 3.12 builds in the development environment where scripts/setup.sh made one (its
 # native parts built in place through the same ccache): without build isolation the
-# compile lines (nanobind's path, CMake's flag order) are those of the in-place builds, so
-# their objects come from the cache instead of being compiled again, and no throw-away
-# build environment is installed per package. Elsewhere pip's isolated builds, as before.
+# compile lines (its Python, CMake, and nanobind from MNEME_NANOBIND_DIR) are those of the
+# in-place builds, so their objects come from the cache instead of being compiled again,
+# and no throw-away build environment is installed per package. Elsewhere pip's isolated
+# builds, as before.
 declare -A isolation_of
 dev_env="$(command -v hatch >/dev/null && hatch env find 2>/dev/null || true)"
 if [ -n "$dev_env" ] && "$dev_env/bin/python" -c "import sys, scikit_build_core, nanobind, hatchling, cmake, ninja; sys.exit(sys.version_info[:2] != (3, 12))" 2>/dev/null; then
@@ -70,6 +71,12 @@ export MNEME_LLVM_STATIC="${MNEME_LLVM_STATIC:-ON}" MNEME_MANYLINUX=ON
 if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}"
+fi
+# scripts/setup.sh's nanobind (one folder for every build, where pip's isolated builds
+# would each install their own): the in-place builds' cp312 objects come from the cache,
+# and mneme-runtime and mneme-replay share their nanobind objects within each version.
+if [ -n "${MNEME_NANOBIND_DIR:-}" ]; then
+  export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-Dnanobind_DIR=$MNEME_NANOBIND_DIR"
 fi
 t0=$SECONDS
 for v in $versions; do

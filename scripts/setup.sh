@@ -43,13 +43,20 @@ fi
 [ -n "$MNEME_PYTHON" ] || MNEME_PYTHON="$(command -v python3)"
 export MNEME_PYTHON
 
-# hatch lives in its own virtual environment so it never touches the system Python.
+# hatch lives in its own virtual environment so it never touches the system Python, and
+# so do the native builds' CMake, Ninja and nanobind (see MNEME_NANOBIND_DIR below).
 tools="$root/.venv-tools"
-if [ ! -x "$tools/bin/hatch" ]; then
-  "$MNEME_PYTHON" -m venv "$tools"
-  "$tools/bin/python" -m pip install -q -U pip hatch
+if ! "$tools/bin/python" -c "import hatch, cmake, ninja, nanobind" 2>/dev/null; then
+  [ -x "$tools/bin/python" ] || "$MNEME_PYTHON" -m venv "$tools"
+  "$tools/bin/python" -m pip install -q -U pip hatch cmake ninja nanobind
 fi
 export PATH="$tools/bin:$PATH"
+# Every native build (the development environment's, each of scripts/build_wheels.sh's)
+# compiles nanobind from this one folder and runs this CMake (first on PATH, so pip's
+# isolated builds install none): their compile lines are then the same (nanobind's paths,
+# CMake's flag order), and ccache compiles each object once instead of once per build.
+MNEME_NANOBIND_DIR="$("$tools/bin/python" -m nanobind --cmake_dir)"
+export MNEME_NANOBIND_DIR
 # hatch creates its environments with this interpreter.
 export HATCH_PYTHON="$MNEME_PYTHON"
 echo "setup: python $("$MNEME_PYTHON" -c 'import platform; print(platform.python_version())'), $(clang++-22 --version | head -1), hatch $(hatch --version | awk '{print $NF}')"
@@ -69,11 +76,11 @@ fi
 
 # Create the development environment now rather than at the first `hatch run`, its native
 # builds through ccache (scoped to this command: CMake tests must not inherit a launcher).
-# scripts/build_wheels.sh, with the same cache, then reuses every object that does not
-# include Python's headers (the same compile lines) instead of compiling it a second time.
+# scripts/build_wheels.sh, with the same cache and compile lines, then compiles only the
+# objects that include another Python's headers (cp310, cp311) instead of every one again.
 if command -v ccache >/dev/null; then
-  CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}" \
+  CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}" CMAKE_ARGS="-Dnanobind_DIR=$MNEME_NANOBIND_DIR" \
     CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache hatch env create
 else
-  hatch env create
+  CMAKE_ARGS="-Dnanobind_DIR=$MNEME_NANOBIND_DIR" hatch env create
 fi
