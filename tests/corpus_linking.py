@@ -11,6 +11,9 @@ from pathlib import Path
 from script_modules import load_script
 
 corpus_build = load_script("tests/corpus/build.py")
+#: programs built at once by the session fixtures that build the whole corpus (the
+#: machines have 2 cores shared with other work)
+MAX_JOBS = 2
 
 
 def libcuda_linkable(cuda_root: Path) -> bool:

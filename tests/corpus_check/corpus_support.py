@@ -8,11 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from corpus_linking import build_corpus_program
+from corpus_linking import MAX_JOBS, build_corpus_program
 from script_modules import load_script
-
-MAX_JOBS = 2  # the machines have 2 cores shared with other work
-
 
 corpus_build = load_script("tests/corpus/build.py")
 checklines = load_script("tests/corpus/checklines.py")

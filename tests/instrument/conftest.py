@@ -1,5 +1,7 @@
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from corpus_linking import build_corpus_program
+from corpus_linking import MAX_JOBS, build_corpus_program
 from instrument_support import (
     CUDA_PROGRAMS,
     HIP_PROGRAMS,
@@ -21,7 +23,11 @@ def instrumented(tmp_path_factory):
     """program name -> BuildResult of the CUDA corpus built with mneme-clang++ (or the error)."""
     require_toolchain()
     root = tmp_path_factory.mktemp("instrumented")
-    return {p.name: _outcome(build_corpus_program, p, root / p.name, MNEME_CLANGXX) for p in CUDA_PROGRAMS}
+    with ThreadPoolExecutor(MAX_JOBS) as pool:  # each build runs one compiler at a time
+        builds = pool.map(
+            lambda p: _outcome(build_corpus_program, p, root / p.name, MNEME_CLANGXX), CUDA_PROGRAMS
+        )
+        return dict(zip([p.name for p in CUDA_PROGRAMS], builds, strict=True))
 
 
 @pytest.fixture(scope="session")
