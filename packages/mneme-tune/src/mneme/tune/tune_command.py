@@ -28,9 +28,9 @@ from .search._timing_report import timing_line
 from .search._tuner import Tuner
 from .study._study import SAMPLERS
 from .tune_types import DEFAULT_CANDIDATES, PROBE_WORKERS, TuneOptions, TuneOutcome
+from .workers._executor import start_worker_server
 from .workers._pool_use import describe as describe_pool_use
 from .workers._process_exit import end_process
-from .workers._worker_start import start_worker_server
 
 NOTHING_COMPLETED_EXIT = 1
 

@@ -160,7 +160,7 @@ def _version_manager_deferred():
         module._VersionManager = original
 
 
-def _sqlite_file(url: str) -> Path | None:
+def sqlite_file(url: str) -> Path | None:
     """The file of a ``sqlite:///`` URL (None: an in-memory database)."""
     path = url.removeprefix("sqlite:///").partition("?")[0]
     return None if path in ("", ":memory:") else Path(path).expanduser()
@@ -197,7 +197,7 @@ def open_storage(url: str | None, default_dir: Path | None = None):
                 "mysql://) nor a journal file (journal:PATH or *.log)"
             )
         if url.startswith("sqlite:///"):
-            file = _sqlite_file(url)
+            file = sqlite_file(url)
             if file is not None and not file.parent.is_dir():
                 raise StudyError(f"storage {url}: folder {file.parent} does not exist")
             # A new file: a copy of an initialised one (fast), whose schema is this Optuna's.

@@ -27,14 +27,14 @@ T = TypeVar("T")
 def _file_of(url: str | None, default_dir: Path | None) -> tuple[str, Path | None]:
     """(kind, file) of a storage URL as open_storage reads it: ``sqlite`` or ``journal``
     with its file (None: in memory), or ``other`` (a server)."""
-    from ._study import DEFAULT_STORAGE_FILE, _sqlite_file
+    from ._study import DEFAULT_STORAGE_FILE, sqlite_file
 
     if url is None:
         return "sqlite", (default_dir or Path.cwd()) / DEFAULT_STORAGE_FILE
     if url.startswith("journal:") or url.endswith((".log", ".journal")):
         return "journal", Path(url.removeprefix("journal:")).expanduser()
     if url.startswith("sqlite:///"):
-        return "sqlite", _sqlite_file(url)
+        return "sqlite", sqlite_file(url)
     return "other", None
 
 

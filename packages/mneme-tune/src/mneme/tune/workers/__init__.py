@@ -15,6 +15,7 @@ from .._lazy import lazy_exports
 _LAZY = {
     'ReplayExecutor': '._executor',
     'as_completed': '._executor',
+    'start_worker_server': '._executor',
     'usable_cores': '._executor',
     'BUDGET_SHARE': '._in_flight',
     'depth': '._in_flight',
@@ -62,7 +63,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from ._executor import (
         ReplayExecutor as ReplayExecutor, as_completed as as_completed,
-        usable_cores as usable_cores,
+        start_worker_server as start_worker_server, usable_cores as usable_cores,
     )
     from ._in_flight import BUDGET_SHARE as BUDGET_SHARE, depth as depth
     from ._pool_use import (

@@ -52,7 +52,7 @@ from ._spares import SPARE_RESTORE_BYTES, SparePool
 from ._worker import failure_kind, instance_key, precompile, resolved, worker_main
 from ._worker_records import Restart, TaskRecord, WorkerRecord
 
-__all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
+__all__ = ["ReplayExecutor", "as_completed", "start_worker_server", "usable_cores"]
 
 
 def _worker_context():
@@ -69,6 +69,22 @@ def _worker_context():
         context.set_forkserver_preload(["mneme.tune.workers._worker", "mneme.replay.engine",
                                         "mneme.replay.jit"])
     return context
+
+
+def start_worker_server() -> None:
+    """Start the workers' fork server now (``mneme tune``, before it opens the database,
+    the GPU driver and its clocks): its ~0.6 s of imports run beside the command's own
+    instead of after them. Nothing when workers are spawned (MNEME_WORKER_START=spawn)
+    or the server runs already; a server that cannot start is left to the executor,
+    which says why."""
+    try:
+        context = _worker_context()
+        if context.get_start_method() == "forkserver":
+            from multiprocessing import forkserver
+
+            forkserver.ensure_running()
+    except Exception:  # noqa: BLE001 - (a bad MNEME_WORKER_START: the executor's error)
+        return
 
 
 def usable_cores() -> int:

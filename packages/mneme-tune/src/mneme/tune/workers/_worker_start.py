@@ -1,4 +1,5 @@
-"""The tuner's worker pool, started while the study opens (its fork server earlier still).
+"""The tuner's worker pool, started while the study opens (its fork server earlier still:
+executor.py's start_worker_server).
 
 Starting the ReplayExecutor is mostly waiting on other processes: the fork server
 importing the replay engine, each worker's hello (on a GPU, its CUDA context). Opening
@@ -14,26 +15,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ._executor import ReplayExecutor, _worker_context
+from ._executor import ReplayExecutor
 from ._worker import instance_key
 
-__all__ = ["WorkerStart", "executor_factory", "prepare_baseline", "start_worker_server"]
-
-
-def start_worker_server() -> None:
-    """Start the workers' fork server now (``mneme tune``, before it opens the database,
-    the GPU driver and its clocks): its ~0.6 s of imports run beside the command's own
-    instead of after them. Nothing when workers are spawned (MNEME_WORKER_START=spawn)
-    or the server runs already; a server that cannot start is left to the executor,
-    which says why."""
-    try:
-        context = _worker_context()
-        if context.get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
-    except Exception:  # noqa: BLE001 - (a bad MNEME_WORKER_START: the executor's error)
-        return
+__all__ = ["WorkerStart", "executor_factory", "prepare_baseline"]
 
 
 def executor_factory(db, baseline, **kwargs) -> Callable[[], ReplayExecutor]:
