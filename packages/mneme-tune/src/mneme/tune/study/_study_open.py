@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from ._study import DEFAULT_STORAGE_FILE, sqlite_file
+
 __all__ = ["StudyOpening", "fresh_study"]
 
 T = TypeVar("T")
@@ -27,8 +29,6 @@ T = TypeVar("T")
 def _file_of(url: str | None, default_dir: Path | None) -> tuple[str, Path | None]:
     """(kind, file) of a storage URL as open_storage reads it: ``sqlite`` or ``journal``
     with its file (None: in memory), or ``other`` (a server)."""
-    from ._study import DEFAULT_STORAGE_FILE, sqlite_file
-
     if url is None:
         return "sqlite", (default_dir or Path.cwd()) / DEFAULT_STORAGE_FILE
     if url.startswith("journal:") or url.endswith((".log", ".journal")):
