@@ -117,6 +117,23 @@ bool RecordingWriter::link_chunk(const fs::path& dir, uint64_t index, const std:
   return ::link(stored.c_str(), path.c_str()) == 0;
 }
 
+std::string RecordingWriter::next_generation(const std::string& content, uint64_t chunk) const {
+  size_t dot = content.find('.');
+  int generation = dot == std::string::npos ? 1 : std::atoi(content.c_str() + dot + 1) + 1;
+  std::string next = content.substr(0, dot) + "." + std::to_string(generation);
+  fs::path from = stored_chunk(content, chunk), to = stored_chunk(next, chunk);
+  struct stat st {};
+  if (::stat(to.c_str(), &st) == 0) return next;  // another thread made it
+  // Published by a link, as write_chunk publishes: never seen half-copied.
+  static std::atomic<uint64_t> serial{0};
+  fs::path temporary = to.parent_path() / (".gen-" + std::to_string(getpid()) + "-" + std::to_string(serial++));
+  std::error_code ec;
+  if (!fs::copy_file(from, temporary, ec) || ec) return "";
+  bool published = ::link(temporary.c_str(), to.c_str()) == 0 || errno == EEXIST;
+  ::unlink(temporary.c_str());
+  return published ? next : "";
+}
+
 bool RecordingWriter::copy_chunk(const fs::path& dir, uint64_t index, const std::string& content, uint64_t chunk) const {
   fs::path stored = stored_chunk(content, chunk), path = dir / "c" / std::to_string(index);
   std::error_code ec;

@@ -151,7 +151,7 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
               if (found == known_chunks_.end()) continue;
               if (skip[k].empty()) skip[k].resize(n / 2);
               skip[k][c] = 1;
-              links.push_back({uint32_t(k), c, found->second});
+              links.push_back({uint32_t(k), c, key, found->second});
             }
           }
         } else {

@@ -2,6 +2,7 @@
 // against the prologue (diff epilogues), compressed and written; each instance's metadata
 // written and its node committed (rename) once all of it is on disk.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -171,9 +172,25 @@ void SnapshotPipeline::link_known(const std::shared_ptr<Instance>& self, std::ve
           std::string name = region_name(inst.regions[l.region].address);
           if (l.index == 0) describe(inst, l.region);  // (the task of a region's first chunk does)
           fs::path dir = inst.node / "prologue" / name;
-          if (!writer_.link_chunk(dir, l.index, l.chunk.content, inst.chunk[l.region]) &&
-              !writer_.copy_chunk(dir, l.index, l.chunk.content, inst.chunk[l.region]))
-            throw Error("the stored chunk " + l.chunk.content + " its prologue links to cannot be read (removed by "
+          uint64_t chunk = inst.chunk[l.region];
+          std::string content = l.chunk.content;
+          {
+            std::lock_guard<std::mutex> lock(known_chunks_mutex_);  // (a later generation, maybe)
+            auto found = known_chunks_.find(l.key);
+            if (found != known_chunks_.end()) content = found->second.content;
+          }
+          bool linked = writer_.link_chunk(dir, l.index, content, chunk);
+          if (!linked && errno == EMLINK) {
+            std::string next = writer_.next_generation(content, chunk);
+            if (!next.empty() && writer_.link_chunk(dir, l.index, next, chunk)) {
+              linked = true;
+              std::lock_guard<std::mutex> lock(known_chunks_mutex_);
+              auto found = known_chunks_.find(l.key);
+              if (found != known_chunks_.end() && found->second.content == content) found->second.content = next;
+            }
+          }
+          if (!linked && !writer_.copy_chunk(dir, l.index, content, chunk))
+            throw Error("the stored chunk " + content + " its prologue links to cannot be read (removed by "
                         "another process?); record again");
           std::lock_guard<std::mutex> lock(inst.m);
           inst.crc_before[l.region][l.index] = l.chunk.crc;

@@ -268,8 +268,11 @@ class RecordingWriter {
   // write_chunk gave): false when there is no such entry or no hard links.
   bool link_chunk(const std::filesystem::path& dir, uint64_t index, const std::string& content,
                   uint64_t chunk) const;
-  // The same chunk as a plain file, a copy of the entry's (encoded) bytes: for an entry
-  // that takes no more links (ext4 allows 65,000 per file: a pool of zeros is one entry).
+  // A store entry that takes no more links (ext4 allows 65,000 per file: a pool of zeros
+  // is one entry linked by every snapshot) gets a next generation, a copy of its bytes
+  // named `content.N`: its name, "" when it cannot be made.
+  std::string next_generation(const std::string& content, uint64_t chunk) const;
+  // The same chunk as a plain file, a copy of the entry's (encoded) bytes (the last resort).
   bool copy_chunk(const std::filesystem::path& dir, uint64_t index, const std::string& content,
                   uint64_t chunk) const;
   // A plain group's zarr.json (the folder is created).

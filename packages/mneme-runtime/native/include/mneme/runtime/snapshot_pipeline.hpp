@@ -281,6 +281,7 @@ class SnapshotPipeline {
   struct Link {
     uint32_t region;
     uint64_t index;
+    DigestKey key;
     KnownChunk chunk;
   };
   void link_known(const std::shared_ptr<Instance>& instance, std::vector<Link> links);
