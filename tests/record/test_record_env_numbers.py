@@ -86,3 +86,18 @@ def test_the_launch_swapper_says_a_malformed_setting_in_one_line(program, name, 
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("mneme run:")]
     assert lines == [f"mneme run: {name}={value} {says}; unset it or give one"]
+
+
+def test_mneme_record_says_the_recording_stopped_not_that_nothing_ran(program, tmp_path):
+    """A recorder that stops the process (here a malformed setting; on the GPU host a
+    write that failed) leaves its reason for `mneme record`'s summary, whose last line
+    says the recording stopped and why, not that no kernel launch was seen."""
+    import sys
+
+    env = {**os.environ, "MNEME_RECORD_THREADS": "8x"}
+    done = subprocess.run([sys.executable, "-m", "mneme.cli", "record", "-rdb", str(tmp_path / "s.rdb"), "--",
+                           str(program)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == ("mneme record: the recording stopped: MNEME_RECORD_THREADS=8x is not a whole number in "
+                    "[0, 4096]; unset it or give one"), done.stderr

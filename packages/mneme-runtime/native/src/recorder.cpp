@@ -50,6 +50,16 @@ pid_t g_owner_pid = 0;
 [[noreturn]] void fatal(const std::string& message, int code) {
   std::fprintf(stderr, "mneme record: %s\n", message.c_str());
   std::fflush(stderr);
+  // `mneme record`'s summary then says the recording stopped, not that nothing ran. Read
+  // here without settings(): a malformed setting ends the process through this function.
+  if (const char* dir = std::getenv(MNEME_ENV_RECORD_REPORT_DIR); dir && *dir) {
+    std::string path = std::string(dir) + "/" + std::to_string(getpid()) + ".txt";
+    if (FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {
+      std::fprintf(f, "fatal %s\n", message.c_str());
+      std::fclose(f);
+      std::rename((path + ".tmp").c_str(), path.c_str());
+    }
+  }
   if (g_pipeline && getpid() == g_owner_pid && g_pipeline->uncommitted() > 0 && !g_pipeline->drain_for(g_commit_wait))
     std::fprintf(stderr, "mneme record: gave up waiting for the captured instances to be written\n");
   _exit(code);

@@ -84,16 +84,22 @@ def summarize_reports(directory: Path) -> str:
     totals: dict[str, int] = {}
     processes = 0
     calls: set[str] = set()
+    stopped: list[str] = []  # a recorder's fatal error (recorder.cpp: fatal)
     for report in sorted(directory.glob("*.txt")):
         processes += 1
         for line in report.read_text(errors="replace").splitlines():
             key, _, value = line.partition(" ")
             if key == "unrecorded_call":
                 calls.add(value)
+            elif key == "fatal":
+                stopped.append(value)
             elif value.isdigit():
                 totals[key] = totals.get(key, 0) + int(value)
     launches, recorded = totals.get("launches", 0), totals.get("recorded", 0)
     where = f"{processes} process{'es' if processes != 1 else ''} used CUDA"
+    if stopped:
+        return (f"the recording stopped: {stopped[0]}" + (f" ({recorded} instances recorded in other "
+                                                           f"processes)" if recorded else ""))
     if recorded:
         return f"{recorded} instances recorded ({launches} launches seen; {where})"
     if processes == 0 or launches == 0:
