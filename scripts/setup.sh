@@ -61,26 +61,31 @@ export MNEME_NANOBIND_DIR
 export HATCH_PYTHON="$MNEME_PYTHON"
 echo "setup: python $("$MNEME_PYTHON" -c 'import platform; print(platform.python_version())'), $(clang++-22 --version | head -1), hatch $(hatch --version | awk '{print $NF}')"
 
-# The native parts are built in place when hatch creates the environment. An environment
-# left from an earlier checkout at this path may lack them (or point at deleted builds):
-# then build it again.
-if hatch env find >/dev/null 2>&1 && [ -d "$(hatch env find)" ]; then
-  if ! hatch run python -c "import mneme.runtime._native, mneme.replay.jit._llvm" >/dev/null 2>&1 \
-     || ! ls "$root"/packages/mneme-instrument/src/mneme/instrument/lib/*.so >/dev/null 2>&1 \
-     || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_recorder.so" ] \
-     || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_apply.so" ]; then
-    echo "setup: the development environment lacks the native builds; recreating it"
-    hatch env prune
+# The development environment, with its native builds: mneme_create_env, run at the end of
+# this file unless MNEME_SETUP_ENV=later (scripts/test.sh then calls it itself, after
+# starting the wheel build, which uses the CPU that pip's downloads leave idle).
+mneme_create_env() {
+  # The native parts are built in place when hatch creates the environment. An environment
+  # left from an earlier checkout at this path may lack them (or point at deleted builds):
+  # then build it again.
+  if hatch env find >/dev/null 2>&1 && [ -d "$(hatch env find)" ]; then
+    if ! hatch run python -c "import mneme.runtime._native, mneme.replay.jit._llvm" >/dev/null 2>&1 \
+       || ! ls "$root"/packages/mneme-instrument/src/mneme/instrument/lib/*.so >/dev/null 2>&1 \
+       || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_recorder.so" ] \
+       || [ ! -e "$root/packages/mneme-runtime/src/mneme/runtime/libmneme_apply.so" ]; then
+      echo "setup: the development environment lacks the native builds; recreating it"
+      hatch env prune
+    fi
   fi
-fi
-
-# Create the development environment now rather than at the first `hatch run`, its native
-# builds through ccache (scoped to this command: CMake tests must not inherit a launcher).
-# scripts/build_wheels.sh, with the same cache and compile lines, then compiles only the
-# objects that include another Python's headers (cp310, cp311) instead of every one again.
-if command -v ccache >/dev/null; then
-  CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}" CMAKE_ARGS="-Dnanobind_DIR=$MNEME_NANOBIND_DIR" \
-    CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache hatch env create
-else
-  CMAKE_ARGS="-Dnanobind_DIR=$MNEME_NANOBIND_DIR" hatch env create
-fi
+  # Create the development environment now rather than at the first `hatch run`, its
+  # native builds through ccache (scoped to this command: CMake tests must not inherit a
+  # launcher). scripts/build_wheels.sh, with the same cache and compile lines, then
+  # compiles only the objects that include another Python's headers (cp310, cp311).
+  if command -v ccache >/dev/null; then
+    CCACHE_DIR="${CCACHE_DIR:-$root/build/ccache}" CMAKE_ARGS="-Dnanobind_DIR=$MNEME_NANOBIND_DIR" \
+      CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache hatch env create
+  else
+    CMAKE_ARGS="-Dnanobind_DIR=$MNEME_NANOBIND_DIR" hatch env create
+  fi
+}
+[ "${MNEME_SETUP_ENV:-}" = later ] || mneme_create_env
