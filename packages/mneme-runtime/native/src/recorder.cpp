@@ -52,8 +52,10 @@ pid_t g_owner_pid = 0;
   std::fflush(stderr);
   // `mneme record`'s summary then says the recording stopped, not that nothing ran. Read
   // here without settings(): a malformed setting ends the process through this function.
-  if (const char* dir = std::getenv(MNEME_ENV_RECORD_REPORT_DIR); dir && *dir) {
-    std::string path = std::string(dir) + "/" + std::to_string(getpid()) + ".txt";
+  std::string dir;
+  rt::settings::Reader().text(MNEME_ENV_RECORD_REPORT_DIR, dir);
+  if (!dir.empty()) {
+    std::string path = dir + "/" + std::to_string(getpid()) + ".txt";
     if (FILE* f = std::fopen((path + ".tmp").c_str(), "w")) {
       std::fprintf(f, "fatal %s\n", message.c_str());
       std::fclose(f);
