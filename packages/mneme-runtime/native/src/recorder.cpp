@@ -338,12 +338,8 @@ int Recorder::launch(const std::string* device_name, dim3 grid, dim3 block, void
     // it synchronizes first, so it would spin to its timeout (about 100 ms) every time and
     // XLA would warn each time: it is not run while recording. XLA then finds its flag
     // untouched (not "timed out") and times its candidates without the delay.
-    static bool said = false;
-    if (!said) {
-      said = true;
-      std::fprintf(stderr, "mneme record: XLA's timer delay kernel is not run while recording (every recorded "
-                           "launch behind it would keep it spinning to its timeout); XLA times without it\n");
-    }
+    notice_once("XLA's timer delay kernel is not run while recording (every recorded launch behind it would "
+                "keep it spinning to its timeout); XLA times without it");
     seen_.not_selected++;
     return 0;
   }
