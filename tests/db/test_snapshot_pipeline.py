@@ -357,8 +357,8 @@ def test_prologue_chunks_the_database_holds_are_linked_not_copied(tmp_path, reta
 
 
 def test_a_store_entry_at_the_link_limit_gets_a_next_generation(tmp_path):
-    """A pool of zeros is one store entry that every snapshot links once a chunk (JAX's
-    75 % pool: 26,000 links a snapshot); ext4 allows 65,000 links a file. Past that the
+    """A pool of one repeated chunk (not zeros: those are not stored) is one store entry
+    that every snapshot links once a chunk; ext4 allows 65,000 links a file. Past that the
     chunks link to a next generation of the entry (a copy of its bytes, ``<name>.1``),
     not a file each, and everything reads back and checks."""
     limit = os.pathconf(tmp_path, "PC_LINK_MAX")
@@ -369,21 +369,120 @@ def test_a_store_entry_at_the_link_limit_gets_a_next_generation(tmp_path):
     w = native.SnapshotWriter(str(tmp_path / "z.rdb"), BASE, 1 << 30, "NVIDIA H100", "9.0", ["./app"], "diff",
                               chunk, 1, threads=2)
     w.add_kernel(STATIC, "_Z3fooPfi", "foo(float*, int)", IR, [(8, 8, 0, True, False), (4, 4, 8, False, False)], [])
-    pool = np.zeros(chunks * chunk, np.uint8)
+    pool = np.full(chunks * chunk, 0xA5, np.uint8)
     written = {}
     for i in range(2):  # two snapshots of the pool: past the limit in links
         after = pool.copy()
-        after[i * chunk] = 1
+        after[i * chunk] ^= 1
         regions = [("heap", BASE, "", pool, after)]
         written[w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, bytes([i + 1]) * 12, regions)[0]] = regions
         w.flush()
     assert w.stats()["known_bytes"] == chunks * chunk  # the second prologue linked whole
     w.close()
     links = {p.name: p.stat().st_nlink for p in (tmp_path / "z.rdb" / ".mneme" / "chunks").rglob("*") if p.is_file()}
-    zeros = [name for name in links if name.split("-")[0].split(".")[0] == max(links, key=links.get).split("-")[0]]
-    assert len(zeros) == 2 and any(".1-" in name for name in zeros), links  # the entry and one generation
+    same = [name for name in links if name.split("-")[0].split(".")[0] == max(links, key=links.get).split("-")[0]]
+    assert len(same) == 2 and any(".1-" in name for name in same), links  # the entry and one generation
     # Every chunk file is there and verified against its instance's checksums, prologue
     # and epilogue (reading 100,000 small chunks back through zarr too would take minutes).
     db = Database.open(tmp_path / "z.rdb")
     assert {i.dynamic_hash for i in db.kernel(STATIC).instances()} == set(written)
     assert not [p for p in check_database(db) if p.fatal]
+
+
+@pytest.mark.parametrize("fmt", ["diff", "best", "bytes"])
+@pytest.mark.parametrize("retain", [True, False])
+@pytest.mark.parametrize("digests", [True, False])
+def test_zero_prologue_chunks_are_not_stored(tmp_path, fmt, retain, digests):
+    """Prologue arrays are sparse (``"sparse": true``): a chunk of zeros (most of a
+    framework's fresh memory pool) is neither stored nor linked. The digest pass at the
+    source finds it (on the device it is then not copied either); without digests it is
+    dropped once copied. The region's CRC-32C still covers every byte, and an epilogue
+    chunk XORs against zeros, the prologue kept in staging or (not retained) with no chunk
+    file to read back. RecordingWriter.add_instance writes the same files."""
+    import crc32c
+
+    path = tmp_path / "z.rdb"
+    w = new_writer(path, fmt=fmt, threads=2, digests=digests, **({} if retain else {"host_memory": 4 * CHUNK}))
+    size = 10 * CHUNK + 123  # ten whole chunks and a short one
+    before = np.zeros(size, np.uint8)
+    before[3 * CHUNK + 17] = 9  # chunk 3 holds something
+    before[-1] = 1  # and the short last one
+    after = before.copy()
+    after[5 * CHUNK:5 * CHUNK + 1000] = 7  # the kernel writes into a zero chunk
+    after[3 * CHUNK + 17] = 0  # and zeroes chunk 3
+    left = np.zeros(5000, np.uint8)  # all zero, left alone
+    fresh = np.zeros(3000, np.uint8)  # all zero, then written
+    regions = [("heap", BASE, "", before, after), ("heap", BASE + (16 << 20), "", left, left.copy()),
+               ("heap", BASE + (32 << 20), "", fresh, np.arange(3000, dtype=np.uint8))]
+    dyn, _ = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x07" * 12, regions)
+    w.flush()
+    stats = w.stats()
+    assert w.error() == ""
+    assert stats["zero_bytes"] == 9 * CHUNK + 5000 + 3000
+    assert stats["known_bytes"] == 0
+    assert stats["snapshot_bytes"] == 2 * (size + 8000)
+    assert stats["unchanged_bytes"] == (8 * CHUNK + 123 + 5000 if fmt == "diff" and digests else 0)
+    assert f" zero_bytes={9 * CHUNK + 8000} " in w.stats_line()
+    w.close()
+
+    node = path / "kernels" / STATIC / "instances" / dyn
+    stored = {}
+    for address, _ in ((BASE, 0), (BASE + (16 << 20), 1), (BASE + (32 << 20), 2)):
+        name = f"r-{address:016x}"
+        meta = json.loads((node / "prologue" / name / "zarr.json").read_text())
+        assert meta["attributes"] == {"mneme": {"encoding": "bytes", "sparse": True}}
+        assert list(meta["attributes"]["mneme"]) == ["encoding", "sparse"]
+        epi = json.loads((node / "epilogue" / name / "zarr.json").read_text())
+        assert "sparse" not in epi["attributes"]["mneme"]
+        c = node / "prologue" / name / "c"
+        stored[name] = sorted(int(p.name) for p in c.iterdir()) if c.exists() else []
+    assert list(stored.values()) == [[3, 10], [], []]  # only the chunks that are not zero
+    # The checksums are those of the full bytes, zeros included.
+    meta = json.loads((node / "zarr.json").read_text())["attributes"]["mneme"]
+    for record, (_, _, _, b, a) in zip(meta["regions"], regions):
+        assert record["prologue_crc32c"] == crc32c.crc32c(b.tobytes())
+        assert record["epilogue_crc32c"] == crc32c.crc32c(a.tobytes())
+    # Plain Zarr reads an absent chunk as its fill value 0: the prologue and the epilogue
+    # (for xor-prologue, prologue ^ delta) read back byte for byte.
+    plain = zarr.open_group(str(path), mode="r")[f"kernels/{STATIC}/instances/{dyn}"]
+    for (_, address, _, b, a) in regions:
+        name = f"r-{address:016x}"
+        assert np.array_equal(plain[f"prologue/{name}"][:], b)
+        delta = plain[f"epilogue/{name}"]
+        got = delta[:] if delta.attrs["mneme"]["encoding"] == "bytes" else b ^ delta[:]
+        assert np.array_equal(got, a)
+    # mneme's reader and check (sparse prologues: packages/mneme-replay, db/chunks.py)
+    assert_reads_back(path, {dyn: regions})
+    # The synchronous writer stores the same files.
+    sync = new_writer(tmp_path / "sync.rdb", native.RecordingWriter, fmt)
+    assert sync.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x07" * 12, regions)[0] == dyn
+    a, b = tree(tmp_path / "sync.rdb"), tree(path)
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+
+
+def test_zero_chunks_are_never_linked(tmp_path):
+    """Zero chunks are not in the store, so a later prologue does not link to one: a pool
+    that stays zero costs no file at all, snapshot after snapshot."""
+    path = tmp_path / "pool.rdb"
+    w = new_writer(path, threads=2)
+    size = 6 * CHUNK
+    pool = np.zeros(size, np.uint8)
+    dyns = []
+    for i in range(3):
+        after = pool.copy()
+        after[i * CHUNK] = i + 1
+        dyns.append(w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, bytes([i + 1]) * 12,
+                                   [("heap", BASE, "", pool, after)])[0])
+        w.flush()
+        pool = after  # the next launch sees this one's output
+    stats = w.stats()
+    # prologues of 6, 5 and 4 zero chunks (each launch makes one more chunk non-zero)
+    assert stats["zero_bytes"] == (6 + 5 + 4) * CHUNK
+    assert stats["known_bytes"] == CHUNK  # the third prologue's chunk 0, stored by the second
+    w.close()
+    instances = path / "kernels" / STATIC / "instances"
+    files = {p.relative_to(instances).as_posix() for p in instances.rglob("prologue/*/c/*")}
+    assert files == {f"{dyns[1]}/prologue/r-{BASE:016x}/c/0", f"{dyns[2]}/prologue/r-{BASE:016x}/c/0",
+                     f"{dyns[2]}/prologue/r-{BASE:016x}/c/1"}
+    assert not [p for p in check_database(Database.open(path)) if p.fatal]

@@ -18,10 +18,11 @@ namespace {
 class SnapshotWriterObject {
  public:
   SnapshotWriterObject(const std::string& root, rt::RecordingInfo info, const std::string& epilogue_format,
-                       uint64_t chunk_size, int level, uint64_t host_memory, unsigned threads)
+                       uint64_t chunk_size, int level, uint64_t host_memory, unsigned threads, bool digests)
       : writer_(std::make_unique<rt::RecordingWriter>(root, std::move(info), epilogue_format, chunk_size, level)),
         source_(std::make_unique<rt::HostSource>()),
-        pipeline_(std::make_unique<rt::SnapshotPipeline>(*writer_, *source_, rt::PipelineOptions{host_memory, threads})) {}
+        pipeline_(std::make_unique<rt::SnapshotPipeline>(*writer_, *source_,
+                                                         rt::PipelineOptions{host_memory, threads, digests})) {}
   ~SnapshotWriterObject() { close(); }
 
   rt::RecordingWriter& writer() { return *writer_; }
@@ -176,14 +177,15 @@ void bind_recording(nb::module_& m) {
            [](SnapshotWriterObject* self, const std::string& root, uint64_t vas_base, uint64_t vas_size,
               const std::string& gpu_name, const std::string& compute_capability,
               const std::vector<std::string>& command_line, const std::string& epilogue_format,
-              uint64_t chunk_size, int level, uint64_t host_memory, unsigned threads) {
+              uint64_t chunk_size, int level, uint64_t host_memory, unsigned threads, bool digests) {
              new (self) SnapshotWriterObject(
                  root, recording_info(vas_base, vas_size, gpu_name, compute_capability, command_line),
-                 epilogue_format, chunk_size, level, host_memory, threads);
+                 epilogue_format, chunk_size, level, host_memory, threads, digests);
            },
            "root"_a, "vas_base"_a, "vas_size"_a, "gpu_name"_a = "", "compute_capability"_a = "",
            "command_line"_a = std::vector<std::string>{}, "epilogue_format"_a = "diff",
-           "chunk_size"_a = uint64_t(4) << 20, "level"_a = 1, "host_memory"_a = uint64_t(0), "threads"_a = 0u)
+           "chunk_size"_a = uint64_t(4) << 20, "level"_a = 1, "host_memory"_a = uint64_t(0), "threads"_a = 0u,
+           "digests"_a = true)  // false: as where the device cannot digest (every chunk copied)
       .def("add_kernel",
            [](SnapshotWriterObject& w, const std::string& static_hash, const std::string& name,
               const std::string& demangled, nb::bytes ir, const ParamTuples& params,
@@ -275,7 +277,7 @@ void bind_recording(nb::module_& m) {
         nb::dict d;
         d["instances"] = s.instances; d["committed"] = s.committed; d["repeats"] = s.repeats;
         d["snapshot_bytes"] = s.snapshot_bytes; d["unchanged_bytes"] = s.unchanged_bytes;
-        d["known_bytes"] = s.known_bytes;
+        d["known_bytes"] = s.known_bytes; d["zero_bytes"] = s.zero_bytes;
         d["stored_bytes"] = s.stored_bytes;
         d["peak_staged_bytes"] = s.peak_staged_bytes; d["host_memory_bytes"] = s.host_memory_bytes;
         d["staging_bytes"] = s.staging_bytes; d["pinned_bytes"] = s.pinned_bytes;

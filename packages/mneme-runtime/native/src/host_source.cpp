@@ -25,12 +25,15 @@ void HostSource::copy(void* destination, uint64_t source, size_t bytes) {
   std::memcpy(destination, reinterpret_cast<const void*>(source), bytes);
 }
 std::shared_ptr<Fence> HostSource::fence() { return std::make_shared<DoneFence>(); }
-bool HostSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out) {
+bool HostSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out, uint8_t* zero) {
   for (const auto& r : ranges)
     for (uint64_t off = 0; off < r.size; off += r.chunk) {
-      std::string hex = chunk_digest(reinterpret_cast<const uint8_t*>(r.address) + off, std::min(r.chunk, r.size - off));
+      const uint8_t* p = reinterpret_cast<const uint8_t*>(r.address) + off;
+      uint64_t n = std::min(r.chunk, r.size - off);
+      std::string hex = chunk_digest(p, n);
       *out++ = std::stoull(hex.substr(0, 16), nullptr, 16);
       *out++ = std::stoull(hex.substr(16), nullptr, 16);
+      *zero++ = std::all_of(p, p + n, [](uint8_t b) { return b == 0; }) ? 1 : 0;
     }
   return true;
 }

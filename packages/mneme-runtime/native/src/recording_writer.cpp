@@ -250,7 +250,8 @@ void RecordingWriter::write_group_metadata(const fs::path& dir) const {
   write_staged_json(dir / "zarr.json", group_json(""));
 }
 
-void RecordingWriter::write_array_metadata(const fs::path& dir, uint64_t size, const std::string& encoding) const {
+void RecordingWriter::write_array_metadata(const fs::path& dir, uint64_t size, const std::string& encoding,
+                                           bool sparse) const {
   if (!make_dir(dir)) throw Error("cannot create " + dir.string());
   std::ostringstream m;
   m << "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [" << size
@@ -261,12 +262,13 @@ void RecordingWriter::write_array_metadata(const fs::path& dir, uint64_t size, c
        "\"/\"}}, \"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}, {\"name\": \"zstd\", "
        "\"configuration\": {\"level\": "
     << level_ << ", \"checksum\": false}}, {\"name\": \"crc32c\"}], \"attributes\": {\"mneme\": "
-    << "{\"encoding\": " << json_string(encoding) << "}}, \"storage_transformers\": []}";
+    << "{\"encoding\": " << json_string(encoding) << (sparse ? ", \"sparse\": true" : "")
+    << "}}, \"storage_transformers\": []}";
   write_staged_json(dir / "zarr.json", m.str());
 }
 
 uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, uint64_t size,
-                                      const std::string& encoding, bool skip_zero_chunks) const {
+                                      const std::string& encoding, bool skip_zero_chunks, bool sparse) const {
   uint64_t chunk = chunk_for(size);
   fs::create_directories(dir / "c");
   uint64_t stored = 0;
@@ -274,10 +276,10 @@ uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, 
   for (uint64_t index = 0, start = 0; start < size; ++index, start += chunk) {
     uint64_t n = std::min(chunk, size - start);
     const uint8_t* piece = data + start;
-    if (skip_zero_chunks && std::all_of(piece, piece + n, [](uint8_t b) { return b == 0; })) continue;
+    if ((skip_zero_chunks || sparse) && std::all_of(piece, piece + n, [](uint8_t b) { return b == 0; })) continue;
     stored += write_chunk(dir, index, piece, n, chunk, codec);
   }
-  write_array_metadata(dir, size, encoding);
+  write_array_metadata(dir, size, encoding, sparse);
   return stored;
 }
 
@@ -426,7 +428,7 @@ std::pair<std::string, bool> RecordingWriter::add_instance(const std::string& st
   std::vector<uint8_t> delta;
   for (const auto& r : regions) {
     std::string name = region_name(r.address);
-    write_array(node / "prologue" / name, r.before, r.size, "bytes", false);
+    write_array(node / "prologue" / name, r.before, r.size, "bytes", true, true);  // sparse
     std::string encoding = "xor-prologue";
     fs::path epi = node / "epilogue" / name;
     if (epilogue_format_ == "bytes") {

@@ -47,6 +47,7 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
     inst->chunk.push_back(chunk);
     inst->held.emplace_back(chunks);
     inst->written.emplace_back(chunks, 0);
+    inst->zero.emplace_back(chunks, 0);
     inst->crc_before.emplace_back(chunks, 0);
     inst->crc_after.emplace_back(chunks, 0);
     for (uint64_t off = 0; off < size; off += chunk) {
@@ -124,7 +125,10 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
   // Digests at the source: of every chunk before the kernel; after it, those that did not
   // change are not copied (diff epilogues only: their delta is zero, nothing is stored).
   // Before it, those whose bytes the database already holds are not copied either: they
-  // are linked to the stored chunk (link_known).
+  // are linked to the stored chunk (link_known); nor are those whose bytes are all zero:
+  // they are not stored at all (prologue arrays are sparse). skip: 1 unchanged or known,
+  // kZero all zero.
+  constexpr uint8_t kZero = 2;
   std::vector<std::vector<uint8_t>> skip(instance.regions.size());
   std::vector<Link> links;
   if (digests_ && (!epilogue || (!instance.digest_before.empty() && writer_.epilogue_format() == "diff"))) {
@@ -136,16 +140,23 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
       words += 2 * ((size + chunk - 1) / chunk);
     }
     std::vector<uint64_t> digests(words);
-    if (source_.digest(ranges, digests.data())) {
+    std::vector<uint8_t> zeros(words / 2);
+    if (source_.digest(ranges, digests.data(), zeros.data())) {
       uint64_t at = 0;
       for (size_t k = 0; k < instance.regions.size(); ++k) {
         uint64_t n = 2 * ((instance.regions[k].size + instance.chunk[k] - 1) / instance.chunk[k]);
         if (!epilogue) {
           instance.digest_before.emplace_back(digests.begin() + at, digests.begin() + at + n);
+          for (uint64_t c = 0; c < n / 2; ++c)
+            if (zeros[at / 2 + c]) {
+              if (skip[k].empty()) skip[k].resize(n / 2);
+              skip[k][c] = kZero;
+            }
           std::lock_guard<std::mutex> lock(known_chunks_mutex_);
           if (!known_chunks_.empty()) {
             uint64_t size = instance.regions[k].size, chunk = instance.chunk[k];
             for (uint64_t c = 0; c < n / 2; ++c) {
+              if (!skip[k].empty() && skip[k][c]) continue;  // zero: nothing to link
               DigestKey key{digests[at + 2 * c], digests[at + 2 * c + 1], std::min(chunk, size - c * chunk), chunk};
               auto found = known_chunks_.find(key);
               if (found == known_chunks_.end()) continue;
@@ -167,7 +178,7 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
     }
   }
   if (epilogue) instance.unchanged = skip;
-  uint64_t known = 0;
+  uint64_t known = 0, zero = 0;
   std::vector<std::shared_ptr<Fence>> fences;
   std::vector<Piece> pieces;
   Block* current = nullptr;
@@ -197,6 +208,13 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
       for (uint64_t index = 0, off = 0; off < size; ++index, off += chunk) {
         uint64_t n = std::min(chunk, size - off);
         if (!skip[k].empty() && skip[k][index]) {
+          if (!epilogue && skip[k][index] == kZero) {  // not stored: its epilogue XORs against zeros
+            instance.crc_before[k][index] = zero_crc(n);
+            instance.zero[k][index] = 1;
+            instance.written[k][index] = 1;  // (the epilogue task has nothing to wait for)
+            zero += n;
+            continue;
+          }
           if (!epilogue) {  // linked to the stored chunk (link_known)
             known += n;
             continue;
@@ -234,9 +252,10 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
   }
   for (auto& f : fences) f->mark_done();
   std::lock_guard<std::mutex> s(stats_mutex_);
-  stats_.snapshot_bytes += copied + unchanged + known;
+  stats_.snapshot_bytes += copied + unchanged + known + zero;
   stats_.unchanged_bytes += unchanged;
   stats_.known_bytes += known;
+  stats_.zero_bytes += zero;
 }
 
 }  // namespace mneme::runtime

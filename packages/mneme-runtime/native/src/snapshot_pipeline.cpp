@@ -207,14 +207,14 @@ std::string format_stats(const PipelineStats& s) {
   char line[1536];
   std::snprintf(line, sizeof line,
                 "mneme record: stats instances=%llu committed=%llu repeats=%llu snapshot_bytes=%llu unchanged_bytes=%llu "
-                "known_bytes=%llu "
+                "known_bytes=%llu zero_bytes=%llu "
                 "blocked_s=%.6f snapshot_gbs=%.3f peak_staged_bytes=%llu host_memory_bytes=%llu "
                 "staging_bytes=%llu pinned_bytes=%llu stored_bytes=%llu wait_s=%.6f alloc_s=%.6f "
                 "kernel_s=%.6f sync_s=%.6f drain_s=%.6f crc_s=%.3f delta_s=%.3f hash_s=%.3f encode_s=%.3f "
                 "decode_s=%.3f write_s=%.3f commit_s=%.3f deduplicated_chunks=%llu threads=%u",
                 (unsigned long long)s.instances, (unsigned long long)s.committed, (unsigned long long)s.repeats,
                 (unsigned long long)s.snapshot_bytes, (unsigned long long)s.unchanged_bytes,
-                (unsigned long long)s.known_bytes, s.blocked_s, gbs, (unsigned long long)s.peak_staged_bytes,
+                (unsigned long long)s.known_bytes, (unsigned long long)s.zero_bytes, s.blocked_s, gbs, (unsigned long long)s.peak_staged_bytes,
                 (unsigned long long)s.host_memory_bytes, (unsigned long long)s.staging_bytes,
                 (unsigned long long)s.pinned_bytes, (unsigned long long)s.stored_bytes, s.wait_s, s.alloc_s,
                 s.kernel_s, s.sync_s, s.drain_s, s.crc_s, s.delta_s, s.hash_s, s.encode_s, s.decode_s, s.write_s,

@@ -64,7 +64,11 @@ struct SnapshotPipeline::Instance {
     uint64_t offset = 0;
   };
   std::vector<std::vector<Held>> held;        // [region][chunk] retained prologue bytes
-  std::vector<std::vector<uint8_t>> written;  // [region][chunk] prologue chunk on disk
+  std::vector<std::vector<uint8_t>> written;  // [region][chunk] prologue chunk on disk (or known zero)
+  // [region][chunk] prologue chunk all zero: not stored (prologue arrays are sparse), its
+  // epilogue XORs against zeros. Set before `written` (capture: where the source digests;
+  // process: where a copied chunk turns out zero).
+  std::vector<std::vector<uint8_t>> zero;
   std::vector<uint64_t> diff_stored, bytes_stored;  // per region ("best" decides on them)
   // [region][chunk] CRC-32C of each chunk's bytes, prologue and epilogue, computed by the
   // background threads (each element written by one task) and combined at the commit.

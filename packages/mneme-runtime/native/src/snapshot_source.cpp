@@ -90,7 +90,7 @@ void CudaSource::wait_all() {
 
 void CudaSource::thread_started() { d_.cuCtxPushCurrent(lanes_.front()->device->context()); }
 
-bool CudaSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out) {
+bool CudaSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out, uint8_t* zero) {
   if (digest_failed_) return false;
   Lane& lane = *lane_;
   rt::cuda::CudaDevice::Scope scope(*lane.device);
@@ -104,12 +104,14 @@ bool CudaSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out) {
       rt::cuda::check(d_, d_.cuModuleGetFunction(&lane.digest_kernel, lane.digest_module, "mneme_chunk_digest"),
                       "cuModuleGetFunction");
     }
+    // Two digest words per chunk, then one all-zero flag byte per chunk.
     uint64_t words = 0;
     for (const auto& r : ranges) words += 2 * ((r.size + r.chunk - 1) / r.chunk);
-    if (words * 8 > lane.digest_bytes) {
+    uint64_t bytes = words * 8 + words / 2;
+    if (bytes > lane.digest_bytes) {
       if (lane.digest_words) d_.cuMemFreeHost(lane.digest_words);
       lane.digest_words = nullptr;
-      lane.digest_bytes = std::max<uint64_t>(words * 8, 1 << 16);
+      lane.digest_bytes = std::max<uint64_t>(bytes, 1 << 16);
       rt::cuda::check(d_, d_.cuMemHostAlloc(reinterpret_cast<void**>(&lane.digest_words), lane.digest_bytes,
                                             CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
     }
@@ -118,7 +120,8 @@ bool CudaSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out) {
       if (!r.size) continue;
       uint64_t address = r.address, size = r.size, chunk = r.chunk;
       uint64_t* dst = lane.digest_words + at;  // the host pointer is the device's (unified addressing)
-      void* params[] = {&address, &size, &chunk, &dst};
+      uint8_t* flags = reinterpret_cast<uint8_t*>(lane.digest_words + words) + at / 2;
+      void* params[] = {&address, &size, &chunk, &dst, &flags};
       unsigned grid = unsigned((size + chunk - 1) / chunk);
       rt::cuda::check(d_, d_.cuLaunchKernel(lane.digest_kernel, grid, 1, 1, 256, 1, 1, 0, lane.stream, params, nullptr),
                       "launching the digest kernel");
@@ -126,11 +129,12 @@ bool CudaSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out) {
     }
     rt::cuda::check(d_, d_.cuStreamSynchronize(lane.stream), "cuStreamSynchronize");
     std::memcpy(out, lane.digest_words, words * 8);
+    std::memcpy(zero, lane.digest_words + words, words / 2);
     return true;
   } catch (const std::exception& e) {
     digest_failed_ = true;
     std::fprintf(stderr, "mneme record: chunk digests on the device are not available (%s); every epilogue "
-                         "chunk is copied\n", e.what());
+                         "chunk and every prologue chunk of zeros is copied\n", e.what());
     return false;
   }
 }

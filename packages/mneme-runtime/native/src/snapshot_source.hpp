@@ -31,8 +31,9 @@ class CudaSource : public mneme::runtime::SnapshotSource {
   // Background threads keep the first GPU's context current for their event waits.
   void thread_started() override;
   // The chunk-digest kernel (snapshot_digest.cu, as PTX the driver JIT-compiles), one
-  // launch per range on the copy stream, its results in mapped host memory.
-  bool digest(const std::vector<DigestRange>& ranges, uint64_t* out) override;
+  // launch per range on the copy stream, its results (digests and all-zero flags) in
+  // mapped host memory.
+  bool digest(const std::vector<DigestRange>& ranges, uint64_t* out, uint8_t* zero) override;
 
  private:
   class EventFence;

@@ -34,7 +34,27 @@ bool xor_into(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t n) {
   return any != 0;
 }
 
+bool all_zero(const uint8_t* p, uint64_t n) {
+  uint64_t i = 0;
+  for (; i + 64 <= n; i += 64) {  // (stops at the first non-zero line)
+    uint64_t w[8];
+    std::memcpy(w, p + i, 64);
+    if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) return false;
+  }
+  for (; i < n; ++i)
+    if (p[i]) return false;
+  return true;
+}
+
 }  // namespace
+
+uint32_t SnapshotPipeline::zero_crc(uint64_t n) {
+  std::lock_guard<std::mutex> lock(zero_crc_mutex_);
+  auto found = zero_crcs_.find(n);
+  if (found != zero_crcs_.end()) return found->second;
+  std::vector<uint8_t> zeros(n, 0);
+  return zero_crcs_[n] = crc32c(zeros.data(), n);
+}
 
 void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, const std::vector<Piece>& pieces,
                                Worker& w, bool& released) {
@@ -42,6 +62,7 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
   std::vector<bool> changed_pieces;
   ChunkCodec::Times before_times = w.codec.times;
   double crc_s = 0, delta_s = 0, commit_s = 0;
+  uint64_t zero_bytes = 0;
   struct Account {  // adds this block's stage times to the statistics, however it ends
     SnapshotPipeline& pipeline;
     Worker& w;
@@ -49,9 +70,11 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     double& crc_s;
     double& delta_s;
     double& commit_s;
+    uint64_t& zero_bytes;
     ~Account() {
       const auto& now = w.codec.times;
       std::lock_guard<std::mutex> s(pipeline.stats_mutex_);
+      pipeline.stats_.zero_bytes += zero_bytes;
       pipeline.stats_.crc_s += crc_s;
       pipeline.stats_.delta_s += delta_s;
       pipeline.stats_.commit_s += commit_s;
@@ -61,7 +84,7 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
       pipeline.stats_.write_s += now.write_s - before.write_s;
       pipeline.stats_.deduplicated_chunks += now.deduplicated - before.deduplicated;
     }
-  } account{*this, w, before_times, crc_s, delta_s, commit_s};
+  } account{*this, w, before_times, crc_s, delta_s, commit_s, zero_bytes};
   for (const Piece& p : pieces) {
     const RegionSpec& region = inst.regions[p.region];
     uint64_t chunk = inst.chunk[p.region];
@@ -71,7 +94,18 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     (epilogue ? inst.crc_after : inst.crc_before)[p.region][p.index] = crc32c(data, p.n);
     crc_s += seconds_since(crc_start);
     if (!epilogue) {
-      if (p.index == 0) {
+      if (all_zero(data, p.n)) {
+        // Not stored (prologue arrays are sparse): a source that could not digest copied
+        // it. A retained prologue keeps its block of zeros for the epilogue; otherwise the
+        // epilogue XORs against zeros instead of reading a chunk file back.
+        zero_bytes += p.n;
+        std::lock_guard<std::mutex> lock(inst.m);
+        inst.zero[p.region][p.index] = 1;
+        inst.written[p.region][p.index] = 1;
+        inst.cv.notify_all();
+        continue;
+      }
+      if (p.index == 0) {  // (a region whose first chunk is zero is described at the commit)
         auto describe_start = Clock::now();
         describe(inst, p.region);
         commit_s += seconds_since(describe_start);
@@ -96,13 +130,18 @@ void SnapshotPipeline::process(Instance& inst, bool epilogue, Block* block, cons
     if (held.block) {
       before = held.block->data + held.offset;
     } else {
+      bool zero;
       {
         // The prologue task of this chunk was queued earlier, so it is done or running.
         std::unique_lock<std::mutex> lock(inst.m);
         inst.cv.wait(lock, [&] { return inst.written[p.region][p.index] || inst.failed.load(); });
         if (inst.failed) return;
+        zero = inst.zero[p.region][p.index];
       }
-      w.codec.decode_file(inst.node / "prologue" / name / "c" / std::to_string(p.index), w.prologue.get(), chunk);
+      if (zero)  // not stored: the prologue chunk is zeros
+        std::memset(w.prologue.get(), 0, p.n);
+      else
+        w.codec.decode_file(inst.node / "prologue" / name / "c" / std::to_string(p.index), w.prologue.get(), chunk);
       before = w.prologue.get();
     }
     uint64_t diff = 0, bytes = 0;
@@ -220,7 +259,7 @@ void SnapshotPipeline::describe(Instance& inst, size_t k) {
   std::string name = region_name(r.address);
   const std::string& format = writer_.epilogue_format();
   fs::path pro = inst.node / "prologue" / name;
-  writer_.write_array_metadata(pro, r.size, "bytes");
+  writer_.write_array_metadata(pro, r.size, "bytes", true);  // sparse
   std::error_code ec;
   fs::create_directory(pro / "c", ec);  // its chunks follow at once
   if (format != "best") writer_.write_array_metadata(inst.node / "epilogue" / name, r.size,
@@ -268,7 +307,7 @@ void SnapshotPipeline::finalize(Instance& inst) {
         const RegionSpec& r = inst.regions[k];
         std::string name = region_name(r.address);
         bool described = inst.described[k];  // its arrays' zarr.json are written (describe)
-        if (!described) writer_.write_array_metadata(node / "prologue" / name, r.size, "bytes");
+        if (!described) writer_.write_array_metadata(node / "prologue" / name, r.size, "bytes", true);  // sparse
         fs::path epi = node / "epilogue" / name;
         std::string encoding = format == "bytes" ? "bytes" : "xor-prologue";
         if (format == "best") {
@@ -328,6 +367,7 @@ void SnapshotPipeline::finalize(Instance& inst) {
   // Only metadata stays for repeat counting.
   inst.held = {};
   inst.written = {};
+  inst.zero = {};
   inst.crc_before = {};
   inst.crc_after = {};
   if (inst.sealed) uncommitted_.fetch_sub(1);

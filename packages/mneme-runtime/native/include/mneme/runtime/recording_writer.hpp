@@ -279,10 +279,15 @@ class RecordingWriter {
   void set_node_attribute(const std::filesystem::path& node, const std::string& key,
                           const std::string& json_value);
   void write_group_metadata(const std::filesystem::path& dir) const;
-  // The array's zarr.json (its chunks are written separately).
-  void write_array_metadata(const std::filesystem::path& dir, uint64_t size, const std::string& encoding) const;
+  // The array's zarr.json (its chunks are written separately). `sparse` (instances'
+  // prologue arrays): attributes.mneme.sparse = true, its all-zero chunks are not stored
+  // and read as zeros (docs/format.md).
+  void write_array_metadata(const std::filesystem::path& dir, uint64_t size, const std::string& encoding,
+                            bool sparse = false) const;
+  // `skip_zero_chunks`: all-zero chunks are not stored (xor-prologue deltas; `sparse`
+  // arrays, which say so in their zarr.json).
   uint64_t write_array(const std::filesystem::path& dir, const uint8_t* data, uint64_t size,
-                       const std::string& encoding, bool skip_zero_chunks) const;
+                       const std::string& encoding, bool skip_zero_chunks, bool sparse = false) const;
   // The instance's zarr.json inside its staged node. Throws InvalidRegionsError, writing
   // nothing, when `regions` break the layout rules: no such instance is committed.
   void write_instance_metadata(const std::filesystem::path& node, const std::string& dynamic_hash,

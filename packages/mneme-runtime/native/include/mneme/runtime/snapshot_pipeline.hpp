@@ -67,11 +67,15 @@ class SnapshotSource {
   struct DigestRange {
     uint64_t address = 0, size = 0, chunk = 0;
   };
-  // Two 64-bit words per chunk of each range, in order, into `out`, computed where the
-  // bytes are (the device), once every copy issued before has completed and before any
-  // issued after. Equal digests of a chunk before and after a kernel mean it did not
-  // change, so the epilogue need not copy it. False when this source cannot digest.
-  virtual bool digest(const std::vector<DigestRange>& /*ranges*/, uint64_t* /*out*/) { return false; }
+  // Two 64-bit words per chunk of each range, in order, into `out`, and one byte per chunk
+  // into `zero` (1: the chunk's bytes are all zero), computed where the bytes are (the
+  // device), once every copy issued before has completed and before any issued after.
+  // Equal digests of a chunk before and after a kernel mean it did not change, so the
+  // epilogue need not copy it; a prologue chunk of zeros is neither copied nor stored
+  // (prologue arrays are sparse: docs/format.md). False when this source cannot digest.
+  virtual bool digest(const std::vector<DigestRange>& /*ranges*/, uint64_t* /*out*/, uint8_t* /*zero*/) {
+    return false;
+  }
 };
 
 // Host memory as the "device": copies are memcpy from the address as a pointer.
@@ -82,7 +86,7 @@ class HostSource : public SnapshotSource {
   void copy(void* destination, uint64_t source, size_t bytes) override;
   std::shared_ptr<Fence> fence() override;
   void wait_all() override {}
-  bool digest(const std::vector<DigestRange>& ranges, uint64_t* out) override;  // chunk_digest's words
+  bool digest(const std::vector<DigestRange>& ranges, uint64_t* out, uint8_t* zero) override;  // chunk_digest's words
 };
 
 struct PipelineOptions {
@@ -109,6 +113,8 @@ struct PipelineStats {
   uint64_t snapshot_bytes = 0;    // bytes the snapshots hold (prologue + epilogue)
   uint64_t unchanged_bytes = 0;   // of which epilogue bytes not copied: their digest did not change
   uint64_t known_bytes = 0;       // of which prologue bytes not copied: the database held their chunk
+  uint64_t zero_bytes = 0;        // of which prologue bytes not stored: all-zero chunks (not copied
+                                  // either where the source digests)
   uint64_t stored_bytes = 0;      // chunk bytes written
   uint64_t peak_staged_bytes = 0; // most staging memory in use at once
   uint64_t host_memory_bytes = 0; // the cap
@@ -277,6 +283,10 @@ class SnapshotPipeline {
   std::mutex known_chunks_mutex_;
   std::unordered_map<DigestKey, KnownChunk, DigestKeyHash> known_chunks_;
   void remember_chunk(const Instance& instance, uint32_t region, uint64_t index, uint64_t n, const std::string& content);
+  // CRC-32C of `n` zero bytes (an omitted prologue chunk's), computed once per length.
+  uint32_t zero_crc(uint64_t n);
+  std::mutex zero_crc_mutex_;
+  std::map<uint64_t, uint32_t> zero_crcs_;
   // The prologue chunks of `instance` found in known_chunks_, linked on a background thread.
   struct Link {
     uint32_t region;
