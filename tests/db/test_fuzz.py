@@ -134,12 +134,17 @@ mutations = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 10**6)),
     st.tuples(st.just("json"), st.integers(0, 10**6), st.integers(0, 10**6), json_values),
     st.tuples(st.just("nudge"), st.integers(0, 10**6), st.integers(0, 10**6), st.integers(-3, 3)),
+    # an array marked sparse (docs/format.md: only true, only prologues), maybe a chunk gone
+    st.tuples(st.just("sparse"), st.integers(0, 10**6),
+              st.sampled_from([True, True, True, False, 1, "true", None]), st.integers(-1, 10**6)),
 )
 
 
 def mutate(root: Path, mutation) -> str:
     kind, pick, *rest = mutation
     files = files_of(root)
+    if kind == "sparse":
+        return _mark_sparse(root, files, pick, *rest)
     if kind in ("json", "nudge"):
         files = [f for f in files if f.name == "zarr.json"]
     path = files[pick % len(files)]
@@ -175,6 +180,20 @@ def mutate(root: Path, mutation) -> str:
             parent[where[-1]] = rest[1]
         path.write_text(json.dumps(doc))
     return f"{kind} {path.relative_to(root)}"
+
+
+def _mark_sparse(root: Path, files: list[Path], pick: int, value, remove: int) -> str:
+    """Set ``attributes.mneme.sparse`` of an array to ``value``; with ``remove`` >= 0 also
+    delete one of its chunk files (sparse: zeros read back, anything else a CRC mismatch)."""
+    arrays = [f for f in files if f.name == "zarr.json" and (f.parent / "c").is_dir()]
+    meta = arrays[pick % len(arrays)]
+    doc = json.loads(meta.read_bytes())
+    doc["attributes"].setdefault("mneme", {})["sparse"] = value
+    meta.write_text(json.dumps(doc))
+    chunks = sorted((meta.parent / "c").iterdir())
+    if remove >= 0 and chunks:
+        chunks[remove % len(chunks)].unlink()
+    return f"sparse {meta.relative_to(root)}"
 
 
 def fuzz(source: Path, mutation, oracle: bool) -> None:
@@ -217,6 +236,9 @@ def test_fuzz_format_1_never_a_traceback(mutation):
     ("nudge", 3, 7, 1),
     ("json", 5, 11, None),
     ("flip", 17, 40, 1),
+    ("sparse", 0, True, -1),
+    ("sparse", 7, True, 0),
+    ("sparse", 3, False, -1),
 ])
 def test_fixed_mutations(mutation):
     """A few fixed cases, so the properties run the same way on every machine too."""

@@ -17,7 +17,9 @@ from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
 from . import tables
 from .db import Database, DatabaseError, Kernel, content_store
+from .db.chunks import Usage, tree_usage
 from .db.integrity import abandoned_staging, check_database, region_bytes
+from .db.layout import KERNELS
 from .db.transfer import copy_kernel, open_destination, remove_kernel, remove_staging
 from .engine.determinism import load_profile
 from .tables import Column
@@ -101,10 +103,13 @@ def _gpu(device: int | None, peers: list[int]) -> str:
     return "+".join(str(d) for d in (device, *peers))
 
 
-def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
+def _ls_rows(database: Database, usage: Usage | None = None) -> tuple[list[dict], list[dict]]:
     """(rows of the readable instances, rows of the broken ones: kernel, id, reason). A
-    kernel or instance whose metadata is damaged is named, never hides the others."""
+    kernel or instance whose metadata is damaged is named, never hides the others.
+    ``usage``: the database's ``tree_usage`` (one stat of each file for every column)."""
     rows, broken = [], []
+    if usage is None:
+        usage = tree_usage(database.root / KERNELS)
     for kernel in database.kernels():
         problem = kernel.problem()
         if problem:
@@ -114,7 +119,8 @@ def _ls_rows(database: Database) -> tuple[list[dict], list[dict]]:
             problem = inst.problem()
             if problem is None:
                 try:
-                    raw, stored, unique = inst.raw_bytes(), inst.stored_bytes(), inst.unique_bytes()
+                    raw = inst.raw_bytes()
+                    stored, unique = usage.nodes.get(inst.id, (0, 0))
                 except DatabaseError as error:
                     problem = str(error)
             if problem:
@@ -151,7 +157,8 @@ def ls(db: Path, as_json: bool):
     Instances (or kernels) whose metadata is damaged are listed as broken, with the
     reason; the others are listed as usual (mneme check verifies every chunk)."""
     database = Database.open(db)
-    rows, broken = _ls_rows(database)
+    usage = tree_usage(database.root / KERNELS)
+    rows, broken = _ls_rows(database, usage)
     if as_json:
         click.echo(json.dumps(rows + broken, indent=2))
         return
@@ -179,7 +186,7 @@ def ls(db: Path, as_json: bool):
     # raw: the snapshots' bytes; stored: their chunk files; on disk: shared chunks once
     raw = sum(r["raw_bytes"] for r in rows)
     stored = sum(r["stored_bytes"] for r in rows)
-    disk = database.disk_bytes()
+    disk = usage.disk  # database.disk_bytes(), from the same walk
     console.print(f"raw {human(raw)}, stored {human(stored)}, on disk {human(disk)} "
                   f"({_ratio(raw, disk)} of raw; chunks shared between instances stored once)",
                   soft_wrap=True)

@@ -32,7 +32,7 @@ from .codec import (
     max_chunk_file_size,
 )
 from .errors import CorruptDataError
-from .metadata import Array, Exactly, Int, Obj, OneOf, read_json_file
+from .metadata import Array, Bool, Exactly, Int, Obj, OneOf, read_json_file
 
 #: 4 MiB: the measured sweet spot between per-chunk overhead and read granularity.
 DEFAULT_CHUNK_SIZE = recording_format.DEFAULT_CHUNK_SIZE
@@ -93,6 +93,18 @@ class ArrayInfo:
         """``attributes.mneme.encoding`` (None where absent: format 1 ``args``)."""
         return self.attributes.get("mneme", {}).get("encoding")
 
+    @property
+    def sparse(self) -> bool:
+        """``attributes.mneme.sparse``: a ``bytes`` array whose all-zero chunks are not
+        stored (prologues; docs/format.md). Only ``true`` passes the schema."""
+        return self.attributes.get("mneme", {}).get("sparse") is True
+
+    @property
+    def absent_is_zero(self) -> bool:
+        """Whether an absent chunk reads as zeros (a sparse array, an ``xor-prologue``
+        delta) rather than being corruption (every other array is dense)."""
+        return self.sparse or self.encoding == "xor-prologue"
+
     def chunk_count(self) -> int:
         return -(-self.size // self.chunk_size)
 
@@ -115,8 +127,9 @@ def write_array(
     """Write ``data`` (uint8, 1-D) as a Zarr v3 array; returns the bytes stored.
 
     ``skip_zero_chunks`` leaves all-zero chunks out (they read back as the fill value 0):
-    used for XOR deltas, where an absent chunk means "unchanged". Otherwise every chunk is
-    written, so a missing chunk file is detectable corruption. With ``xor_with`` the array
+    used for XOR deltas, where an absent chunk means "unchanged", and for sparse prologues
+    (whose attributes must then say ``"sparse": true``). Otherwise every chunk is written,
+    so a missing chunk file is detectable corruption. With ``xor_with`` the array
     stored is ``data ^ xor_with``, computed chunk by chunk on the pool (no full-size copy).
     With ``store`` (the database's content store) a chunk whose bytes are already there is
     a hard link to that copy, neither compressed nor written again (content_store.py).
@@ -158,6 +171,28 @@ def write_array(
 
 
 ENCODINGS = ("bytes", "llvm-bitcode", "cuda-fatbin", "ptx", "cubin", "xor-prologue")
+
+
+def _sparse_rule(mneme: dict, where: str) -> None:
+    """``sparse`` is ``true`` or absent, and only on an array of encoding ``bytes``."""
+    if "sparse" not in mneme:
+        return
+    if mneme["sparse"] is not True:
+        raise CorruptDataError(
+            f"{where}.sparse: must be true (a dense array leaves the key out), got "
+            f"{json.dumps(mneme['sparse'])[:40]}")
+    if mneme.get("encoding") != "bytes":
+        raise CorruptDataError(
+            f"{where}.sparse: only an array of encoding bytes may be sparse, not "
+            f"{mneme.get('encoding')}")
+
+
+def refuse_sparse(info: ArrayInfo, what: str) -> None:
+    """Only prologue arrays may be sparse: ``args``, ``ir`` and epilogue arrays (``what``)
+    are dense, so a missing chunk of theirs stays detectable corruption."""
+    if info.sparse:
+        raise CorruptDataError(
+            f"{info.path}: the {what} array is marked sparse (only prologue arrays may be)")
 _SIZE = Int(0, 1 << 62)
 
 #: An array's zarr.json exactly as docs/format.md specifies it: everything a plain Zarr
@@ -179,7 +214,8 @@ ARRAY_SCHEMA = Obj(
         "chunk_key_encoding": Exactly({"name": "default", "configuration": {"separator": "/"}}),
         "fill_value": Exactly(0),
         "codecs": Array(Obj({}), 3, 3),
-        "attributes": Obj({}, {"mneme": Obj({"encoding": OneOf(ENCODINGS)}, extra=False)}),
+        "attributes": Obj({}, {"mneme": Obj({"encoding": OneOf(ENCODINGS)},
+                                             {"sparse": Bool()}, extra=False, rule=_sparse_rule)}),
     },
     {"storage_transformers": Exactly([])},
     extra=False,
@@ -250,10 +286,16 @@ def read_range(
     start: int = 0,
     stop: int | None = None,
     *,
-    missing_is_zero: bool = False,
+    missing_is_zero: bool | None = None,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Bytes [start, stop) of the array, decoding only the chunks that cover them."""
+    """Bytes [start, stop) of the array, decoding only the chunks that cover them.
+
+    ``missing_is_zero``: whether an absent chunk reads as zeros; None (the default) takes
+    the array's own rule, ``info.absent_is_zero`` (sparse and ``xor-prologue`` arrays);
+    otherwise an absent chunk is corruption (CorruptDataError)."""
+    if missing_is_zero is None:
+        missing_is_zero = info.absent_is_zero
     stop = info.size if stop is None else stop
     if not 0 <= start <= stop <= info.size:
         raise ValueError(f"range [{start}, {stop}) outside an array of {info.size} bytes")
@@ -414,6 +456,39 @@ def disk_bytes(path: Path) -> int:
     """Bytes on disk under ``path``, every shared (hard-linked) file counted once."""
     sizes = {(info.st_dev, info.st_ino): info.st_size for info in _file_infos(path)}
     return sum(sizes.values())
+
+
+@dataclass
+class Usage:
+    """Bytes on disk under a tree of kernels, from one ``lstat`` of each file
+    (``tree_usage``): ``disk`` counts every file once however many links it has, and
+    ``nodes`` holds per instance folder (keyed ``<static>/<dynamic>``) its ``stored`` bytes
+    (every file) and its ``own`` bytes (files no other node links to, as ``own_bytes``)."""
+
+    disk: int
+    nodes: dict[str, tuple[int, int]]
+
+
+def tree_usage(kernels: Path) -> Usage:
+    """What ``disk_bytes(kernels)`` and, per instance, ``stored_bytes`` and ``own_bytes``
+    return, in one walk: ``mneme ls`` then stats each file once, not three times."""
+    sizes: dict[tuple[int, int], int] = {}
+    nodes: dict[str, list[int]] = {}
+    for dirpath, _dirs, files in os.walk(kernels):
+        parts = Path(dirpath).relative_to(kernels).parts
+        node = (f"{parts[0]}/{parts[2]}" if len(parts) >= 3 and parts[1] == "instances" else None)
+        totals = nodes.setdefault(node, [0, 0]) if node else None
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            sizes[(st.st_dev, st.st_ino)] = st.st_size
+            if totals is not None:
+                totals[0] += st.st_size
+                if st.st_nlink <= 2:
+                    totals[1] += st.st_size
+    return Usage(sum(sizes.values()), {k: (v[0], v[1]) for k, v in nodes.items()})
 
 
 def map_chunks(fn: Callable[[int], object], count: int) -> list:

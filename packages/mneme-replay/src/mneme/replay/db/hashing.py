@@ -93,22 +93,50 @@ def _gf2_compose(outer: tuple[int, ...], inner: tuple[int, ...]) -> tuple[int, .
     return tuple(_gf2_apply(outer, column) for column in inner)
 
 
-@functools.lru_cache(maxsize=64)
-def _zeros_operator(length: int) -> tuple[int, ...]:
-    """The GF(2) operator that feeds ``length`` zero bytes through a CRC-32C register."""
-    op = (_CRC32C_POLY, *(1 << n for n in range(31)))  # one zero bit
-    for _ in range(3):
-        op = _gf2_compose(op, op)  # one zero byte
-    result = tuple(1 << n for n in range(32))
+@functools.cache
+def _zeros_power(power: int) -> tuple[int, ...]:
+    """The operator of ``2**power`` zero bytes (squared from the one before)."""
+    if power == 0:
+        op = (_CRC32C_POLY, *(1 << n for n in range(31)))  # one zero bit
+        for _ in range(3):
+            op = _gf2_compose(op, op)
+        return op
+    previous = _zeros_power(power - 1)
+    return _gf2_compose(previous, previous)
+
+
+def _shift(register: int, length: int) -> int:
+    """``register`` fed ``length`` zero bytes: one operator application per set bit of
+    the length (about 0.1 ms for any length below 2**64), the operators cached."""
+    power = 0
     while length:
         if length & 1:
-            result = _gf2_compose(op, result)
-        op = _gf2_compose(op, op)
+            register = _gf2_apply(_zeros_power(power), register)
         length >>= 1
-    return result
+        power += 1
+    return register
 
 
 def combine_checksums(first: int, second: int, second_length: int) -> int:
     """The content checksum of A followed by B from A's, B's and B's length (zlib's
     crc32_combine for CRC-32C): a chunk checksummed once adds to any region holding it."""
-    return _gf2_apply(_zeros_operator(second_length), first) ^ second
+    return _shift(first, second_length) ^ second
+
+
+def zeros_checksum(length: int, value: int = 0) -> int:
+    """The content checksum of ``length`` zero bytes, continuing from ``value`` as
+    ``content_checksum(zeros, value)`` would, computed without the zeros (no memory, cost
+    independent of the length): an absent chunk of a sparse array adds to a region's
+    checksum at no cost.
+
+    Parameters:
+        length: how many zero bytes.
+        value: the checksum of what precedes them (0 for none).
+
+    Returns:
+        The checksum.
+    """
+    if length < 0:
+        raise ValueError("length must not be negative")
+    # CRC-32C inverts its register before and after: the zeros shift the inverted value.
+    return _shift(value ^ 0xFFFFFFFF, length) ^ 0xFFFFFFFF

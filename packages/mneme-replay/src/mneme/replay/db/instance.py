@@ -13,7 +13,18 @@ import numpy as np
 
 from . import layout
 from .app_time import APP_TIME_KEY, AppTime
-from .chunks import ArrayInfo, own_bytes, read_array_info, read_range, stored_bytes
+from .chunks import (
+    ArrayInfo,
+    map_chunks,
+    own_bytes,
+    read_array_info,
+    read_chunk_file,
+    read_range,
+    refuse_sparse,
+    stored_bytes,
+    stored_chunk_indices,
+)
+from .codec import decode_chunk
 from .errors import CorruptDataError, DatabaseError, NotFoundError
 from .node_attributes import node_attributes
 from .predecessor import PREDECESSOR_KEY, Predecessor
@@ -250,6 +261,7 @@ class Instance:
     def args(self) -> bytes:
         path = layout.no_symlinks(self.kernel.db.root, self.path / layout.ARGS / "c")
         info = read_array_info(path.parent, MAX_ARGS_SIZE)
+        refuse_sparse(info, "args")
         if info.size != self._attrs["args_size"]:
             raise CorruptDataError(
                 f"instance {self.id}: args holds {info.size} bytes, metadata says {self._attrs['args_size']}"
@@ -271,6 +283,7 @@ class Instance:
         encoding = info.encoding
         if encoding not in ("bytes", "xor-prologue"):
             raise CorruptDataError(f"{info.path}: unknown epilogue encoding {encoding!r}")
+        refuse_sparse(info, "epilogue")
         return encoding
 
     def _prologue_encoding(self, info: ArrayInfo) -> None:
@@ -280,7 +293,9 @@ class Instance:
     def stored_array(self, side: str, name: str) -> tuple[ArrayInfo, str]:
         """The prologue or epilogue array of a region as stored (its chunk files, for
         readers that decompress them elsewhere: restore's device path) and its encoding,
-        checked as ``prologue`` and ``stored_epilogue`` check them.
+        checked as ``prologue`` and ``stored_epilogue`` check them. Where
+        ``info.absent_is_zero`` (a sparse prologue, an ``xor-prologue`` epilogue) an absent
+        chunk reads as zeros; elsewhere it is corruption.
 
         Parameters:
             side: ``prologue`` or ``epilogue`` (``layout.PROLOGUE``, ``layout.EPILOGUE``).
@@ -308,7 +323,8 @@ class Instance:
     def prologue(
         self, name: str, start: int = 0, stop: int | None = None, *, out: np.ndarray | None = None
     ) -> np.ndarray:
-        """Bytes of a region before the launch; only the chunks of the range are read.
+        """Bytes of a region before the launch; only the chunks of the range are read (an
+        absent chunk of a sparse prologue reads as zeros).
 
         Parameters:
             name: the region's name.
@@ -341,7 +357,7 @@ class Instance:
             The encoding and the stored bytes.
         """
         info, encoding = self.stored_array(layout.EPILOGUE, name)
-        return encoding, read_range(info, start, stop, missing_is_zero=encoding != "bytes", out=out)
+        return encoding, read_range(info, start, stop, out=out)
 
     def epilogue(
         self, name: str, start: int = 0, stop: int | None = None, *, prologue: np.ndarray | None = None
@@ -380,6 +396,9 @@ class Instance:
         """
         result = []
         for region in self.regions:
+            if self.epilogue_encoding(region.name) == "xor-prologue":
+                result.append(self._delta_change(region))
+                continue
             changed, first = 0, None
             step = 64 << 20
             for lo in range(0, region.size, step):
@@ -390,6 +409,42 @@ class Instance:
                 changed += int(diff.size)
             result.append(RegionChange(region.name, region.kind, region.size, changed, first))
         return result
+
+    def _delta_change(self, region: RegionInfo) -> RegionChange:
+        """A region stored as an XOR delta changed where the delta is not zero: only
+        stored chunks are read and decoded (the prologue's too, so that damage shows as it
+        would when reading the bytes), never the zeros of absent ones: a sparse 100 GB
+        region costs what is stored."""
+        pro, _ = self.stored_array(layout.PROLOGUE, region.name)
+        delta, _ = self.stored_array(layout.EPILOGUE, region.name)
+        present = stored_chunk_indices(pro)
+        if not pro.absent_is_zero and len(present) != pro.chunk_count():
+            gap = next((i for i, j in enumerate(present) if i != j), len(present))
+            raise CorruptDataError(f"{pro.path}: chunk {gap} is missing (data truncated)")
+
+        def decoded(info: ArrayInfo, index: int) -> np.ndarray:
+            lo, hi = info.chunk_bounds(index)
+            blob = read_chunk_file(info, index)
+            if blob is None:
+                if info.absent_is_zero:  # removed since it was listed: reads as zeros
+                    return np.zeros(hi - lo, np.uint8)
+                raise CorruptDataError(f"{info.path}: chunk {index} is missing (data truncated)")
+            return decode_chunk(blob, info.chunk_size, f"{info.path} chunk {index}")[: hi - lo]
+
+        def nonzero(index: int) -> tuple[int, int | None]:
+            found = np.flatnonzero(decoded(delta, index))
+            first = delta.chunk_bounds(index)[0] + int(found[0]) if found.size else None
+            return int(found.size), first
+
+        for _ in map_chunks(lambda i: decoded(pro, present[i]).size, len(present)):
+            pass
+        changed, first = 0, None
+        indices = stored_chunk_indices(delta)
+        for count, at in map_chunks(lambda i: nonzero(indices[i]), len(indices)):
+            changed += count
+            if first is None and at is not None:
+                first = at
+        return RegionChange(region.name, region.kind, region.size, changed, first)
 
     def raw_bytes(self) -> int:
         """The bytes the instance represents uncompressed.

@@ -8,7 +8,9 @@ stored launch configuration and arguments, dense arrays complete, epilogue encod
 consistent, and (format 2) the CRC-32C of every region's full prologue and reconstructed
 epilogue and of the IR against the values the writer recorded. No symbolic link is
 followed. Its cost is bounded by the data actually stored: chunk grids are never
-enumerated beyond the chunk files present.
+enumerated beyond the chunk files present, and the zeros of a sparse prologue's absent
+chunks enter the checksums arithmetically (hashing.zeros_checksum), never read or
+allocated.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from .chunks import (
     pool,
     read_array_info,
     read_chunk_file,
+    refuse_sparse,
     stored_chunk_indices,
 )
 from .codec import decode_chunk
 from .errors import CorruptDataError, DatabaseError
-from .hashing import combine_checksums, content_checksum, dynamic_hash
+from .hashing import combine_checksums, content_checksum, dynamic_hash, zeros_checksum
 from .instance import Instance
 from .param_layout import params_end
 from .reader import Database, Kernel
@@ -98,8 +101,8 @@ def _entries(path: Path, allowed: set[str], what: str) -> list[str]:
 
 
 def _chunks(info: ArrayInfo, dense: bool) -> list[int]:
-    """Stored chunk indices; a dense array (args, ir, prologue, ``bytes`` epilogue) must
-    store every chunk."""
+    """Stored chunk indices; a dense array (args, ir, a prologue not marked sparse, a
+    ``bytes`` epilogue) must store every chunk."""
     present = stored_chunk_indices(info)
     if dense and len(present) != info.chunk_count():
         gap = next((i for i, j in enumerate(present) if i != j), len(present))
@@ -149,10 +152,13 @@ def _file_key(info: ArrayInfo, index: int) -> tuple[int, int] | None:
 
 def _check_region(instance: Instance, name: str, size: int, encoding: str,
                   sums: dict | None = None, advance: Callable[[int], None] = lambda n: None) -> tuple[int, int]:
-    """Every chunk of a region's two arrays; returns the CRC-32C of the prologue and of
-    the epilogue a reader reconstructs. ``sums`` keeps the checksums of chunk files
-    already decoded (by inode), across the regions of one check; ``advance`` is told the
-    bytes (prologue and epilogue) of each chunk verified."""
+    """Every stored chunk of a region's two arrays; returns the CRC-32C of the prologue
+    and of the epilogue a reader reconstructs. Chunks absent from both arrays (possible
+    only where the prologue is sparse and the epilogue an XOR delta) are zeros on both
+    sides, added to the checksums arithmetically: the cost is what is stored. ``sums``
+    keeps the checksums of chunk files already decoded (by inode), across the regions of
+    one check; ``advance`` is told the bytes (prologue and epilogue) of each chunk
+    verified, absent ones included."""
     limit = instance.kernel.db.info.vas_size
     pro = read_array_info(instance.path / layout.PROLOGUE / name, limit)
     epi = read_array_info(instance.path / layout.EPILOGUE / name, limit)
@@ -164,25 +170,34 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
         raise CorruptDataError(f"prologue array has encoding {pro.encoding!r}, expected bytes")
     if epi.encoding != encoding:
         raise CorruptDataError(f"epilogue array has encoding {epi.encoding!r}, metadata says {encoding}")
+    refuse_sparse(epi, "epilogue")
     if epi.chunk_size != pro.chunk_size:
         raise CorruptDataError(
             f"prologue and epilogue chunk shapes differ ({pro.chunk_size} vs {epi.chunk_size})"
         )
-    _chunks(pro, dense=True)
+    stored_pro = set(_chunks(pro, dense=not pro.sparse))
     stored_epi = set(_chunks(epi, dense=encoding == "bytes"))
     sums = {} if sums is None else sums
 
     def one(index: int) -> tuple[int, int, int]:
         lo, hi = pro.chunk_bounds(index)
         before = None
-        pro_key = _file_key(pro, index)
-        # keyed by everything decoding depends on: the same file linked into an array of
-        # another chunk size (only a hostile database does that) is decoded again there
-        pro_sum_key = ("pro", pro_key, pro.chunk_size, hi - lo)
-        before_sum = sums.get(pro_sum_key) if pro_key else None
-        if before_sum is None:
-            before = _decode(pro, index)[: hi - lo]  # type: ignore[index]  # (stored: dense)
-            before_sum = content_checksum(before)
+        pro_key: tuple | None
+        if index in stored_pro:
+            pro_key = _file_key(pro, index)
+            # keyed by everything decoding depends on: the same file linked into an array
+            # of another chunk size (only a hostile database does that) is decoded again
+            pro_sum_key = ("pro", pro_key, pro.chunk_size, hi - lo)
+            before_sum = sums.get(pro_sum_key) if pro_key else None
+            if before_sum is None:
+                before = _decode(pro, index)
+                if before is None:
+                    raise CorruptDataError(f"{pro.path}: chunk {index} vanished while it was checked")
+                before = before[: hi - lo]
+                before_sum = content_checksum(before)
+        else:  # an absent chunk of a sparse prologue: zeros
+            pro_key, pro_sum_key = ("zero",), None  # (an XOR delta over it is the bytes)
+            before_sum = zeros_checksum(hi - lo)
         if index not in stored_epi:  # an absent delta chunk: unchanged
             after_sum = before_sum
         else:
@@ -191,23 +206,40 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
                    epi.chunk_size, hi - lo)
             after_sum = sums.get(key) if pro_key and epi_key else None
             if after_sum is None:
-                after = _decode(epi, index)[: hi - lo]  # type: ignore[index]
-                if encoding == "xor-prologue":
+                after = _decode(epi, index)
+                if after is None:
+                    raise CorruptDataError(f"{epi.path}: chunk {index} vanished while it was checked")
+                after = after[: hi - lo]
+                if encoding == "xor-prologue" and index in stored_pro:
                     if before is None:
                         before = _decode(pro, index)[: hi - lo]  # type: ignore[index]
                     after = np.bitwise_xor(after, before)
                 after_sum = content_checksum(after)
                 if pro_key and epi_key:
                     sums[key] = after_sum
-        if pro_key:  # only once decoded without error
+        if pro_sum_key is not None and pro_key:  # only once decoded without error
             sums[pro_sum_key] = before_sum
         return before_sum, after_sum, hi - lo
 
     crc_before = crc_after = 0
-    for before_sum, after_sum, length in _windowed(one, list(range(pro.chunk_count()))):
+    at = 0  # the next byte not yet in the checksums
+
+    def zeros_up_to(end: int) -> None:
+        nonlocal crc_before, crc_after, at
+        if end > at:  # chunks absent from both arrays: zeros before and after
+            crc_before = zeros_checksum(end - at, crc_before)
+            crc_after = zeros_checksum(end - at, crc_after)
+            advance(2 * (end - at))
+            at = end
+
+    indices = sorted(stored_pro | stored_epi)
+    for index, (before_sum, after_sum, length) in zip(indices, _windowed(one, indices), strict=True):
+        zeros_up_to(pro.chunk_bounds(index)[0])
         crc_before = combine_checksums(crc_before, before_sum, length)
         crc_after = combine_checksums(crc_after, after_sum, length)
+        at += length
         advance(2 * length)
+    zeros_up_to(size)
     return crc_before, crc_after
 
 
@@ -226,6 +258,7 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
         _entries(instance.path, {layout.ARGS, layout.PROLOGUE, layout.EPILOGUE}, "entries")
         info = read_array_info(instance.path / layout.ARGS, MAX_ARGS_SIZE)
         _entries(info.path, {"c"}, "entries")
+        refuse_sparse(info, "args")
         if info.encoding not in (None, "bytes"):
             raise CorruptDataError(f"args array has encoding {info.encoding!r}, expected bytes")
         if info.size != attrs["args_size"]:
@@ -273,8 +306,11 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
             encoding = instance.epilogue_encoding(r.name)
             if encoding not in allowed:
                 raise CorruptDataError(f"epilogue encoding {encoding} contradicts epilogue format {fmt}")
-            got = _check_region(instance, r.name, r.size, encoding, sums, advance)
             recorded = instance.region_checksums(r.name)
+            if recorded is None and _is_sparse(instance, r.name):
+                raise CorruptDataError("the prologue array is sparse, but no content checksums "
+                                       "are recorded (format 1) to verify its absent chunks by")
+            got = _check_region(instance, r.name, r.size, encoding, sums, advance)
             if recorded is not None:
                 for side, want, have in zip(("prologue", "epilogue"), recorded, got, strict=True):
                     if want != have:
@@ -284,6 +320,15 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
                         )
 
         _guard(problems, here, one)
+
+
+def _is_sparse(instance: Instance, name: str) -> bool:
+    """Whether a region's prologue array says it is sparse (unreadable: not; the region's
+    check reports why)."""
+    try:
+        return read_array_info(instance.path / layout.PROLOGUE / name, instance.kernel.db.info.vas_size).sparse
+    except DatabaseError:
+        return False
 
 
 def check_kernel_node(problems: list[Problem], kernel: Kernel) -> bool:
@@ -297,6 +342,7 @@ def check_kernel_node(problems: list[Problem], kernel: Kernel) -> bool:
         _entries(kernel.path, {layout.IR, layout.INSTANCES}, "entries")
         info = read_array_info(kernel.path / layout.IR, kernel.db.info.vas_size)
         _entries(info.path, {"c"}, "entries")
+        refuse_sparse(info, "ir")
         if info.encoding != kernel.code:
             raise CorruptDataError(f"ir array has encoding {info.encoding!r}, expected {kernel.code}")
         if info.size != kernel._attrs["ir_size"]:

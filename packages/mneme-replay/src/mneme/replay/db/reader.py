@@ -22,6 +22,7 @@ from .chunks import (
     load_json,
     read_array_info,
     read_range,
+    refuse_sparse,
     stored_bytes,
 )
 from .errors import (
@@ -327,7 +328,9 @@ class Kernel:
 
     def _ir_info(self) -> ArrayInfo:
         path = layout.no_symlinks(self.db.root, self.path / layout.IR / "c")
-        return read_array_info(path.parent, self.db.info.vas_size)
+        info = read_array_info(path.parent, self.db.info.vas_size)
+        refuse_sparse(info, "ir")
+        return info
 
     @property
     def ir_size(self) -> int:

@@ -303,10 +303,11 @@ class DatabaseWriter:
         for info in regions:
             before = as_bytes_array(by_address_pro[info.address].data)
             after = as_bytes_array(by_address_epi[info.address].data)
-            write_array(
+            write_array(  # sparse: all-zero chunks are not stored (docs/format.md)
                 node / layout.PROLOGUE / info.name,
                 before,
-                attributes={layout.ATTRS_KEY: {"encoding": "bytes"}},
+                attributes={layout.ATTRS_KEY: {"encoding": "bytes", "sparse": True}},
+                skip_zero_chunks=True,
                 **options,
             )
             encodings[info.name] = _write_epilogue(node / layout.EPILOGUE / info.name, before, after, fmt, options)
