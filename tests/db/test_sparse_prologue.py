@@ -313,3 +313,34 @@ def test_copy_keeps_a_sparse_prologue_sparse(tmp_path, sparse_db):
         assert info.sparse and stored_chunk_indices(info) == sorted((*FULL, 10))
         assert inst.prologue(HEAP).tobytes() == rec.prologue[0].data.tobytes()
         assert inst.epilogue(HEAP).tobytes() == rec.epilogue[0].data.tobytes()
+
+
+def test_instance_difference_reads_what_is_stored(tmp_path, sparse_db):
+    """copy/move compare a copied instance with its source: over sparse arrays only the
+    chunks either side stores are read, and a byte in a chunk only one side stores (the
+    other's absent zeros) is still a difference."""
+    from mneme.replay.db.transfer import instance_difference
+
+    path, written = sparse_db
+    dyn, rec = written[0]
+    other = tmp_path / "other.rdb"
+    changed = record(1)
+    changed.prologue[0].data[30 * CHUNK + 1] = 5  # a chunk the source does not store
+    changed.epilogue[0].data[30 * CHUNK + 1] = 5
+    with DatabaseWriter.create(other, INFO, chunk_size=CHUNK) as writer:
+        writer.add_kernel(kernel_record())
+        assert writer.add_instance(STATIC, changed, epilogue_format="diff")[0] == dyn
+    a = Database.open(path).kernel(STATIC).instance(dyn)
+    b = Database.open(other).kernel(STATIC).instance(dyn)
+    assert instance_difference(a, b) == f"region {HEAP} prologue bytes differ"
+    assert instance_difference(a, a) is None
+    code, out, err = run("copy", path, other, STATIC)
+    assert code != 0 and "differ" in out + err
+    third = tmp_path / "third.rdb"
+    after_only = record(1)
+    after_only.epilogue[0].data[50 * CHUNK] = 7  # the same prologue, another delta
+    with DatabaseWriter.create(third, INFO, chunk_size=CHUNK) as writer:
+        writer.add_kernel(kernel_record())
+        writer.add_instance(STATIC, after_only, epilogue_format="diff")
+    c = Database.open(third).kernel(STATIC).instance(dyn)
+    assert instance_difference(a, c) == f"region {HEAP} epilogue bytes differ"
