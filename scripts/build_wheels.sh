@@ -20,8 +20,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 plat=manylinux_2_28_x86_64
-# 3.12 last: scripts/test.sh starts this build while the development environment is being
-# made, and 3.12 builds from there (below) once it is
+# scripts/test.sh starts this build while the development environment is being made; the
+# native builds wait for it (use_dev_env below), and 3.12 builds from there
 versions="${MNEME_WHEEL_PYTHONS:-3.10 3.11 3.12}"
 
 # The interpreter of Python $1 (MNEME_PYTHON for 3.12), or nothing.
@@ -49,8 +49,11 @@ done
 # compile lines (its Python, CMake, and nanobind from MNEME_NANOBIND_DIR) are those of the
 # in-place builds, so their objects come from the cache instead of being compiled again,
 # and no throw-away build environment is installed per package. Elsewhere pip's isolated
-# builds, as before. Looked at when 3.12's turn comes, after waiting for scripts/test.sh to
-# finish making that environment (MNEME_DEV_ENV_PENDING names a file there until then).
+# builds, as before. Looked at before the first native build, after waiting for
+# scripts/test.sh to finish making that environment (MNEME_DEV_ENV_PENDING names a file
+# there until then): its in-place builds compile every object that does not include
+# Python's headers, the same as each wheel's, and ccache shares an object only once it is
+# made (a cp310 build beside them compiled all of mneme-runtime a second time).
 declare -A isolation_of
 use_dev_env() {
   local dev_env
@@ -85,9 +88,9 @@ fi
 if [ -n "${MNEME_NANOBIND_DIR:-}" ]; then
   export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-Dnanobind_DIR=$MNEME_NANOBIND_DIR"
 fi
+use_dev_env
 t0=$SECONDS
 for v in $versions; do
-  [ "$v" != 3.12 ] || use_dev_env
   pkgs=(packages/mneme-runtime packages/mneme-replay)
   # the pure packages and the plugin (py3-none: no Python inside) once, with 3.12
   [ "$v" = 3.12 ] && pkgs=(packages/mneme-instrument "${pkgs[@]}" packages/mneme-tune packages/mneme-cli .)
