@@ -91,6 +91,13 @@ CASES = {
         "ReductionKernel": r"mneme_l2_norm",
         "matmul (cuBLAS)": GEMM_NAME.pattern,
     }),
+    # a preallocated pool of 75 % of the GPU that every array is carved from (as JAX's):
+    # one region the replay maps whole but restores and verifies by its live chunks
+    "cupy_pool_arena": Case("cupy_pool_arena.py", ("cupy",), expect={
+        "RawKernel on the pool": r"^mneme_laplacian$",
+        "ElementwiseKernel on the pool": r"mneme_arena_axpy",
+        "reductions (CUB)": r"cub::",
+    }),
     # JAX's BFC pools grown on demand, and the platform allocator (one driver call per buffer)
     "jax_jit_mlp-default": Case("jax_jit_mlp.py", ("jax",), {"XLA_PYTHON_CLIENT_ALLOCATOR": "default"},
                             {"GEMM (cuBLAS or XLA's Triton GEMM)": r"(?i)gemm|nvjet|xmma|cutlass|dot"}),

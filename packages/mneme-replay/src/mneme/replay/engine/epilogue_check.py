@@ -16,6 +16,8 @@ from . import determinism as nd
 from .config import ReplayConfig
 from .verify import RegionCheck, Tolerance
 
+_WORD = (1 << 64) - 1
+
 if TYPE_CHECKING:
     from mneme.replay.db import Instance
     from mneme.runtime import Device, Stream
@@ -105,29 +107,43 @@ class EpilogueChecks:
         elements, decided by digests on the device; None where the device cannot tell
         (elements not aligned), so the host decides."""
         image = self.image()
-        actual, expected = image.actual_address(region), image.expected.get(region.name)
-        if actual is None or expected is None or region.size % width or actual % width or expected % width:
+        # a sparse region by its live ranges (the digests add up; its zero ranges are
+        # compared exactly, in _check)
+        pieces = [(a, e, n) for a, e, n, _ in image.checks_of(region) if e != image.zeros]
+        if not pieces or any(n % width or a % width or e % width for a, e, n in pieces):
             return None
         self._device_verifier()
+
+        def digest(which: int) -> tuple[int, int]:
+            words = [self._verifier.multiset_digest(  # type: ignore[union-attr]
+                piece[which], piece[2], width, image.results, self._stream) for piece in pieces]
+            return (sum(w[0] for w in words) & _WORD, sum(w[1] for w in words) & _WORD)
+
         key = (region.name, width)
         if key not in self._expected_digests:
-            self._expected_digests[key] = self._verifier.multiset_digest(  # type: ignore[union-attr]
-                expected, region.size, width, image.results, self._stream)
-        found = self._verifier.multiset_digest(  # type: ignore[union-attr]
-            actual, region.size, width, image.results, self._stream)
-        return found == self._expected_digests[key]
+            self._expected_digests[key] = digest(1)
+        return digest(0) == self._expected_digests[key]
 
     def _device_bytes(self, region) -> np.ndarray:
-        address = self.image().actual_address(region)
-        data = np.empty(region.size, dtype=np.uint8)
-        if address is not None and region.size:
-            self.device.copy_from_device(data, address)
+        """The replayed bytes of ``region`` (of a sparse region: its live ranges, one after
+        the other), on the host."""
+        image = self.image()
+        address = image.actual_address(region)
+        ranges = image.live_ranges(region)
+        data = np.empty(sum(hi - lo for lo, hi in ranges), dtype=np.uint8)
+        if address is not None and data.size:
+            at = 0
+            for lo, hi in ranges:
+                self.device.copy_from_device(data[at : at + hi - lo], address + lo)
+                at += hi - lo
         return data
 
     def _expected_bytes(self, region) -> np.ndarray:
+        """The recorded epilogue of ``region`` (as ``_device_bytes`` lays it out)."""
         if region.name not in self._expected_host:
-            data = np.ascontiguousarray(self.instance.epilogue(region.name))
-            self._expected_host[region.name] = data.view(np.uint8).reshape(-1)
+            pieces = [np.ascontiguousarray(self.instance.epilogue(region.name, lo, hi)).view(np.uint8).reshape(-1)
+                      for lo, hi in self.image().live_ranges(region)]
+            self._expected_host[region.name] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         return self._expected_host[region.name]
     # -- verification ---------------------------------------------------------------------
 
@@ -145,22 +161,21 @@ class EpilogueChecks:
         self._device_verifier()
         checks, unordered = [], []
         for region in self.instance.regions:
-            actual = image.actual_address(region)
-            expected = image.expected.get(region.name)
-            if actual is None or expected is None:
+            pieces = image.checks_of(region)  # the whole region, or a sparse one's pieces
+            if not pieces:
                 continue
             kind = profile.of(region.name) if profile is not None else nd.RegionClass()
             if kind.kind == nd.ANY:
                 continue
             if kind.kind == nd.ORDER:
                 unordered.append((region, kind.element))
-                continue
+                # (a sparse region's zero ranges still compare exactly)
+                pieces = [p for p in pieces if p[1] == image.zeros and image.zeros is not None]
             tolerance = tolerances.get(region.name, Tolerance())
             if kind.kind == nd.FLOAT:
                 tolerance = kind.tolerance(tolerances.get(region.name))
-            checks.append(
-                RegionCheck(region.name, actual, expected, region.size, tolerance, int(region.address))
-            )
+            checks += [RegionCheck(region.name, actual, expected, size, tolerance, address)
+                       for actual, expected, size, address in pieces]
         # Mapped bytes around the recorded regions must still hold the canary: a kernel that
         # wrote them wrote memory it was not recorded with.
         for slack in image.slack:

@@ -67,21 +67,23 @@ def merge(ranges: list[tuple[int, int]], gap: int | None = None) -> list[tuple[i
 def written_copies(instance, heap_regions, pristine: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     """(dst, src, size) device copies that put back what the recorded launch changed in
     the heap regions (managed and peer memory included), given the full reset's copies
-    ``pristine`` (one per span). A span with more changed pieces than ``MAX_COPIES``
-    allows is copied whole."""
-    by_span: dict[int, list[tuple[int, int]]] = {}
+    ``pristine`` (one per span, or per piece of a span around sparse regions' zero ranges,
+    sparse_regions.py). A piece with more changed ranges than ``MAX_COPIES`` allows is
+    copied whole."""
+    by_piece: dict[int, list[tuple[int, int]]] = {}
     for region in heap_regions:
         address = int(region.address)
-        span = next((i for i, (dst, _, size) in enumerate(pristine) if dst <= address < dst + size), None)
-        if span is None:
-            continue
-        dst = pristine[span][0]
-        by_span.setdefault(span, []).extend(
-            (address - dst + lo, address - dst + hi) for lo, hi in changed_ranges(instance, region))
+        for lo, hi in changed_ranges(instance, region):
+            start, end = address + lo, address + hi
+            piece = next((i for i, (dst, _, size) in enumerate(pristine) if dst <= start < dst + size), None)
+            if piece is None:
+                continue
+            dst, _, size = pristine[piece]
+            by_piece.setdefault(piece, []).append((start - dst, min(end, dst + size) - dst))
     copies: list[tuple[int, int, int]] = []
-    for span, ranges in sorted(by_span.items()):
-        dst, src, _ = pristine[span]
+    for piece, ranges in sorted(by_piece.items()):
+        dst, src, _ = pristine[piece]
         copies.extend((dst + lo, src + lo, hi - lo) for lo, hi in merge(ranges) if hi > lo)
     if len(copies) > MAX_COPIES:
-        return [pristine[span] for span in sorted(by_span) if by_span[span]]
+        return [pristine[piece] for piece in sorted(by_piece) if by_piece[piece]]
     return copies

@@ -24,9 +24,11 @@ from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEE
 from . import device_decompress, predecessor_traffic
 from .device_restore import DeviceRestore, Transfer, batch_bytes, limits_for
 from .errors import DeviceRestoreError, NvcompError, RestoreError
+from .host_batches import STREAM_BATCH, HostBatches
 from .l2_touch import L2Touch, table_bytes
 from .reset_plan import changed_ranges, written_copies
 from .restore_layout import CANARY, MAX_SLACK, merge_spans, peer_devices, round_up, slack_intervals
+from .sparse_regions import ZERO_BUFFER_BYTES, RegionParts, region_parts, subtract, zero_pieces
 from .verify_kernels import RESULT_BYTES
 
 if TYPE_CHECKING:
@@ -63,53 +65,6 @@ def restore_bytes(instance) -> int:
     """What restoring ``instance`` moves to the device with verification: every region's
     prologue and its recorded epilogue (the units DeviceImage's ``progress`` counts)."""
     return 2 * sum(int(r.size) for r in instance.regions)
-
-
-#: bytes decompressed per batch while the previous batch is copied to the device: 64
-#: chunks of 4 MiB, enough to keep the pool's threads busy (64 MiB made 8.6 GB restore at
-#: 1.3 GB/s on the H200 host, the threads waiting at each batch's end)
-_STREAM_BATCH = 256 << 20
-#: batches smaller than this go through ordinary host memory (page-locking costs more)
-_PINNED_FROM = 1 << 20
-
-
-class _Batches:
-    """Host bytes on their way to the device through two buffers that alternate (page-
-    locked for large regions): a batch decompresses into one while the other's copy runs."""
-
-    def __init__(self, device, stream, batch: int, progress=None):
-        self.device, self.stream, self.batch = device, stream, max(batch, 1)
-        self.progress = progress
-        pinned = self.batch >= _PINNED_FROM
-        self._buffers = [device.pinned_array(self.batch) if pinned else np.empty(self.batch, np.uint8)
-                         for _ in range(2)]
-        self._turn = 0
-
-    def stream_in(self, size: int, dst: int, read, xor=None) -> None:
-        """``size`` bytes that ``read(lo, hi, out)`` writes into ``out``, to ``dst``; with
-        ``xor=(verifier, staging)``: XORed into the bytes at ``dst`` instead, through the
-        two ``batch``-sized halves of the device buffer ``staging``."""
-        for lo in range(0, size, self.batch):
-            hi = min(lo + self.batch, size)
-            turn, self._turn = self._turn % 2, self._turn + 1
-            buffer = self._buffers[turn][: hi - lo]
-            read(lo, hi, buffer)  # while the other buffer's copy runs
-            # Waits for the other buffer's copy; this buffer's own last copy was waited for
-            # before that one was queued.
-            self.stream.synchronize()
-            if xor is None:
-                self.device.copy_to_device(dst + lo, buffer, self.stream)
-            else:
-                verifier, staging = xor
-                half = staging + turn * self.batch
-                self.device.copy_to_device(half, buffer, self.stream)
-                verifier.xor_into(dst + lo, half, hi - lo, self.stream)
-            if self.progress is not None:
-                self.progress(hi - lo)
-
-    def finish(self) -> None:
-        self.stream.synchronize()
-        self._buffers = []
 
 
 class DeviceImage:
@@ -159,6 +114,12 @@ class DeviceImage:
                      if r.kind == IN_RANGE_KIND or r.kind in OWN_ADDRESS_KINDS or r.kind == PEER_KIND]
         self.globals_info = [r for r in regions if r.kind == "global"]
         granularity = int(device.properties.granularity) or (2 << 20)
+        # regions restored, reset and verified by their live ranges (sparse_regions.py)
+        self.parts: dict[str, RegionParts] = {}
+        for r in self.heap:
+            parts = region_parts(instance, r, granularity)
+            if parts is not None:
+                self.parts[r.name] = parts
         self.spans = merge_spans([r for r in self.heap if r.kind == IN_RANGE_KIND])
         # managed memory, and memory the application mapped itself: at their own addresses
         managed = merge_spans([r for r in self.heap if r.kind in OWN_ADDRESS_KINDS], granularity)
@@ -184,11 +145,12 @@ class DeviceImage:
         scratch = sum(round_up(s.size, _SCRATCH_ALIGNMENT) for s in self.spans + managed + every_peer_span)
         scratch += sum(round_up(r.size, _SCRATCH_ALIGNMENT) for r in self.globals_info)
         scratch += sum(round_up(r.size, _SCRATCH_ALIGNMENT) for r in checked)
-        scratch += round_up(RESULT_BYTES * (len(regions) + 1), _SCRATCH_ALIGNMENT)
+        scratch += round_up(RESULT_BYTES * (len(regions) + 1 + self._extra_checks()), _SCRATCH_ALIGNMENT)
+        scratch += round_up(ZERO_BUFFER_BYTES, _SCRATCH_ALIGNMENT) if self.parts else 0
         scratch += round_up(extra_scratch, _SCRATCH_ALIGNMENT)
         # one batch of bytes in flight to the device (and twice that of delta staging, which
         # the device path's chunks that decompress aside share)
-        self._batch = min(_STREAM_BATCH, max((r.size for r in self.heap + self.globals_info), default=0))
+        self._batch = min(STREAM_BATCH, max((r.size for r in self.heap + self.globals_info), default=0))
         self._nvcomp = self._device_path(decompress, checked)
         self._staging = 2 * self._batch if self._nvcomp is None else self._nvcomp[1].scratch
         scratch += self._staging
@@ -265,6 +227,55 @@ class DeviceImage:
 
     # -- construction ----------------------------------------------------------------
 
+    def _allocate_live(self, size: int, parts: RegionParts) -> int:
+        """Scratch of ``size`` bytes of address space with only the live ranges mapped."""
+        address = self._scratch_next
+        for lo, hi in parts.live:
+            self._allocations.append(self.space.allocate_at(address + lo, hi - lo))
+        self._scratch_next = round_up(address + max(size, 1), self._granularity)
+        return address
+
+    def _extra_checks(self) -> int:
+        """Verification slots beyond one per region: a sparse region takes one per piece."""
+        return sum(len(p.live) - 1 + sum(len(zero_pieces(lo, hi - lo)) for lo, hi in p.zero)
+                   for p in self.parts.values())
+
+    def checks_of(self, region) -> list[tuple[int, int, int, int]]:
+        """The device ranges that verify ``region``.
+
+        Parameters:
+            region: a region of the instance.
+
+        Returns:
+            (actual, expected, size, recorded address) tuples: the whole region, or a
+            sparse region's live ranges against its expected bytes and its zero ranges
+            against the zero buffer; empty where the region is not verified.
+        """
+        actual, expected = self.actual_address(region), self.expected.get(region.name)
+        if actual is None or expected is None:
+            return []
+        recorded = int(region.address)
+        parts = self.parts.get(region.name)
+        if parts is None:
+            return [(actual, expected, int(region.size), recorded)]
+        checks = [(actual + lo, expected + lo, hi - lo, recorded + lo) for lo, hi in parts.live]
+        for lo, hi in parts.zero:
+            checks += [(actual + a - recorded, self.zeros, n, a)  # type: ignore[misc]
+                       for a, n in zero_pieces(recorded + lo, hi - lo)]
+        return checks
+
+    def live_ranges(self, region) -> list[tuple[int, int]]:
+        """The offsets of ``region`` that hold recorded bytes.
+
+        Parameters:
+            region: a region of the instance.
+
+        Returns:
+            (start, end) offsets: the whole region, or a sparse region's live ranges.
+        """
+        parts = self.parts.get(region.name)
+        return [(0, int(region.size))] if parts is None else list(parts.live)
+
     def _allocate(self, size: int) -> int:
         address = self._scratch_next
         allocation = self.space.allocate_at(address, max(size, 1))
@@ -316,18 +327,26 @@ class DeviceImage:
         sources += [(r, self._allocate(r.size)) for r in self.globals_info]
         for region, _ in sources:
             if region.name in verify:
-                self.expected[region.name] = self._allocate(region.size)
+                parts = self.parts.get(region.name)
+                self.expected[region.name] = (self._allocate(region.size) if parts is None
+                                              else self._allocate_live(region.size, parts))
         needs_staging = self._nvcomp is not None or (self._verifier is not None and verify)
         staging = self._allocate(self._staging) if needs_staging else None
         if self._nvcomp is None or not self._restore_on_device(
                 sources, staging, stream):  # type: ignore[arg-type]
             self._restore_on_host(sources, staging, stream)
-        # pristine copies: one per span, the reset is one D2D copy per span
+        # pristine copies: one per span (the reset is one D2D copy per span), less the zero
+        # ranges of sparse regions, which a full reset fills with zeros instead
+        self.zero_fills = sorted((int(r.address) + lo, hi - lo) for r in self.heap
+                                 for lo, hi in (self.parts[r.name].zero if r.name in self.parts else ()))
         self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)
         for span in self.spans:
-            copy = self._allocate(span.size)
-            device.copy_device_to_device(copy, span.address, span.size, stream)
-            self.pristine.append((span.address, copy, span.size))
+            pieces = subtract(span.address, span.size, self.zero_fills)
+            copy = self._allocate(sum(n for _, n in pieces))
+            for address, n in pieces:
+                device.copy_device_to_device(copy, address, n, stream)
+                self.pristine.append((address, copy, n))
+                copy += n
         self.globals = [_Global(r, at, self.expected.get(r.name), changed=changed_ranges(self.instance, r))
                         for r, at in sources if r.kind == "global"]
         # what one timed iteration puts back: the bytes the recorded launch changed
@@ -337,7 +356,11 @@ class DeviceImage:
                                                     self._l2_bytes(device))
         self._touch: L2Touch | None = None
         stream.synchronize()
-        self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1))
+        self.results = self._allocate(RESULT_BYTES * (len(checked) + len(self.slack) + 1 + self._extra_checks()))
+        self.zeros = None  # what zero ranges are verified against
+        if self.parts:
+            self.zeros = self._allocate(ZERO_BUFFER_BYTES)
+            device.fill(self.zeros, 0, ZERO_BUFFER_BYTES)
         self.canary = None
         if self.slack:
             self.canary = self._allocate(max(s.size for s in self.slack))
@@ -352,15 +375,16 @@ class DeviceImage:
         nvcomp, limits, temp = self._nvcomp
         transfers, copies = [], []
         for region, at in sources:
-            transfers.append(Transfer(self.instance.stored_array("prologue", region.name)[0], at,
-                                      zeroed=region.kind != "global"))
+            prologue = self.instance.stored_array("prologue", region.name)[0]
+            transfers.append(Transfer(prologue, at, zeroed=region.kind != "global",
+                                      missing_is_zero=bool(getattr(prologue, "absent_is_zero", False))))
             expected = self.expected.get(region.name)
             if expected is None:
                 continue
             array, encoding = self.instance.stored_array("epilogue", region.name)
             xor = encoding != "bytes"
             if xor:
-                copies.append((expected, at, region.size))
+                copies += [(expected + lo, at + lo, hi - lo) for lo, hi in self.live_ranges(region)]
             transfers.append(Transfer(array, expected, xor=xor, missing_is_zero=xor))
         from mneme.runtime import DriverError
 
@@ -387,34 +411,42 @@ class DeviceImage:
         """Chunks decompress on the pool's threads into two page-locked batches that
         alternate, each copied to the device while the next one decompresses, so no region
         is ever whole in host memory."""
-        batches = _Batches(self.device, stream, self._batch, self._progress)
+        batches = HostBatches(self.device, stream, self._batch, self._progress)
         xor_staging = staging if self._verifier is not None else None
         for region, at in sources:
-            batches.stream_in(region.size, at, lambda lo, hi, out, r=region: self._prologue(r, lo, hi, out))
+            for start, end in self.live_ranges(region):
+                batches.stream_in(end - start, at + start,
+                                  lambda lo, hi, out, r=region, s=start: self._prologue(r, s + lo, s + hi, out))
             if region.name in self.expected:
                 self._expect(region, at, batches, xor_staging)
+            parts = self.parts.get(region.name)
+            if parts is not None and self._progress is not None:  # zero ranges: the span's fill
+                self._progress(parts.zero_bytes * (2 if region.name in self.expected else 1))
         batches.finish()
 
     def _fill_slack(self, stream=None) -> None:
         for s in self.slack:
             self.device.fill(s.address, CANARY, s.size, stream)
 
-    def _expect(self, region, prologue_at: int, batches: _Batches, staging: int | None) -> None:
+    def _expect(self, region, prologue_at: int, batches: HostBatches, staging: int | None) -> None:
         """The recorded epilogue of ``region`` into its scratch. Stored whole: streamed in
         like a prologue. Stored as its XOR with the prologue (at ``prologue_at`` on the
         device now): the prologue copied, then each batch of the delta XORed in on the
         device; on the host where there is no verifier to run the XOR."""
-        at = self.expected[region.name]
         encoding = self.instance.epilogue_encoding(region.name)
-        if encoding == "bytes":
-            batches.stream_in(region.size, at, lambda lo, hi, out: self._stored_epilogue(region, lo, hi, out))
-            return
-        if staging is None:
-            batches.stream_in(region.size, at, lambda lo, hi, out: self._epilogue(region, lo, hi, out))
-            return
-        self.device.copy_device_to_device(at, prologue_at, region.size, batches.stream)
-        batches.stream_in(region.size, at, lambda lo, hi, out: self._stored_epilogue(region, lo, hi, out),
-                          xor=(self._verifier, staging))
+        for start, end in self.live_ranges(region):
+            at = self.expected[region.name] + start
+            if encoding == "bytes":
+                batches.stream_in(end - start, at, lambda lo, hi, out, s=start:
+                                  self._stored_epilogue(region, s + lo, s + hi, out))
+            elif staging is None:
+                batches.stream_in(end - start, at, lambda lo, hi, out, s=start:
+                                  self._epilogue(region, s + lo, s + hi, out))
+            else:
+                self.device.copy_device_to_device(at, prologue_at + start, end - start, batches.stream)
+                batches.stream_in(end - start, at, lambda lo, hi, out, s=start:
+                                  self._stored_epilogue(region, s + lo, s + hi, out),
+                                  xor=(self._verifier, staging))
 
     def _stored_epilogue(self, region, lo: int, hi: int, out: np.ndarray) -> None:
         self.instance.stored_epilogue(region.name, lo, hi, out=out)
@@ -463,7 +495,7 @@ class DeviceImage:
 
     @property
     def reset_bytes(self) -> int:
-        return sum(size for _, _, size in self.pristine) + sum(
+        return sum(size for _, _, size in self.pristine) + sum(size for _, size in self.zero_fills) + sum(
             g.region.size for g in self.globals if g.address is not None
         )
 
@@ -485,6 +517,8 @@ class DeviceImage:
         for dst, src, size in self.written if written_only else self.pristine:
             copy(dst, src, size, stream)
         if not written_only:
+            for address, size in self.zero_fills:  # sparse regions' zero ranges
+                self.device.fill(address, 0, size, stream)
             self._fill_slack(stream)
         for g in self.globals:
             if g.address is None or not g.region.size:

@@ -324,6 +324,7 @@ class ReplaySession(KernelCode, EpilogueChecks):
         """The restore's device memory against what the GPU has free (nothing of the
         failed restore stays mapped: DeviceImage closed itself)."""
         from .restore import restore_bytes
+        from .sparse_regions import region_parts
 
         gib = 1 << 30
         try:
@@ -332,6 +333,10 @@ class ReplaySession(KernelCode, EpilogueChecks):
             return message
         # prologues at their addresses, their pristine copies and the recorded epilogues
         need = restore_bytes(self.instance) + sum(int(r.size) for r in self.instance.regions)
+        for region in self.instance.regions:  # sparse regions: copies of their live ranges only
+            parts = None if region.kind == "global" else region_parts(self.instance, region, 2 << 20)
+            if parts is not None:
+                need -= 2 * parts.zero_bytes
         return (f"not enough device memory to restore instance {self.instance.id}: it needs about "
                 f"{need / gib:.2f} GiB, {free / gib:.2f} GiB of {total / gib:.2f} GiB are free on "
                 f"{self.device.name}; free memory on the GPU (other processes) or replay on a larger one")
