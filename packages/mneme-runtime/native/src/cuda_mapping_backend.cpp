@@ -30,13 +30,12 @@ CudaMappingBackend::CudaMappingBackend(std::shared_ptr<CudaDevice> device)
 
 CudaMappingBackend::~CudaMappingBackend() {
   // The address space unmaps everything before releasing; this only runs if
-  // a granule outlived it (an error path).
-  std::vector<uint64_t> left;
-  for (const auto& [address, handle] : handles_) left.push_back(address);
-  for (uint64_t address : left) {
+  // a block outlived it (an error path).
+  while (!blocks_.empty()) {
     try {
-      unmap_granule(address);
+      release_block(blocks_.begin());
     } catch (...) {
+      blocks_.erase(blocks_.begin());
     }
   }
 }
@@ -73,28 +72,74 @@ void CudaMappingBackend::release(uint64_t base, uint64_t size) noexcept {
   }
 }
 
+std::map<uint64_t, CudaMappingBackend::Block>::iterator CudaMappingBackend::block_of(uint64_t granule) {
+  auto it = blocks_.upper_bound(granule);
+  if (it == blocks_.begin()) return blocks_.end();
+  --it;
+  return granule < it->first + it->second.size ? it : blocks_.end();
+}
+
+void CudaMappingBackend::map_block(uint64_t address, uint64_t size) {
+  const Driver& d = device_->driver();
+  CUmemGenericAllocationHandle handle;
+  cuda::check(d, d.cuMemCreate(&handle, size, &allocation_, 0), "cuMemCreate");
+  const CUresult mapped = d.cuMemMap(address, size, 0, handle, 0);
+  if (mapped != CUDA_SUCCESS) {
+    d.cuMemRelease(handle);
+    cuda::check(d, mapped, "cuMemMap");
+  }
+  blocks_.emplace(address, Block{handle, size, size / granularity_});
+}
+
+void CudaMappingBackend::release_block(std::map<uint64_t, Block>::iterator block) {
+  const Driver& d = device_->driver();
+  const uint64_t address = block->first, size = block->second.size;
+  const CUmemGenericAllocationHandle handle = block->second.handle;
+  blocks_.erase(block);
+  cuda::check(d, d.cuMemUnmap(address, size), "cuMemUnmap");
+  // Physical memory goes back to the device once unmapped and released.
+  cuda::check(d, d.cuMemRelease(handle), "cuMemRelease");
+}
+
 void CudaMappingBackend::map(uint64_t address, uint64_t size) {
   const Driver& d = device_->driver();
   CudaDevice::Scope scope(*device_);
-  std::vector<uint64_t> done;
+  std::vector<uint64_t> created, revived;
   try {
-    for (uint64_t granule = address; granule < address + size; granule += granularity_) {
-      CUmemGenericAllocationHandle handle;
-      cuda::check(d, d.cuMemCreate(&handle, granularity_, &allocation_, 0), "cuMemCreate");
-      const CUresult mapped = d.cuMemMap(granule, granularity_, 0, handle, 0);
-      if (mapped != CUDA_SUCCESS) {
-        d.cuMemRelease(handle);
-        cuda::check(d, mapped, "cuMemMap");
+    uint64_t granule = address;
+    const uint64_t end = address + size;
+    while (granule < end) {
+      auto held = block_of(granule);
+      if (held != blocks_.end()) {  // still mapped in a block not yet released
+        ++held->second.mapped;
+        revived.push_back(granule);
+        granule += granularity_;
+        continue;
       }
-      handles_.emplace(granule, handle);
-      done.push_back(granule);
+      uint64_t run_end = granule + granularity_;
+      while (run_end < end && block_of(run_end) == blocks_.end()) run_end += granularity_;
+      // the run's edge granules alone, its interior in large blocks
+      for (uint64_t at = granule; at < run_end;) {
+        uint64_t n = granularity_;
+        if (at != granule && at + granularity_ < run_end)
+          n = std::min(kBlockBytes / granularity_ * granularity_, run_end - granularity_ - at);
+        map_block(at, n);
+        created.push_back(at);
+        at += n;
+      }
+      granule = run_end;
     }
-    // One access call covers the whole run of fresh mappings.
+    // One access call covers the whole run (granules taken up again included).
     cuda::check(d, d.cuMemSetAccess(address, size, access_.data(), access_.size()), "cuMemSetAccess");
   } catch (...) {
-    for (uint64_t granule : done) {
+    for (uint64_t g : revived) {
+      auto held = block_of(g);
+      if (held != blocks_.end()) --held->second.mapped;
+    }
+    for (uint64_t at : created) {
       try {
-        unmap_granule(granule);
+        auto block = blocks_.find(at);
+        if (block != blocks_.end()) release_block(block);
       } catch (...) {
       }
     }
@@ -119,36 +164,32 @@ void CudaMappingBackend::share_with(int ordinal) {
   desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   desc.location.id = peer;
   desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  // Runs of adjacent granules mapped already: one access call each.
-  std::vector<uint64_t> granules;
-  for (const auto& [address, handle] : handles_) granules.push_back(address);
-  std::sort(granules.begin(), granules.end());
+  // Runs of adjacent blocks mapped already: one access call each.
   CudaDevice::Scope scope(*device_);
-  for (size_t i = 0; i < granules.size();) {
-    size_t j = i + 1;
-    while (j < granules.size() && granules[j] == granules[j - 1] + granularity_) ++j;
-    cuda::check(d, d.cuMemSetAccess(granules[i], (j - i) * granularity_, &desc, 1), "cuMemSetAccess");
-    i = j;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    const uint64_t start = it->first;
+    uint64_t end = start + it->second.size;
+    for (++it; it != blocks_.end() && it->first == end; ++it) end += it->second.size;
+    cuda::check(d, d.cuMemSetAccess(start, end - start, &desc, 1), "cuMemSetAccess");
   }
   access_.push_back(desc);
 }
 
 void CudaMappingBackend::unmap(uint64_t address, uint64_t size) {
   CudaDevice::Scope scope(*device_);
-  for (uint64_t granule = address; granule < address + size; granule += granularity_) {
-    unmap_granule(granule);
+  for (uint64_t granule = address; granule < address + size;) {
+    auto block = block_of(granule);
+    if (block == blocks_.end()) {
+      granule += granularity_;
+      continue;
+    }
+    // the granules of [granule, address + size) in this block
+    const uint64_t stop = std::min(address + size, block->first + block->second.size);
+    const uint64_t n = (stop - granule + granularity_ - 1) / granularity_;
+    block->second.mapped -= std::min(n, block->second.mapped);
+    if (block->second.mapped == 0) release_block(block);
+    granule += n * granularity_;
   }
-}
-
-void CudaMappingBackend::unmap_granule(uint64_t address) {
-  const Driver& d = device_->driver();
-  auto it = handles_.find(address);
-  if (it == handles_.end()) return;
-  const CUmemGenericAllocationHandle handle = it->second;
-  handles_.erase(it);
-  cuda::check(d, d.cuMemUnmap(address, granularity_), "cuMemUnmap");
-  // Physical memory goes back to the device once unmapped and released.
-  cuda::check(d, d.cuMemRelease(handle), "cuMemRelease");
 }
 
 }  // namespace mneme::runtime::cuda

@@ -3,6 +3,7 @@
 
 #include <cuda.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -96,8 +97,13 @@ class CudaDevice : public Device, public std::enable_shared_from_this<CudaDevice
 };
 
 // Physical memory of one device mapped into reserved ranges with
-// cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess. Each granule
-// has its own physical handle, so any granule can be released on its own.
+// cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess. A run of granules
+// mapped at once gets physical blocks of up to kBlockBytes (a 106 GB pool is ~100
+// driver calls, not 53,000 granules of 2 MiB: seconds per replay of a JAX instance);
+// its first and last granules, the ones a neighbouring allocation may share, are
+// blocks of their own. A block goes back to the device once all its granules are
+// unmapped (the driver unmaps only whole mappings); until then a granule unmapped in
+// it is taken up again by a later map of the same address.
 class CudaMappingBackend : public MappingBackend {
  public:
   explicit CudaMappingBackend(std::shared_ptr<CudaDevice> device);
@@ -114,13 +120,21 @@ class CudaMappingBackend : public MappingBackend {
   void share_with(int ordinal) override;
 
  private:
-  void unmap_granule(uint64_t address);
+  struct Block {
+    CUmemGenericAllocationHandle handle;
+    uint64_t size;
+    uint64_t mapped;  // its granules the address space has mapped
+  };
+  static constexpr uint64_t kBlockBytes = 1ull << 30;
+  std::map<uint64_t, Block>::iterator block_of(uint64_t granule);
+  void map_block(uint64_t address, uint64_t size);
+  void release_block(std::map<uint64_t, Block>::iterator block);
 
   std::shared_ptr<CudaDevice> device_;
   CUmemAllocationProp allocation_;
   std::vector<CUmemAccessDesc> access_;  // this device first, then the devices shared with
   uint64_t granularity_;
-  std::unordered_map<uint64_t, CUmemGenericAllocationHandle> handles_;  // granule address -> handle
+  std::map<uint64_t, Block> blocks_;  // start address -> physical block
 };
 
 }  // namespace mneme::runtime::cuda
