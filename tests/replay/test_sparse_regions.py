@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from mneme.replay.db import Database, DatabaseWriter, InstanceRecord, Region
 from mneme.replay.engine import sparse_regions
 from mneme.replay.engine.reset_plan import written_copies
@@ -40,12 +41,19 @@ def _pool(path: Path, epilogue_format: str = "diff"):
     return instance, before, after
 
 
-def test_a_pool_splits_into_the_chunks_either_side_stored_and_zeros(tmp_path, monkeypatch):
+@pytest.fixture
+def split(tmp_path, monkeypatch):
+    """The pool's instance, region, parts (chunk-aligned), bytes before and after."""
     monkeypatch.setattr(sparse_regions, "MIN_ZERO_BYTES", CHUNK)
     instance, before, after = _pool(tmp_path / "p.rdb")
     (region,) = instance.regions
     parts = region_parts(instance, region, CHUNK)
     assert parts is not None
+    return instance, region, parts, before, after
+
+
+def test_a_pool_splits_into_the_chunks_either_side_stored_and_zeros(split):
+    instance, region, parts, before, after = split
     assert parts.live == ((3 * CHUNK, 4 * CHUNK), (10 * CHUNK, 11 * CHUNK), (30 * CHUNK, 31 * CHUNK))
     assert parts.zero == ((0, 3 * CHUNK), (4 * CHUNK, 10 * CHUNK), (11 * CHUNK, 30 * CHUNK),
                           (31 * CHUNK, 32 * CHUNK))
@@ -69,12 +77,8 @@ def test_small_savings_and_dense_epilogues_keep_a_region_whole(tmp_path, monkeyp
     assert region_parts(stored_whole, region, CHUNK) is None  # every epilogue chunk stored
 
 
-def test_pristine_pieces_skip_zero_ranges_and_the_reset_finds_its_piece(tmp_path, monkeypatch):
-    monkeypatch.setattr(sparse_regions, "MIN_ZERO_BYTES", CHUNK)
-    instance, _, _ = _pool(tmp_path / "p.rdb")
-    (region,) = instance.regions
-    parts = region_parts(instance, region, CHUNK)
-    assert parts is not None
+def test_pristine_pieces_skip_zero_ranges_and_the_reset_finds_its_piece(split):
+    instance, region, parts, _, _ = split
     holes = [(BASE + lo, hi - lo) for lo, hi in parts.zero]
     pieces = subtract(BASE, CHUNKS * CHUNK, holes)
     assert pieces == [(BASE + lo, hi - lo) for lo, hi in parts.live]
