@@ -2,9 +2,9 @@
 # Set up from nothing and run mneme's test suite (GPU tests skip cleanly without a GPU).
 # Without arguments (the full suite, as CI runs it) the wheels are built too, so that
 # tests/test_wheels.py installs each distribution alone into a fresh environment: the
-# build runs beside the development environment's setup and the tests (niced during
-# the tests; it needs none of them) and those tests, scheduled last, wait for it
-# (MNEME_WHEELS_PENDING names the file its exit status goes to).
+# build runs beside the end of the setup and the tests (it needs none of them) and those
+# tests, scheduled last, wait for it (MNEME_WHEELS_PENDING names the file its exit status
+# goes to).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Bytecode: Python writes the .pyc of each module it compiles (CI images often set
@@ -14,9 +14,34 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # every dependency, single-threaded, at the end of the development environment's setup).
 unset PYTHONDONTWRITEBYTECODE
 export PIP_COMPILE=0
+# The full suite: the session fixtures that need only the system's compilers (the corpus
+# built with clang++-22, compiled with nvcc) are built first, by tests/early_builds.py,
+# niced, on the CPU that apt's and pip's downloads leave idle during the setup; their
+# fixtures take what it made (MNEME_EARLY_BUILDS) and build themselves where it made nothing.
+early_pid="" wheels_pid=""
+start_early_builds() {  # $1: a Python >= 3.10 (the standard library is enough)
+  local dir="$PWD/build/early-builds" nice_cmd=()
+  rm -rf "$dir" && mkdir -p "$dir"
+  export MNEME_EARLY_BUILDS="$dir"
+  # at the tests' start it is reniced back to 0, which only root may do
+  [ "$(id -u)" != 0 ] || nice_cmd=(nice -n 10)
+  set -m
+  ( "${nice_cmd[@]}" "$1" tests/early_builds.py "$dir" >build/early-builds.log 2>&1 || true
+    touch "$dir/done" ) &
+  early_pid=$!
+  set +m
+}
+if [ $# -eq 0 ]; then
+  for py in python3.12 python3.11 python3; do
+    if command -v "$py" >/dev/null && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      start_early_builds "$(command -v "$py")"; break
+    fi
+  done
+fi
+trap 'for g in $early_pid $wheels_pid; do kill -- -"$g" 2>/dev/null || true; done' EXIT
 # the development environment is made after the wheel build has started (below)
 MNEME_SETUP_ENV=later source scripts/setup.sh
-wheels_pid=""
+[ $# -ne 0 ] || [ -n "$early_pid" ] || start_early_builds "$MNEME_PYTHON"
 if [ $# -eq 0 ]; then
   mkdir -p build
   status="build/wheels.status" log="build/wheels.log"
@@ -34,27 +59,35 @@ if [ $# -eq 0 ]; then
     echo "$rc" >"$status.tmp" && mv "$status.tmp" "$status" ) &
   wheels_pid=$!
   set +m
-  trap 'kill -- -"$wheels_pid" 2>/dev/null || true' EXIT
 fi
 mneme_create_env
 [ -z "${MNEME_DEV_ENV_PENDING:-}" ] || rm -f "$MNEME_DEV_ENV_PENDING"
 setup_s=$SECONDS
-# the docs build (one core, ~20 s) runs beside the tests' start (collection); its output
-# is printed, and its failure fails the command, once the tests end
+# the docs build (one core, ~20 s) runs beside the tests' start (collection), in a process
+# group of its own (below); its output is printed, and its failure fails the command, once
+# the tests end
 docs_log="build/docs.log"
 mkdir -p build
+set -m
 ( start=$SECONDS; rc=0; hatch run docs >"$docs_log" 2>&1 || rc=$?
   echo "$rc $((SECONDS - start))" >"$docs_log.status" ) &
 docs_pid=$!
+set +m
 test_rc=0
-# the wheel build shares the cores equally with the setup (nothing there times itself),
-# then yields to the tests (some assert wall-clock bounds)
-[ -z "$wheels_pid" ] || renice -n 10 -g "$wheels_pid" >/dev/null || true
+# The builds beside the tests (the wheels', the docs, what is left of the early ones,
+# which their fixtures wait for) share the cores equally with them, except while a test
+# that asserts wall-clock bounds runs: tests/parallel_runs.py nices them to 19 then.
+[ -z "$early_pid" ] || renice -n 0 -g "$early_pid" >/dev/null 2>&1 || true
+export MNEME_BACKGROUND_PGIDS="$early_pid $wheels_pid $docs_pid"
 # the 30 slowest tests and fixtures, so that CI's log says where the time goes
 tests_start=$SECONDS
 hatch run test --durations=30 "$@" || test_rc=$?
 tests_s=$((SECONDS - tests_start))
 wait "$docs_pid" || true
+if [ -n "$early_pid" ]; then
+  wait "$early_pid" || true
+  [ ! -s build/early-builds.log ] || { echo "test: tests/early_builds.py said:"; cat build/early-builds.log; }
+fi
 cat "$docs_log"
 read -r docs_rc docs_s <"$docs_log.status" || { docs_rc=1; docs_s=0; }
 if [ "$docs_rc" != 0 ]; then

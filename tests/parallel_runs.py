@@ -15,7 +15,10 @@ the `hatch run test` script); without xdist every hook here is a no-op.
 * Exclusive tests. A test marked `exclusive` (it asserts wall-clock bounds) or `gpu`
   (it times or shares the device) runs its body while no other worker runs a test: the
   other workers hold a shared lock around each of their tests, it takes the exclusive one
-  at its call (not its setup: a GPU test skipped there waits for nobody). The tests
+  at its call (not its setup: a GPU test skipped there waits for nobody). scripts/test.sh's
+  builds beside the run (the wheels, tests/early_builds.py) share the cores with the other
+  tests; while the exclusive lock is held they are niced to 19 (MNEME_BACKGROUND_PGIDS
+  names their process groups), and back to 0 after it where that is allowed (root). The tests
   marked exclusive form one unit and the lock stays held from one to the next, so the
   other workers stop once for all of them. Where no CUDA driver library loads (CI), a
   `gpu` test has no device to time or share and skips: it runs beside the others, as a
@@ -41,6 +44,9 @@ WHEEL_TESTS = "tests/test_wheels.py"
 SHARED_SCOPES = ("session", "package")
 #: the folder, made by the controller, where workers write the units and hold the locks
 RUN_DIR = "MNEME_PARALLEL_RUN_DIR"
+#: process groups of builds running beside the tests (scripts/test.sh), quiet during
+#: exclusive tests
+BACKGROUND = "MNEME_BACKGROUND_PGIDS"
 
 
 def _controller_of_groups(config: pytest.Config) -> bool:
@@ -167,6 +173,16 @@ def _lock(mode: int):
     return lock
 
 
+def _nice_background(niceness: int) -> None:
+    """Sets the niceness of the builds running beside the tests (BACKGROUND); a group
+    that has ended, or a niceness this user may not lower back, is left as it is."""
+    for pgid in os.environ.get(BACKGROUND, "").split():
+        try:
+            os.setpriority(os.PRIO_PGRP, int(pgid), niceness)
+        except (OSError, ValueError):
+            pass
+
+
 @functools.cache
 def _driver_library_loads() -> bool:
     """Whether libcuda.so.1 loads here: without it no `gpu` test can use a device. Only
@@ -206,6 +222,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         yield
     finally:
         if _held is not None and not _exclusive(nextitem):
+            _nice_background(0)
             _held.close()
             _held = None
 
@@ -215,4 +232,6 @@ def pytest_runtest_call(item: pytest.Item):
     global _held
     if _exclusive(item) and _held is None:
         _held = _lock(fcntl.LOCK_EX)
+        if _held is not None:
+            _nice_background(19)
     yield

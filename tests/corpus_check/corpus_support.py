@@ -4,11 +4,11 @@ import ctypes
 import ctypes.util
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import early_builds
 import pytest
-from corpus_linking import MAX_JOBS, build_corpus_program
+from corpus_linking import MAX_JOBS  # noqa: F401  (the corpus_check modules import it here)
 from script_modules import load_script
 
 corpus_build = load_script("tests/corpus/build.py")
@@ -38,17 +38,6 @@ def gpu_available() -> bool:
     )
 
 
-def _build_cuda(program, out_root: Path, cuda_root: Path):
-    return build_corpus_program(program, out_root / program.name, cuda_root=cuda_root)
-
-
-def _outcome(fn, *args):
-    try:
-        return fn(*args)
-    except Exception as exc:  # reported by the test that looks at this program
-        return exc
-
-
 @pytest.fixture(scope="session")
 def corpus_outputs(tmp_path_factory):
     """Builds of every program and the kernel list of its device IR, keyed by (language, name).
@@ -56,6 +45,7 @@ def corpus_outputs(tmp_path_factory):
     Values are a BuildResult / list of names, or the exception that building raised.
     With MNEME_CORPUS_PREBUILT=DIR (a GPU host without clang), the CUDA executables are
     taken from DIR/<program>/<program>, as `tests/corpus/build.py --out DIR` leaves them.
+    Under scripts/test.sh the builds were made before the run (tests/early_builds.py).
     """
     prebuilt = os.environ.get("MNEME_CORPUS_PREBUILT")
     if prebuilt:
@@ -65,26 +55,10 @@ def corpus_outputs(tmp_path_factory):
             for p in CUDA_PROGRAMS
         }
     require_tools(corpus_build.DEFAULT_COMPILER, corpus_build.DEFAULT_CXXFILT)
-    cuda_root = corpus_build.find_cuda_root()
-    out_root = tmp_path_factory.mktemp("corpus")
-    jobs = {}
-    with ThreadPoolExecutor(max_workers=MAX_JOBS) as pool:
-        for program in CUDA_PROGRAMS:
-            jobs["build", "cuda", program.name] = pool.submit(
-                _outcome, _build_cuda, program, out_root / "cuda", cuda_root
-            )
-        for program in HIP_PROGRAMS:
-            jobs["build", "hip", program.name] = pool.submit(
-                _outcome,
-                corpus_build.build_program,
-                program.directory,
-                out_root / "hip" / program.name,
-            )
-        for program in CUDA_PROGRAMS + HIP_PROGRAMS:
-            jobs["kernels", program.language, program.name] = pool.submit(
-                _outcome, corpus_build.device_kernels, program.directory
-            )
-        return {key: future.result() for key, future in jobs.items()}
+    made = early_builds.early("corpus_outputs", early_builds.corpus_outputs_meta())
+    if made is not None:
+        return made
+    return early_builds.build_corpus_outputs(tmp_path_factory.mktemp("corpus"))
 
 
 def outcome(outputs, *key):
