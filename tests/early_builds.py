@@ -37,8 +37,9 @@ corpus_build = load_script("tests/corpus/build.py")
 
 #: the folder scripts/test.sh has this script write to (unset: the fixtures build themselves)
 ENV = "MNEME_EARLY_BUILDS"
-#: at most this long a fixture waits for its early build (it then builds itself)
-WAIT_SECONDS = 1800
+#: at most this long a fixture waits for its early build (it then builds itself, within
+#: the run's per-test timeout), and the script for clang++-22 to be installed
+WAIT_SECONDS = 600
 
 
 def _outcome(fn, *args):
