@@ -33,9 +33,8 @@ CudaMappingBackend::~CudaMappingBackend() {
   // a block outlived it (an error path).
   while (!blocks_.empty()) {
     try {
-      release_block(blocks_.begin());
+      release_block(blocks_.begin());  // (takes the block out of blocks_ before any driver call)
     } catch (...) {
-      blocks_.erase(blocks_.begin());
     }
   }
 }
