@@ -106,6 +106,18 @@ uint64_t avalanche(uint64_t h) {
 
 // Four 64-bit lanes of multiply-rotate over 32-byte stripes, the tail and the length,
 // folded into two 64-bit halves with different finalisers.
+bool all_zero(const uint8_t* data, size_t size) {
+  size_t i = 0;
+  for (; i + 64 <= size; i += 64) {
+    uint64_t w[8];
+    std::memcpy(w, data + i, 64);
+    if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) return false;
+  }
+  for (; i < size; ++i)
+    if (data[i]) return false;
+  return true;
+}
+
 std::string chunk_digest(const uint8_t* data, size_t size) {
   constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull;
   uint64_t lane[4] = {P1 + P2, P2, 0, 0 - P1};

@@ -33,7 +33,7 @@ bool HostSource::digest(const std::vector<DigestRange>& ranges, uint64_t* out, u
       std::string hex = chunk_digest(p, n);
       *out++ = std::stoull(hex.substr(0, 16), nullptr, 16);
       *out++ = std::stoull(hex.substr(16), nullptr, 16);
-      *zero++ = std::all_of(p, p + n, [](uint8_t b) { return b == 0; }) ? 1 : 0;
+      *zero++ = all_zero(p, n) ? 1 : 0;
     }
   return true;
 }

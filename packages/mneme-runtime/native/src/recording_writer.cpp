@@ -276,7 +276,7 @@ uint64_t RecordingWriter::write_array(const fs::path& dir, const uint8_t* data, 
   for (uint64_t index = 0, start = 0; start < size; ++index, start += chunk) {
     uint64_t n = std::min(chunk, size - start);
     const uint8_t* piece = data + start;
-    if ((skip_zero_chunks || sparse) && std::all_of(piece, piece + n, [](uint8_t b) { return b == 0; })) continue;
+    if ((skip_zero_chunks || sparse) && all_zero(piece, n)) continue;
     stored += write_chunk(dir, index, piece, n, chunk, codec);
   }
   write_array_metadata(dir, size, encoding, sparse);

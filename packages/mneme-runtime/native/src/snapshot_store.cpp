@@ -34,18 +34,6 @@ bool xor_into(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t n) {
   return any != 0;
 }
 
-bool all_zero(const uint8_t* p, uint64_t n) {
-  uint64_t i = 0;
-  for (; i + 64 <= n; i += 64) {  // (stops at the first non-zero line)
-    uint64_t w[8];
-    std::memcpy(w, p + i, 64);
-    if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) return false;
-  }
-  for (; i < n; ++i)
-    if (p[i]) return false;
-  return true;
-}
-
 }  // namespace
 
 uint32_t SnapshotPipeline::zero_crc(uint64_t n) {

@@ -200,6 +200,10 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 // it names what the writer itself wrote, never data read from elsewhere.
 std::string chunk_digest(const uint8_t* data, size_t size);
 
+// Whether every byte is zero (a chunk a sparse prologue leaves out); stops at the first
+// non-zero 64-byte line.
+bool all_zero(const uint8_t* data, size_t size);
+
 // Version of the layout written (docs/format.md): 2 adds the content checksums.
 constexpr int kFormatVersion = MNEME_RECORDING_FORMAT_VERSION;
 
