@@ -281,6 +281,20 @@ def stored_chunk_indices(info: ArrayInfo) -> list[int]:
     return sorted(indices)
 
 
+def present_chunks(info: ArrayInfo) -> list[int]:
+    """``stored_chunk_indices``, and for a dense array (``not info.absent_is_zero``: args,
+    ir, a prologue not marked sparse, a ``bytes`` epilogue) the check that none is missing
+    (CorruptDataError naming the first gap)."""
+    present = stored_chunk_indices(info)
+    if not info.absent_is_zero and len(present) != info.chunk_count():
+        gap = next((i for i, j in enumerate(present) if i != j), len(present))
+        raise CorruptDataError(
+            f"{info.path}: chunk {gap} is missing ({info.chunk_count() - len(present)} of "
+            f"{info.chunk_count()} missing, data truncated)"
+        )
+    return present
+
+
 def read_range(
     info: ArrayInfo,
     start: int = 0,

@@ -17,6 +17,7 @@ from .chunks import (
     ArrayInfo,
     map_chunks,
     own_bytes,
+    present_chunks,
     read_array_info,
     read_chunk_file,
     read_range,
@@ -417,10 +418,7 @@ class Instance:
         region costs what is stored."""
         pro, _ = self.stored_array(layout.PROLOGUE, region.name)
         delta, _ = self.stored_array(layout.EPILOGUE, region.name)
-        present = stored_chunk_indices(pro)
-        if not pro.absent_is_zero and len(present) != pro.chunk_count():
-            gap = next((i for i, j in enumerate(present) if i != j), len(present))
-            raise CorruptDataError(f"{pro.path}: chunk {gap} is missing (data truncated)")
+        present = present_chunks(pro)
 
         def decoded(info: ArrayInfo, index: int) -> np.ndarray:
             lo, hi = info.chunk_bounds(index)

@@ -30,10 +30,10 @@ from .chunks import (
     chunk_path,
     load_json,
     pool,
+    present_chunks,
     read_array_info,
     read_chunk_file,
     refuse_sparse,
-    stored_chunk_indices,
 )
 from .codec import decode_chunk
 from .errors import CorruptDataError, DatabaseError
@@ -100,19 +100,6 @@ def _entries(path: Path, allowed: set[str], what: str) -> list[str]:
     return names
 
 
-def _chunks(info: ArrayInfo, dense: bool) -> list[int]:
-    """Stored chunk indices; a dense array (args, ir, a prologue not marked sparse, a
-    ``bytes`` epilogue) must store every chunk."""
-    present = stored_chunk_indices(info)
-    if dense and len(present) != info.chunk_count():
-        gap = next((i for i, j in enumerate(present) if i != j), len(present))
-        raise CorruptDataError(
-            f"{info.path}: chunk {gap} is missing ({info.chunk_count() - len(present)} of "
-            f"{info.chunk_count()} missing, data truncated)"
-        )
-    return present
-
-
 def _windowed(fn: Callable[[int], object], indices: list[int], width: int = 8) -> Iterator:
     """``fn`` over ``indices`` on the chunk pool, in order, at most ``width`` in flight."""
     executor = pool()
@@ -132,7 +119,7 @@ def _check_dense(info: ArrayInfo) -> int:
     crc = 0
     for index, chunk in zip(
         range(info.chunk_count()),
-        _windowed(lambda i: _decode(info, i), _chunks(info, dense=True)),
+        _windowed(lambda i: _decode(info, i), present_chunks(info)),
         strict=True,
     ):
         lo, hi = info.chunk_bounds(index)
@@ -175,8 +162,8 @@ def _check_region(instance: Instance, name: str, size: int, encoding: str,
         raise CorruptDataError(
             f"prologue and epilogue chunk shapes differ ({pro.chunk_size} vs {epi.chunk_size})"
         )
-    stored_pro = set(_chunks(pro, dense=not pro.sparse))
-    stored_epi = set(_chunks(epi, dense=encoding == "bytes"))
+    stored_pro = set(present_chunks(pro))
+    stored_epi = set(present_chunks(epi))
     sums = {} if sums is None else sums
 
     def one(index: int) -> tuple[int, int, int]:
@@ -272,7 +259,7 @@ def check_instance(problems: list[Problem], instance: Instance, sums: dict | Non
                 "layout or the arguments are damaged")
         args = bytearray()
         for index, chunk in zip(range(info.chunk_count()),
-                                _windowed(lambda i: _decode(info, i), _chunks(info, True)), strict=True):
+                                _windowed(lambda i: _decode(info, i), present_chunks(info)), strict=True):
             lo, hi = info.chunk_bounds(index)
             args += chunk[: hi - lo].tobytes()
         expected = dynamic_hash(instance.kernel.static_hash, instance.grid, instance.block,

@@ -377,7 +377,7 @@ class DeviceImage:
         for region, at in sources:
             prologue = self.instance.stored_array("prologue", region.name)[0]
             transfers.append(Transfer(prologue, at, zeroed=region.kind != "global",
-                                      missing_is_zero=bool(getattr(prologue, "absent_is_zero", False))))
+                                      missing_is_zero=prologue.absent_is_zero))
             expected = self.expected.get(region.name)
             if expected is None:
                 continue

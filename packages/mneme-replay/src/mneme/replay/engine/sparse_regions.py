@@ -45,11 +45,6 @@ class RegionParts:
         return sum(hi - lo for lo, hi in self.zero)
 
 
-def _absent_is_zero(info, encoding: str) -> bool:
-    flag = getattr(info, "absent_is_zero", None)
-    return bool(flag) if flag is not None else encoding == "xor-prologue"
-
-
 def region_parts(instance, region, alignment: int) -> RegionParts | None:
     """The live and zero ranges of ``region`` from the chunk files present (nothing is
     read), live ranges widened to ``alignment``; None where the region is handled whole:
@@ -58,10 +53,8 @@ def region_parts(instance, region, alignment: int) -> RegionParts | None:
     if size < MIN_ZERO_BYTES:
         return None
     prologue, _ = instance.stored_array("prologue", region.name)
-    if not _absent_is_zero(prologue, "bytes"):
-        return None
-    epilogue, encoding = instance.stored_array("epilogue", region.name)
-    if not _absent_is_zero(epilogue, encoding):
+    epilogue, _ = instance.stored_array("epilogue", region.name)
+    if not (prologue.absent_is_zero and epilogue.absent_is_zero):
         return None
     present = set(stored_chunk_indices(prologue)) | set(stored_chunk_indices(epilogue))
     widened = []
