@@ -69,6 +69,29 @@ def test_device_multiset_digest_matches_the_reference(device):
             verifier.multiset_digest(int(buffer) + 4, 64, 16, int(out))
 
 
+@pytest.mark.parametrize("tolerance", [Tolerance(), Tolerance("float32", rtol=1e-3)],
+                         ids=["exact", "float32"])
+def test_a_long_range_checks_against_a_short_repeating_zero_buffer(device, tolerance):
+    """A sparse region's zero range is one check against a small zero buffer that the
+    kernel reads over and over (``period``): clean, it verifies; one byte written anywhere
+    in it, even past the first period, is found at its offset."""
+    size, period = 48 << 20, 1 << 20
+    with device.address_space(0x230000000000, 64 << 20) as space:
+        actual = space.allocate(size)
+        zeros = space.allocate(period)
+        out = space.allocate(RESULT_BYTES)
+        device.fill(actual, 0, size)
+        device.fill(zeros, 0, period)
+        verifier = DeviceVerifier(device, "sm_{}{}".format(*device.compute_capability))
+        check = RegionCheck("pool", int(actual), int(zeros), size, tolerance, 0x7000_0000_0000, period)
+        assert verifier.run([check], int(out)) == []
+        stray = 37 * period + 4099 * 4 + 1  # past the first period; a float32's second byte
+        device.copy_to_device(int(actual) + stray, np.array([0x40], np.uint8))
+        [found] = verifier.run([check], int(out))
+        assert found.count == 1
+        assert found.first_offset == (stray if not check.plan.typed else stray // 4 * 4)
+
+
 @pytest.mark.parametrize("nbytes, offset", [(1 << 20, 0), (1_000_003, 0), (4099, 3)])
 def test_device_xor_matches_numpy(device, nbytes, offset):
     """Restore resolves XOR-encoded epilogues with this kernel: 8-byte words where both

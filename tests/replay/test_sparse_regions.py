@@ -13,7 +13,9 @@ import pytest
 from mneme.replay.db import Database, DatabaseWriter, InstanceRecord, Region
 from mneme.replay.engine import sparse_regions
 from mneme.replay.engine.reset_plan import written_copies
-from mneme.replay.engine.sparse_regions import region_parts, subtract, zero_pieces
+from mneme.replay.engine import RegionCheck, ReplayConfigError, Tolerance
+from mneme.replay.engine.sparse_regions import ZERO_BUFFER_BYTES, region_parts, subtract
+from mneme.replay.engine.verify_kernels import verification_ir
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "db"))
 from db_support import BASE, INFO, STATIC, kernel_record  # noqa: E402
@@ -90,8 +92,25 @@ def test_pristine_pieces_skip_zero_ranges_and_the_reset_finds_its_piece(split):
     assert written_copies(instance, [region], pristine) == [(BASE + 10 * CHUNK, pristine[1][1], CHUNK)]
 
 
-def test_zero_ranges_are_verified_in_pieces_of_the_zero_buffer():
-    assert zero_pieces(1000, 10, piece=4) == [(1000, 4), (1004, 4), (1008, 2)]
-    assert zero_pieces(0, 0) == []
+def test_a_zero_range_is_one_check_that_reads_the_zero_buffer_over_and_over():
+    # one launch per zero range however long: the kernels read expected[i & mask]
+    size = 100 << 30  # a 100 GiB range
+    raw = RegionCheck("pool", 1 << 40, 1 << 41, size, Tolerance(), 1 << 40, ZERO_BUFFER_BYTES)
+    assert raw.plan.itemsize == 8 and raw.plan.count == size // 8
+    assert raw.expected_mask == ZERO_BUFFER_BYTES // 8 - 1
+    typed = RegionCheck("pool", 1 << 40, 1 << 41, size, Tolerance("float32", rtol=1e-3), 1 << 40,
+                        ZERO_BUFFER_BYTES)
+    assert typed.plan.typed and typed.expected_mask == ZERO_BUFFER_BYTES // 4 - 1
+    whole = RegionCheck("pool", 1 << 40, 1 << 41, size, Tolerance(), 1 << 40)
+    assert whole.expected_mask == 2**64 - 1  # a region against its own recorded bytes
+    with pytest.raises(ValueError, match="power of two"):
+        RegionCheck("pool", 1 << 40, 1 << 41, size, Tolerance(), 1 << 40, 3 << 20)
+    with pytest.raises(ReplayConfigError):  # the tolerance rules still apply
+        RegionCheck("pool", 1 << 40, 1 << 41, 6, Tolerance("float32", rtol=1e-3), 1 << 40, 1 << 20)
+    ir = verification_ir()
+    assert ir.count("and i64 %i, %emask") == ir.count("@mneme_verify_")
+
+
+def test_subtract_leaves_the_pieces_outside_the_holes():
     assert subtract(0, 100, [(10, 10), (50, 60)]) == [(0, 10), (20, 30)]
     assert subtract(0, 100, []) == [(0, 100)]

@@ -109,7 +109,7 @@ class EpilogueChecks:
         image = self.image()
         # a sparse region by its live ranges (the digests add up; its zero ranges are
         # compared exactly, in _check)
-        pieces = [(a, e, n) for a, e, n, _ in image.checks_of(region) if e != image.zeros]
+        pieces = [(p.actual, p.expected, p.size) for p in image.checks_of(region) if not p.period]
         if not pieces or any(n % width or a % width or e % width for a, e, n in pieces):
             return None
         self._device_verifier()
@@ -170,12 +170,12 @@ class EpilogueChecks:
             if kind.kind == nd.ORDER:
                 unordered.append((region, kind.element))
                 # (a sparse region's zero ranges still compare exactly)
-                pieces = [p for p in pieces if p[1] == image.zeros and image.zeros is not None]
+                pieces = [p for p in pieces if p.period]
             tolerance = tolerances.get(region.name, Tolerance())
             if kind.kind == nd.FLOAT:
                 tolerance = kind.tolerance(tolerances.get(region.name))
-            checks += [RegionCheck(region.name, actual, expected, size, tolerance, address)
-                       for actual, expected, size, address in pieces]
+            checks += [RegionCheck(region.name, p.actual, p.expected, p.size, tolerance, p.address, p.period)
+                       for p in pieces]
         # Mapped bytes around the recorded regions must still hold the canary: a kernel that
         # wrote them wrote memory it was not recorded with.
         for slack in image.slack:

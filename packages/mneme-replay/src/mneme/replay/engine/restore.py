@@ -28,7 +28,7 @@ from .host_batches import STREAM_BATCH, HostBatches
 from .l2_touch import L2Touch, table_bytes
 from .reset_plan import changed_ranges, written_copies
 from .restore_layout import CANARY, MAX_SLACK, merge_spans, peer_devices, round_up, slack_intervals
-from .sparse_regions import ZERO_BUFFER_BYTES, RegionParts, region_parts, subtract, zero_pieces
+from .sparse_regions import ZERO_BUFFER_BYTES, CheckRange, RegionParts, region_parts, subtract
 from .verify_kernels import RESULT_BYTES
 
 if TYPE_CHECKING:
@@ -236,20 +236,19 @@ class DeviceImage:
         return address
 
     def _extra_checks(self) -> int:
-        """Verification slots beyond one per region: a sparse region takes one per piece."""
-        return sum(len(p.live) - 1 + sum(len(zero_pieces(lo, hi - lo)) for lo, hi in p.zero)
-                   for p in self.parts.values())
+        """Verification slots beyond one per region: a sparse region takes one per range."""
+        return sum(len(p.live) - 1 + len(p.zero) for p in self.parts.values())
 
-    def checks_of(self, region) -> list[tuple[int, int, int, int]]:
+    def checks_of(self, region) -> list[CheckRange]:
         """The device ranges that verify ``region``.
 
         Parameters:
             region: a region of the instance.
 
         Returns:
-            (actual, expected, size, recorded address) tuples: the whole region, or a
-            sparse region's live ranges against its expected bytes and its zero ranges
-            against the zero buffer; empty where the region is not verified.
+            The whole region, or a sparse region's live ranges against its expected bytes
+            and its zero ranges against the zero buffer (``period`` set); empty where the
+            region is not verified.
         """
         actual, expected = self.actual_address(region), self.expected.get(region.name)
         if actual is None or expected is None:
@@ -257,11 +256,10 @@ class DeviceImage:
         recorded = int(region.address)
         parts = self.parts.get(region.name)
         if parts is None:
-            return [(actual, expected, int(region.size), recorded)]
-        checks = [(actual + lo, expected + lo, hi - lo, recorded + lo) for lo, hi in parts.live]
-        for lo, hi in parts.zero:
-            checks += [(actual + a - recorded, self.zeros, n, a)  # type: ignore[misc]
-                       for a, n in zero_pieces(recorded + lo, hi - lo)]
+            return [CheckRange(actual, expected, int(region.size), recorded)]
+        checks = [CheckRange(actual + lo, expected + lo, hi - lo, recorded + lo) for lo, hi in parts.live]
+        checks += [CheckRange(actual + lo, self.zeros, hi - lo, recorded + lo, ZERO_BUFFER_BYTES)  # type: ignore[arg-type]
+                   for lo, hi in parts.zero]
         return checks
 
     def live_ranges(self, region) -> list[tuple[int, int]]:

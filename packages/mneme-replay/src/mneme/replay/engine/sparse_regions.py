@@ -8,7 +8,8 @@ are the chunks stored on either side; everything else was zero before the launch
 it. Replay maps the whole region at its recorded address (the kernel may read those zeros,
 a buffer the application cleared), but keeps pristine and expected copies of the live
 ranges only, puts the zero ranges back with a memset on a full reset, and verifies them
-against a zero buffer. Without this a 106 GB region needed three times its size on the
+against a small zero buffer that the comparison kernels read over and over (one launch per
+zero range, however long: ``RegionCheck.period``). Without this a 106 GB region needed three times its size on the
 device (itself, its pristine copy, its expected epilogue) and could not be replayed at all.
 
 Regions whose zero ranges would save less than ``MIN_ZERO_BYTES`` are handled whole, as
@@ -18,14 +19,16 @@ before: the split only pays where it saves memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..db.chunks import stored_chunk_indices
 from .reset_plan import merge
 
 #: zero ranges below this in all keep a region whole
 MIN_ZERO_BYTES = 64 << 20
-#: the zero buffer verification compares zero ranges with, in pieces of at most this size
-ZERO_BUFFER_BYTES = 64 << 20
+#: the zero buffer verification compares zero ranges with, repeated over each range (a power
+#: of two that stays in L2: a 64 MiB buffer in pieces cost 1,600 launches per 106 GB pool)
+ZERO_BUFFER_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,11 @@ def subtract(address: int, size: int, holes: list[tuple[int, int]]) -> list[tupl
     return pieces
 
 
-def zero_pieces(address: int, size: int, piece: int = ZERO_BUFFER_BYTES) -> list[tuple[int, int]]:
-    """[address, address + size) in (address, size) pieces of at most ``piece`` bytes."""
-    return [(a, min(piece, address + size - a)) for a in range(address, address + size, piece)]
+class CheckRange(NamedTuple):
+    """One device range that verifies (part of) a region."""
+
+    actual: int  # where the replayed bytes are
+    expected: int  # where the recorded bytes are (or the zero buffer)
+    size: int  # bytes
+    address: int  # the recorded address, for mismatches
+    period: int = 0  # bytes of ``expected`` repeated over the range (0: as long as it)

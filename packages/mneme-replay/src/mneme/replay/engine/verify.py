@@ -423,9 +423,13 @@ class RegionCheck:
         size: bytes to compare.
         tolerance: how to compare them.
         address: the address reported in mismatches (the recorded one).
+        period: 0 where ``expected`` is as long as the region; else the bytes of an
+            expected buffer that repeats over it (a power of two, a whole number of the
+            compared elements): a zero range against a small zero buffer.
 
     Raises:
         ReplayConfigError: the tolerance cannot apply to the region.
+        ValueError: a period that is not a power of two of whole elements.
     """
 
     region: str
@@ -434,9 +438,16 @@ class RegionCheck:
     size: int
     tolerance: Tolerance
     address: int = 0
+    period: int = 0
 
     def __post_init__(self) -> None:
         self.plan = plan_check(self.tolerance, self.size, self.actual, self.expected)
+        elements = self.period // self.plan.itemsize
+        if self.period and (self.period % self.plan.itemsize or elements & (elements - 1)):
+            raise ValueError(f"a period of {self.period} bytes is not a power of two of "
+                             f"{self.plan.itemsize}-byte elements")
+        #: the kernels read expected element ``i & expected_mask``
+        self.expected_mask = elements - 1 if self.period else (1 << 64) - 1
 
 
 class DeviceVerifier:
@@ -490,13 +501,15 @@ class DeviceVerifier:
                     check.actual,
                     check.expected,
                     plan.count,
+                    check.expected_mask,
                     plan.mode,
                     float(check.tolerance.atol),
                     float(check.tolerance.rtol),
                     out,
                 )
             else:
-                args = function.pack_arguments(check.actual, check.expected, plan.count, out)
+                args = function.pack_arguments(check.actual, check.expected, plan.count,
+                                               check.expected_mask, out)
             blocks = max(1, min(-(-plan.count // BLOCK_THREADS), self._max_blocks))
             function.launch((blocks, 1, 1), (BLOCK_THREADS, 1, 1), args, 0, stream)
         words = np.empty((len(checks), RESULT_WORDS), dtype=np.uint64)

@@ -11,6 +11,11 @@ the lowest set byte of ``a ^ b`` is the lowest address).
 ``mode`` 0 = bit-exact per element, 1 = ``|a - b| <= atol + rtol * |b|`` per element
 (NaN matches NaN), 2 = bit-exact per element for the report plus the sums a norm needs.
 
+Both read the expected element ``i & emask``: ``emask`` is all ones for a region compared
+with its recorded bytes, and ``2^k - 1`` for one compared with a buffer of ``2^k`` elements
+that repeats (a sparse region's zero ranges against a small zero buffer, one launch per
+range however long; the buffer stays in L2).
+
 ``mneme_multiset_<W>`` (W = 32, 64 or 128 bits): an order-insensitive digest of ``n``
 elements of W bits: two sums (mod 2^64) of the elements' 64-bit hashes under two seeds,
 added into result words ``[0]`` and ``[1]`` (initialised to 0). Two regions hold the same
@@ -62,7 +67,7 @@ _INDEX = """\
 """
 
 _RAW = """\
-define ptx_kernel void @mneme_verify_raw_{bits}(ptr %actual, ptr %expected, i64 %n, ptr %result) {{
+define ptx_kernel void @mneme_verify_raw_{bits}(ptr %actual, ptr %expected, i64 %n, i64 %emask, ptr %result) {{
 entry:
 {index}  br label %loop
 
@@ -75,7 +80,8 @@ loop:
 
 body:
   %pa = getelementptr i{bits}, ptr %actual, i64 %i
-  %pe = getelementptr i{bits}, ptr %expected, i64 %i
+  %ie = and i64 %i, %emask
+  %pe = getelementptr i{bits}, ptr %expected, i64 %ie
   %a = load i{bits}, ptr %pa, align {align}
   %b = load i{bits}, ptr %pe, align {align}
   %x.w = xor i{bits} %a, %b
@@ -115,7 +121,7 @@ ret:
 """
 
 _TYPED = """\
-define ptx_kernel void @mneme_verify_{name}(ptr %actual, ptr %expected, i64 %n, i32 %mode, double %atol, double %rtol, ptr %result) {{
+define ptx_kernel void @mneme_verify_{name}(ptr %actual, ptr %expected, i64 %n, i64 %emask, i32 %mode, double %atol, double %rtol, ptr %result) {{
 entry:
 {index}  %is.tol = icmp eq i32 %mode, 1
   %is.norm = icmp eq i32 %mode, 2
@@ -134,7 +140,8 @@ loop:
 
 body:
   %pa = getelementptr {bits_type}, ptr %actual, i64 %i
-  %pe = getelementptr {bits_type}, ptr %expected, i64 %i
+  %ie = and i64 %i, %emask
+  %pe = getelementptr {bits_type}, ptr %expected, i64 %ie
   %a = load {bits_type}, ptr %pa, align {align}
   %b = load {bits_type}, ptr %pe, align {align}
   %ne = icmp ne {bits_type} %a, %b
