@@ -13,7 +13,9 @@ two alternating so that drift hits both, and the benchmark prints
 - the script's own timing of its launches (its ``TIME forward`` line) plain and recorded;
 - the recorder's statistics line (snapshot bytes, bytes stored, the application's time
   blocked in snapshots, the background writes' thread-seconds, the drain at exit);
-- whether the recorded run printed the plain run's CHECKSUM lines.
+- whether the recorded run printed the plain run's CHECKSUM lines: the same, or within
+  ``--rel-tol`` (floats a framework computes in another order when its autotuner, timing
+  under the recorder, picks another GEMM: XLA does), and each line that differs.
 
     python benchmarks/record_framework.py [--gib 2] [--repeat 3] [--keep DIR]
     python benchmarks/record_framework.py --script jax_transformer_block.py [--repeat 3] [-- ARGS]
@@ -42,7 +44,7 @@ SCRIPT = ROOT / "tests" / "corpus" / "python" / "torch_large_activations.py"
 GOAL = 3.0
 STATS = re.compile(r"^mneme record: stats (.*)$", re.M)
 FORWARD = re.compile(r"^TIME forward ([0-9.]+) s$", re.M)
-CHECKSUMS = re.compile(r"^CHECKSUM .*$", re.M)
+CHECKSUMS = re.compile(r"^CHECKSUM (\S+) (\S+)$", re.M)
 
 
 def run_once(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -68,6 +70,8 @@ def main() -> int:
     parser.add_argument("--gib", type=float, default=2.0, help="working set in GiB")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="keep the last recording here")
+    parser.add_argument("--rel-tol", type=float, default=1e-4,
+                        help="CHECKSUM floats within this relative difference count as the same")
     parser.add_argument("--script", help="a script of tests/corpus/python instead (its arguments after --)")
     parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -78,7 +82,7 @@ def main() -> int:
     plain = [sys.executable, str(script), *(options.args if options.script else [str(options.gib)])]
     walls: dict[str, list[float]] = {"plain": [], "recorded": []}
     forwards: dict[str, list[float]] = {"plain": [], "recorded": []}
-    stats_line, same_output = "", True
+    stats_line, differences = "", []
     with tempfile.TemporaryDirectory(prefix="mneme-record-framework-") as tmp:
         db = Path(tmp) / "framework.rdb"
         recorded = [sys.executable, "-m", "mneme.cli", "record", "-rdb", str(db), "--stats", "--", *plain]
@@ -92,7 +96,7 @@ def main() -> int:
             forwards["recorded"].append(forward_seconds(recorded_run) or 0.0)
             found = STATS.search(recorded_run.stderr)
             stats_line = found.group(1) if found else "(no stats line)"
-            same_output &= CHECKSUMS.findall(plain_run.stdout) == CHECKSUMS.findall(recorded_run.stdout)
+            differences += checksum_differences(plain_run.stdout, recorded_run.stdout, options.rel_tol)
         if options.keep is not None:
             shutil.rmtree(options.keep, ignore_errors=True)
             shutil.copytree(db, options.keep)
@@ -106,11 +110,38 @@ def main() -> int:
         table.add_row(run, f"{wall:.2f}", f"{wall / base:.2f}x", f"{statistics.median(forwards[run]):.3f}")
     console.print(table)
     console.print(f"recorder: {stats_line}")
-    console.print(f"CHECKSUM lines: {'the same' if same_output else 'DIFFER'} plain and recorded")
+    if differences:
+        console.print(f"CHECKSUM lines DIFFER plain and recorded (beyond a relative {options.rel_tol:g}):")
+        for line in dict.fromkeys(differences):
+            console.print(f"  {line}")
+    else:
+        console.print(f"CHECKSUM lines: the same plain and recorded (floats within {options.rel_tol:g})")
     ratio = statistics.median(walls["recorded"]) / base
     console.print(f"goal: recorded <= {GOAL:g}x plain wall time: {ratio:.2f}x, "
                   f"{'met' if ratio <= GOAL else 'NOT met'}")
-    return 0 if same_output else 1
+    return 1 if differences else 0
+
+
+def checksum_differences(plain: str, recorded: str, rel_tol: float) -> list[str]:
+    """One line per CHECKSUM that differs: a name that is missing or extra, an integer or
+    word that is not equal, a float further than ``rel_tol`` (its relative difference)."""
+    want, got = CHECKSUMS.findall(plain), CHECKSUMS.findall(recorded)
+    if [n for n, _ in want] != [n for n, _ in got]:
+        return [f"names: plain {[n for n, _ in want]}, recorded {[n for n, _ in got]}"]
+    lines = []
+    for (name, a), (_, b) in zip(want, got, strict=True):
+        if a == b:
+            continue
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            x = y = None
+        exact = x is None or (a.lstrip("-").isdigit() and b.lstrip("-").isdigit())
+        relative = abs(x - y) / max(abs(x), abs(y), 1e-30) if not exact else None
+        if relative is None or relative > rel_tol:
+            lines.append(f"{name}: plain {a}, recorded {b}"
+                         + (f" (relative {relative:.2g})" if relative is not None else ""))
+    return lines
 
 
 if __name__ == "__main__":
