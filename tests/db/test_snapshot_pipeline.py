@@ -439,7 +439,7 @@ def test_zero_prologue_chunks_are_not_stored(tmp_path, fmt, retain, digests):
     assert list(stored.values()) == [[3, 10], [], []]  # only the chunks that are not zero
     # The checksums are those of the full bytes, zeros included.
     meta = json.loads((node / "zarr.json").read_text())["attributes"]["mneme"]
-    for record, (_, _, _, b, a) in zip(meta["regions"], regions):
+    for record, (_, _, _, b, a) in zip(meta["regions"], regions, strict=True):
         assert record["prologue_crc32c"] == crc32c.crc32c(b.tobytes())
         assert record["epilogue_crc32c"] == crc32c.crc32c(a.tobytes())
     # Plain Zarr reads an absent chunk as its fill value 0: the prologue and the epilogue

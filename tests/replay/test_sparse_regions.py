@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mneme.replay.db import Database, DatabaseWriter, InstanceRecord, Region
-from mneme.replay.engine import sparse_regions
+from mneme.replay.engine import RegionCheck, ReplayConfigError, Tolerance, sparse_regions
 from mneme.replay.engine.reset_plan import written_copies
-from mneme.replay.engine import RegionCheck, ReplayConfigError, Tolerance
 from mneme.replay.engine.sparse_regions import ZERO_BUFFER_BYTES, region_parts, subtract
 from mneme.replay.engine.verify_kernels import verification_ir
 
