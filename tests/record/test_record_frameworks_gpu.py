@@ -98,6 +98,14 @@ CASES = {
         "ElementwiseKernel on the pool": r"mneme_arena_axpy",
         "reductions (CUB)": r"cub::",
     }),
+    # an inference server's paged KV cache (vLLM's layout): one torch.zeros of 60 % of the
+    # free memory carved into blocks handed out across all of it; gathers through block
+    # tables can reach the whole pool
+    "torch_paged_kv_cache": Case("torch_paged_kv_cache.py", ("torch",), expect={
+        "GEMM (cuBLAS/cuBLASLt)": GEMM_NAME.pattern,
+        "cache writes and gathers (index_copy_, indexing)": r"(?i)index",
+        "softmax": r"(?i)softmax",
+    }),
     # JAX's BFC pools grown on demand, and the platform allocator (one driver call per buffer)
     "jax_jit_mlp-default": Case("jax_jit_mlp.py", ("jax",), {"XLA_PYTHON_CLIENT_ALLOCATOR": "default"},
                             {"GEMM (cuBLAS or XLA's Triton GEMM)": r"(?i)gemm|nvjet|xmma|cutlass|dot"}),
