@@ -96,9 +96,9 @@ def test_small_instances_restore_on_the_host(device, instances):
 
 
 def test_unloadable_nvcomp_falls_back_with_one_line(device, instances, monkeypatch, tmp_path):
-    from mneme.replay.engine import restore
+    from mneme.replay.engine import device_restore
 
-    monkeypatch.setattr(restore, "NVCOMP_MIN_BYTES", 0)
+    monkeypatch.setattr(device_restore, "NVCOMP_MIN_BYTES", 0)
     monkeypatch.setenv("MNEME_NVCOMP", str(tmp_path / "absent.so"))
     device_decompress.load.cache_clear()
     try:

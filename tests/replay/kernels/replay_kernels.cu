@@ -33,3 +33,9 @@ __global__ void smooth(const float *in, float *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = sinf(in[i]) * 0.5f + expf(-in[i] * in[i]);
 }
+
+// No bound check, as some real kernels have none: a grid larger than the recorded one
+// writes past the data (a sparse region's zero range, in test_sparse_replay_gpu.py).
+__global__ void add_unchecked(float *data, float value) {
+  data[blockIdx.x * blockDim.x + threadIdx.x] += value;
+}

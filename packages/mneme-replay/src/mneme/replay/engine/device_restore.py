@@ -29,8 +29,9 @@ import numpy as np
 from ..db.chunks import pool, read_chunk_into, stored_chunk_sizes
 from ..db.codec import check_frame
 from ..db.errors import CorruptDataError
+from . import device_decompress
 from .device_decompress import PrimaryContext, status_name
-from .errors import DeviceRestoreError, NvcompError
+from .errors import DeviceRestoreError, NvcompError, RestoreError
 
 if TYPE_CHECKING:
     from ..db.chunks import ArrayInfo
@@ -42,6 +43,14 @@ if TYPE_CHECKING:
 #: in batches of 2 GiB. ``batch_bytes`` keeps a batch's scratch within 1/16 of free memory.
 BATCH_BYTES = int(os.environ.get("MNEME_NVCOMP_BATCH_MIB", "2048")) << 20
 _MIN_BATCH = 256 << 20
+
+
+#: instances that move less than this restore on the host under "auto": it is as fast for
+#: them, and nvCOMP's first use in a process makes the driver place its code right after the
+#: live reservation, where a later instance's memory mapped outside its range (PyTorch's
+#: expandable segments) must go (seen on the H200: 44 of 71 PyTorch instances could no
+#: longer reserve their mapped regions after small instances restored through nvCOMP)
+NVCOMP_MIN_BYTES = 1 << 30
 
 
 def batch_bytes(free_device_bytes: int) -> int:
@@ -381,3 +390,42 @@ def _without(batch: Batch, zeros: list[bool]) -> Batch:
     keep = [i for i, zero in enumerate(zeros) if not zero]
     return Batch([batch.pieces[i] for i in keep], [batch.offsets[i] for i in keep],
                  [batch.scratch[i] for i in keep])
+
+
+def device_path(device, instance, restored: list, checked: list, mode: str, batch: int) -> tuple[Any, str]:
+    """How an instance's chunks decompress: on the device with nvCOMP, or on the host.
+
+    Parameters:
+        device: the mneme.runtime Device.
+        instance: the instance restored.
+        restored: the regions whose prologues are restored.
+        checked: the regions whose epilogues go to the device (verification).
+        mode: ``auto``, ``host`` or ``device`` (``MNEME_RESTORE=host`` makes ``auto`` host).
+        batch: bytes of one host batch in flight (the device path stages twice that).
+
+    Returns:
+        ((nvCOMP, batch limits, its scratch bytes) or None for the host, and the one line
+        saying why the host where that was not asked for ("" otherwise)).
+
+    Raises:
+        RestoreError: ``mode`` is ``device`` and nvCOMP cannot be used.
+    """
+    if mode == "host" or (mode == "auto" and os.environ.get("MNEME_RESTORE", "").lower() == "host"):
+        return None, "restore on the host (MNEME_RESTORE=host)" if mode == "auto" else ""
+    moved = sum(r.size for r in restored) + sum(r.size for r in checked)
+    if mode == "auto" and moved < NVCOMP_MIN_BYTES:
+        return None, ""  # the host path is as fast here, and keeps nvCOMP out of the process
+    try:
+        if device.properties.backend != "cuda":
+            raise NvcompError(f"nvCOMP needs a CUDA device, not {device.properties.backend}")
+        nvcomp = device_decompress.load()
+        arrays = [instance.stored_array("prologue", r.name)[0] for r in restored]
+        arrays += [instance.stored_array("epilogue", r.name)[0] for r in checked]
+        free = int(device.memory_info()[0])
+        limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
+                            2 * batch, batch_bytes(free))
+        return (nvcomp, limits, nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed)), ""
+    except NvcompError as error:
+        if mode == "device":
+            raise RestoreError(f"device decompression unavailable: {error}") from None
+        return None, f"restore on the host: {error}"

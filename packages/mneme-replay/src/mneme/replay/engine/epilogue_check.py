@@ -184,6 +184,11 @@ class EpilogueChecks:
                                       slack.size, Tolerance(),
                                       slack.address))
         mismatches = self._verifier.run(checks, image.results, self._stream)  # type: ignore[union-attr]
+        # Every zero range checked and found zero: the next full reset need not fill them.
+        zero_checks = {(c.region, c.address) for c in checks if c.period}
+        if ({name for name, parts in image.parts.items() if parts.zero} <= {r for r, _ in zero_checks}
+                and not any((m.region, m.address) in zero_checks for m in mismatches)):
+            image.zeros_clean = True
         for region, width in unordered:
             if self._multiset_same(region, width):  # on the device: only two words come back
                 continue

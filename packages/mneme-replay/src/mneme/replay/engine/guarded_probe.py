@@ -131,6 +131,7 @@ def _launch(session: ReplaySession, base, replay) -> str | None:
         if session._stream is None:
             session._stream = device.stream()
         stream = session._stream
+        image.launched()
         function.launch(grid, block, session.args[:needed], shared, stream,
                         cluster=session.instance.cluster, cooperative=session.instance.cooperative)
         stream.synchronize()

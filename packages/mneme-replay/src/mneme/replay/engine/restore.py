@@ -13,7 +13,6 @@ Recorded epilogues are uploaded once too, for on-device verification.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,9 +20,9 @@ import numpy as np
 from mneme.runtime.errors import RangeUnavailableError
 from mneme.runtime.recording_format import IN_RANGE_KIND, OWN_ADDRESS_KINDS, PEER_KIND
 
-from . import device_decompress, predecessor_traffic
-from .device_restore import DeviceRestore, Transfer, batch_bytes, limits_for
-from .errors import DeviceRestoreError, NvcompError, RestoreError
+from . import predecessor_traffic
+from .device_restore import DeviceRestore, Transfer, device_path
+from .errors import DeviceRestoreError, RestoreError
 from .host_batches import STREAM_BATCH, HostBatches
 from .l2_touch import L2Touch, table_bytes
 from .reset_plan import changed_ranges, written_copies
@@ -35,12 +34,6 @@ if TYPE_CHECKING:
     from mneme.replay.db import RegionInfo
 
 _SCRATCH_ALIGNMENT = 4096
-#: instances that move less than this restore on the host under "auto": it is as fast for
-#: them, and nvCOMP's first use in a process makes the driver place its code right after the
-#: live reservation, where a later instance's memory mapped outside its range (PyTorch's
-#: expandable segments) must go (seen on the H200: 44 of 71 PyTorch instances could no
-#: longer reserve their mapped regions after small instances restored through nvCOMP)
-NVCOMP_MIN_BYTES = 1 << 30
 # Reservations grow in these steps. While a reservation is live, the driver puts its own
 # new allocations (module code, events) at the first free addresses after it; those stay
 # when the image closes and would sit inside the next, slightly larger reservation at the
@@ -83,7 +76,7 @@ class DeviceImage:
             None resolves them on the host.
         progress: called with the bytes of each batch streamed to the device.
         decompress: where stored chunks decompress: "auto" (instances moving at least
-            ``NVCOMP_MIN_BYTES``: on the GPU with nvCOMP where it loads, else on the
+            ``device_restore.NVCOMP_MIN_BYTES``: on the GPU with nvCOMP where it loads, else on the
             host, ``restore_note`` saying why; ``MNEME_RESTORE=host`` keeps it on the
             host), "host", or "device" (nvCOMP or RestoreError).
 
@@ -151,7 +144,9 @@ class DeviceImage:
         # one batch of bytes in flight to the device (and twice that of delta staging, which
         # the device path's chunks that decompress aside share)
         self._batch = min(STREAM_BATCH, max((r.size for r in self.heap + self.globals_info), default=0))
-        self._nvcomp = self._device_path(decompress, checked)
+        self._nvcomp, note = device_path(device, instance, self.heap + self.globals_info, checked,
+                                         decompress, self._batch)
+        self.restore_note = note or self.restore_note
         self._staging = 2 * self._batch if self._nvcomp is None else self._nvcomp[1].scratch
         scratch += self._staging
         if self._nvcomp is not None:
@@ -281,32 +276,6 @@ class DeviceImage:
         self._allocations.append(allocation)
         return int(allocation.address)
 
-    def _device_path(self, mode: str, checked: list):
-        """(nvCOMP, batch limits, its scratch bytes) when chunks decompress on the device;
-        None (``restore_note`` saying why, one line) when they decompress on the host."""
-        if mode == "host" or (mode == "auto" and os.environ.get("MNEME_RESTORE", "").lower() == "host"):
-            if mode == "auto":
-                self.restore_note = "restore on the host (MNEME_RESTORE=host)"
-            return None
-        moved = sum(r.size for r in self.heap + self.globals_info) + sum(r.size for r in checked)
-        if mode == "auto" and moved < NVCOMP_MIN_BYTES:
-            return None  # the host path is as fast here, and keeps nvCOMP out of the process
-        try:
-            if self.device.properties.backend != "cuda":
-                raise NvcompError(f"nvCOMP needs a CUDA device, not {self.device.properties.backend}")
-            nvcomp = device_decompress.load()
-            arrays = [self.instance.stored_array("prologue", r.name)[0] for r in self.heap + self.globals_info]
-            arrays += [self.instance.stored_array("epilogue", r.name)[0] for r in checked]
-            free = int(self.device.memory_info()[0])
-            limits = limits_for(max((a.chunk_size for a in arrays), default=1), sum(a.size for a in arrays),
-                                2 * self._batch, batch_bytes(free))
-            return nvcomp, limits, nvcomp.temp_size(limits.chunks, limits.max_chunk, limits.uncompressed)
-        except NvcompError as error:
-            if mode == "device":
-                raise RestoreError(f"device decompression unavailable: {error}") from None
-            self.restore_note = f"restore on the host: {error}"
-            return None
-
     def _restore(self, info, checked: list) -> None:
         """Each region's prologue to its address (and the epilogues of ``checked`` to
         scratch for verification): decompressed on the device (device_restore.py), else
@@ -335,6 +304,9 @@ class DeviceImage:
             self._restore_on_host(sources, staging, stream)
         # pristine copies: one per span (the reset is one D2D copy per span), less the zero
         # ranges of sparse regions, which a full reset fills with zeros instead
+        # whether the zero ranges are known to hold zeros: set by a full reset and by a
+        # verification that found them so, cleared by every launch (launched())
+        self.zeros_clean = False
         self.zero_fills = sorted((int(r.address) + lo, hi - lo) for r in self.heap
                                  for lo, hi in (self.parts[r.name].zero if r.name in self.parts else ()))
         self.pristine: list[tuple[int, int, int]] = []  # (dst, src, size)
@@ -515,14 +487,22 @@ class DeviceImage:
         for dst, src, size in self.written if written_only else self.pristine:
             copy(dst, src, size, stream)
         if not written_only:
-            for address, size in self.zero_fills:  # sparse regions' zero ranges
-                self.device.fill(address, 0, size, stream)
+            if not self.zeros_clean:  # sparse regions' zero ranges (106 GB: ~26 ms a fill)
+                for address, size in self.zero_fills:
+                    self.device.fill(address, 0, size, stream)
+                self.zeros_clean = True
             self._fill_slack(stream)
         for g in self.globals:
             if g.address is None or not g.region.size:
                 continue
             for lo, hi in g.changed if written_only else [(0, g.region.size)]:
                 copy(g.address + lo, g.pristine + lo, hi - lo, stream)
+
+    def launched(self) -> None:
+        """Note that a kernel ran on this image: its sparse regions' zero ranges may hold
+        something now, so the next full reset fills them again unless a verification found
+        them still zero first (``zeros_clean``)."""
+        self.zeros_clean = False
 
     def touch_predecessor(self, stream=None) -> None:
         """Move what the launch before this one wrote and read through L2 as it did
@@ -533,6 +513,7 @@ class DeviceImage:
         """
         if self.predecessor is None or self.device.properties.backend != "cuda":
             return  # (the touch kernel is PTX)
+        self.launched()  # (it rewrites what it reads, but it is a launch over the regions)
         if self._touch is None:
             segments = self.predecessor.segments(self._allocate(self.predecessor.scratch_bytes))
             self._touch = L2Touch(self.device, segments, self._allocate(table_bytes(len(segments))),

@@ -441,6 +441,7 @@ class ReplaySession(KernelCode, EpilogueChecks):
             self._clock = timing.KernelClock(self.device, replay.device)
 
         def launch():
+            image.launched()
             try:
                 function.launch(grid, block, args, shared, stream, cluster=self.instance.cluster,
                                 cooperative=self.instance.cooperative)
