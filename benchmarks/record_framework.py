@@ -40,11 +40,13 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "record"))
+from app_recording import result_differences  # noqa: E402 (the framework GPU test's comparison)
+
 SCRIPT = ROOT / "tests" / "corpus" / "python" / "torch_large_activations.py"
 GOAL = 3.0
 STATS = re.compile(r"^mneme record: stats (.*)$", re.M)
 FORWARD = re.compile(r"^TIME forward ([0-9.]+) s$", re.M)
-CHECKSUMS = re.compile(r"^CHECKSUM (\S+) (\S+)$", re.M)
 
 
 def run_once(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
@@ -96,7 +98,7 @@ def main() -> int:
             forwards["recorded"].append(forward_seconds(recorded_run) or 0.0)
             found = STATS.search(recorded_run.stderr)
             stats_line = found.group(1) if found else "(no stats line)"
-            differences += checksum_differences(plain_run.stdout, recorded_run.stdout, options.rel_tol)
+            differences += result_differences(plain_run.stdout, recorded_run.stdout, options.rel_tol)
         if options.keep is not None:
             shutil.rmtree(options.keep, ignore_errors=True)
             shutil.copytree(db, options.keep)
@@ -120,28 +122,6 @@ def main() -> int:
     console.print(f"goal: recorded <= {GOAL:g}x plain wall time: {ratio:.2f}x, "
                   f"{'met' if ratio <= GOAL else 'NOT met'}")
     return 1 if differences else 0
-
-
-def checksum_differences(plain: str, recorded: str, rel_tol: float) -> list[str]:
-    """One line per CHECKSUM that differs: a name that is missing or extra, an integer or
-    word that is not equal, a float further than ``rel_tol`` (its relative difference)."""
-    want, got = CHECKSUMS.findall(plain), CHECKSUMS.findall(recorded)
-    if [n for n, _ in want] != [n for n, _ in got]:
-        return [f"names: plain {[n for n, _ in want]}, recorded {[n for n, _ in got]}"]
-    lines = []
-    for (name, a), (_, b) in zip(want, got, strict=True):
-        if a == b:
-            continue
-        try:
-            x, y = float(a), float(b)
-        except ValueError:
-            x = y = None
-        exact = x is None or (a.lstrip("-").isdigit() and b.lstrip("-").isdigit())
-        relative = abs(x - y) / max(abs(x), abs(y), 1e-30) if not exact else None
-        if relative is None or relative > rel_tol:
-            lines.append(f"{name}: plain {a}, recorded {b}"
-                         + (f" (relative {relative:.2g})" if relative is not None else ""))
-    return lines
 
 
 if __name__ == "__main__":
