@@ -164,30 +164,64 @@ def test_staging_grows_toward_the_snapshot_in_the_background(tmp_path):
     assert_reads_back(tmp_path / "g.rdb", {dyn: regions})
 
 
+def _wait_for_staging(w, want: int) -> None:
+    deadline = time.monotonic() + 30
+    while w.stats()["staging_bytes"] < want and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_staging_reserved_ahead_is_there_for_the_first_snapshot(tmp_path):
     """What the recorder does as the application allocates: the pool grows in the
-    background up to the cap, and the snapshot after it waits for no allocation."""
-    w = new_writer(tmp_path / "pre.rdb", threads=2, host_memory=256 << 20)
-    w.reserve(1 << 30)  # more than the cap: the cap wins
-    deadline = time.monotonic() + 30
-    while w.stats()["staging_bytes"] < (256 << 20) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert w.stats()["staging_bytes"] == 256 << 20
+    background, an eighth of the cap ahead before any snapshot (a framework's pool is
+    allocated whole and mostly never staged), four times the largest snapshot staged after
+    one; the snapshot after it waits for no allocation."""
+    cap = 256 << 20
+    w = new_writer(tmp_path / "pre.rdb", threads=2, host_memory=cap)
+    assert w.reserve_lead == cap // 8
+    w.reserve(1 << 30)  # more than the cap and the lead: the lead wins
+    _wait_for_staging(w, cap // 8)
+    assert w.stats()["staging_bytes"] == cap // 8
     w.reserve(1 << 20)  # already there: nothing changes
-    size = 40 << 20
+    size = 12 << 20  # both sides staged at once: 24 MiB, within the 32 MiB ahead
     before = np.random.default_rng(4).integers(0, 256, size, dtype=np.uint8)
     regions = [("heap", BASE, "", before, before ^ 1)]
     dyn, _ = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x04" * 12, regions)
     w.flush()
     stats = w.stats()
-    assert stats["staging_bytes"] == 256 << 20 and stats["alloc_s"] == 0
+    assert stats["staging_bytes"] == cap // 8 and stats["alloc_s"] == 0
     # where the background time went: every stage was timed; the random prologue chunks
     # are all new, the epilogue's deltas (every byte ^ 1) all one chunk stored once
     assert stats["encode_s"] > 0 and stats["hash_s"] > 0 and stats["crc_s"] > 0 and stats["write_s"] > 0
     assert stats["delta_s"] > 0
     assert stats["deduplicated_chunks"] == size // CHUNK - 1
+    # after a snapshot the lead follows what snapshots stage
+    lead = 4 * stats["peak_staged_bytes"]
+    assert lead > cap // 8 and w.reserve_lead == lead
+    w.reserve(1 << 30)
+    _wait_for_staging(w, lead)
+    assert w.stats()["staging_bytes"] == lead
     w.close()
     assert_reads_back(tmp_path / "pre.rdb", {dyn: regions})
+
+
+def test_a_pool_of_zeros_stages_only_what_it_copies(tmp_path):
+    """A snapshot's staging grows toward the chunks it copies, not toward its regions'
+    size: a 128 MiB pool with one live chunk (JAX's, at 106 GB, grew the staging to its
+    cap, 33.8 GB page-locked for 38 MB ever staged)."""
+    w = new_writer(tmp_path / "pool.rdb", threads=2, host_memory=1 << 30)
+    size = 128 << 20
+    before = np.zeros(size, np.uint8)
+    before[:CHUNK] = 7
+    after = before.copy()
+    after[5] = 9
+    dyn, _ = w.add_instance(STATIC, (1, 1, 1), (1, 1, 1), 0, b"\x05" * 12,
+                            [("heap", BASE, "", before, after)])
+    w.flush()
+    stats = w.stats()
+    assert stats["zero_bytes"] == size - CHUNK
+    assert stats["staging_bytes"] <= 64 << 20  # one slab, where it grew to 2 x 128 MiB
+    w.close()
+    assert_reads_back(tmp_path / "pool.rdb", {dyn: [("heap", BASE, "", before, after)]})
 
 
 @pytest.mark.parametrize("fmt", ["diff", "bytes", "best"])

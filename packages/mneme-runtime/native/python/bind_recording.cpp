@@ -263,7 +263,10 @@ void bind_recording(nb::module_& m) {
            })
       .def("abandon", [](SnapshotWriterObject& w, CaptureObject& c) { w.pipeline().abandon(*c.instance); })
       .def("reserve", [](SnapshotWriterObject& w, uint64_t bytes) { w.pipeline().reserve(bytes); }, "bytes"_a,
-           "Grow the staging memory toward `bytes` (at most the cap) in the background; returns at once.")
+           "Grow the staging memory toward `bytes` (at most the cap and reserve_lead) in the background; "
+           "returns at once.")
+      .def_prop_ro("reserve_lead", [](SnapshotWriterObject& w) { return w.pipeline().reserve_lead(); },
+                   "How far reserve grows ahead: cap / 8, or 4x the most a snapshot staged, whichever is more.")
       .def("flush", [](SnapshotWriterObject& w) { w.pipeline().flush(); }, ReleaseGil())
       .def("close", &SnapshotWriterObject::close, ReleaseGil(),
            "Flush and stop the background threads (also done when the object is destroyed).")

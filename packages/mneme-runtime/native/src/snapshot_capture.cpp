@@ -64,10 +64,6 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
   inst->described.assign(inst->regions.size(), 0);
   // Retaining the prologue must leave at least one block for the epilogue to stream through.
   inst->retain = writer_.epilogue_format() != "bytes" && (blocks + 1) * block_ <= cap_;
-  {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    need_ = 2 * blocks * block_;  // both sides staged at once, if the cap allows
-  }
   inst->stage = writer_.new_staging_dir();
   inst->node = inst->stage / inst->dyn;
   {
@@ -178,6 +174,25 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
     }
   }
   if (epilogue) instance.unchanged = skip;
+  // What this side stages (packed as the copies below pack it): the staging memory grows
+  // toward that at once, and toward as much again for a retained prologue's epilogue,
+  // never toward chunks the digests showed need no copy (a pool's zeros).
+  uint64_t blocks = 0;
+  {
+    uint64_t at = block_;
+    for (size_t k = 0; k < instance.regions.size(); ++k)
+      for (uint64_t index = 0, off = 0; off < instance.regions[k].size; ++index, off += instance.chunk[k]) {
+        if (!skip[k].empty() && skip[k][index]) continue;
+        uint64_t n = std::min(instance.chunk[k], instance.regions[k].size - off);
+        if (at + n > block_) {
+          ++blocks;
+          at = 0;
+        }
+        at = (at + n + kAlign - 1) / kAlign * kAlign;
+      }
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    need_ = (!epilogue && instance.retain ? 2 : 1) * blocks * block_;
+  }
   uint64_t known = 0, zero = 0;
   std::vector<std::shared_ptr<Fence>> fences;
   std::vector<Piece> pieces;

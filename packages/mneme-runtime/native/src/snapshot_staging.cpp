@@ -72,11 +72,17 @@ void SnapshotPipeline::grow_in_background() {
   pool_cv_.notify_all();
 }
 
+uint64_t SnapshotPipeline::reserve_lead() const {
+  std::lock_guard<std::mutex> s(stats_mutex_);
+  return std::max(cap_ / 8, 4 * stats_.peak_staged_bytes);
+}
+
 void SnapshotPipeline::reserve(uint64_t bytes) {
   int growers;
+  uint64_t lead = reserve_lead();
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);
-    uint64_t target = std::min(cap_, bytes) / block_ * block_;
+    uint64_t target = std::min({cap_, bytes, lead}) / block_ * block_;
     if (alloc_failed_ || allocated_ >= target) return;  // enough, or no more to be had
     grow_left_ += target - allocated_;
     allocated_ = target;

@@ -419,7 +419,13 @@ class SnapshotWriter:
 
     def reserve(self, bytes: int) -> None:
         """
-        Grow the staging memory toward `bytes` (at most the cap) in the background; returns at once.
+        Grow the staging memory toward `bytes` (at most the cap and reserve_lead) in the background; returns at once.
+        """
+
+    @property
+    def reserve_lead(self) -> int:
+        """
+        How far reserve grows ahead: cap / 8, or 4x the most a snapshot staged, whichever is more.
         """
 
     def flush(self) -> None: ...

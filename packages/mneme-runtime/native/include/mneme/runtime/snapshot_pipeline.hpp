@@ -182,10 +182,15 @@ class SnapshotPipeline {
   // Captured instances not yet committed.
   int uncommitted() const noexcept { return uncommitted_.load(); }
 
-  // Grows the staging memory toward `bytes` (at most the cap) on background threads, so
-  // that the first snapshots find it page-locked: the recorder calls it as the
-  // application allocates device memory. Returns at once.
+  // Grows the staging memory toward `bytes` on background threads, so that the first
+  // snapshots find it page-locked: the recorder calls it as the application allocates
+  // device memory. At most the cap, and at most `reserve_lead()` ahead: a framework's pool
+  // (JAX takes 75 % of the GPU at start) is allocated whole but snapshots stage little of
+  // it (its zero and known chunks are not copied). Returns at once.
   void reserve(uint64_t bytes);
+  // How far `reserve` grows ahead: an eighth of the cap, or four times the most any
+  // snapshot has staged at once, whichever is more.
+  uint64_t reserve_lead() const;
 
   void note_launch(double blocked_s, double kernel_s, double sync_s);
   void note_drain(double seconds);
