@@ -123,7 +123,7 @@ def _finished(storage, study):
 
 
 def test_a_failing_recorded_configuration_is_said_to_be_the_recordings_problem(tmp_path):
-    from mneme.tune.tune_command import baseline_failure_line
+    from mneme.tune.search import baseline_failure_line
     from tune_support import fail_the_recorded_configuration
 
     options = TuneOptions(trials=4, cpu_workers=1, seed=1, sampler="random",

@@ -10,38 +10,36 @@ studies and reports.
 
 See docs/tune.md.
 
-The names below that need Optuna or the worker pool (the tuner, the executor, the
-records of a run, the objectives) are imported when first used (PEP 562): worker
-processes fork from a server that imports this package, and the ``mneme tune``
-command reads its options before it needs them, so neither pays for Optuna here.
+Every name below but the errors and ``write_report`` is imported when first used (PEP
+562): worker processes fork from a server that imports this package, and the ``mneme
+tune`` command starts that server before it imports the replay engine (which the spaces
+need), Optuna or rich, so that the server's imports run beside its own.
 """
 
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 from .errors import DeviceSelectionError, SpaceError, StudyError, TrialFailedError, TuneError
-from .space import (
-    BUILTIN_SPACES,
-    PRESETS,
-    BoundSpace,
-    BoundsSpace,
-    Categorical,
-    CodegenSpace,
-    Constraint,
-    IntParam,
-    LaunchSpace,
-    PipelineSpace,
-    Space,
-    SpaceContext,
-    SpecializeSpace,
-    TransformSpace,
-    resolve_spaces,
-    settings_with,
-    space,
-)
 
 #: the names imported when first used, and their modules
 _LAZY = {
+    "BUILTIN_SPACES": ".space",
+    "PRESETS": ".space",
+    "BoundSpace": ".space",
+    "BoundsSpace": ".space",
+    "Categorical": ".space",
+    "CodegenSpace": ".space",
+    "Constraint": ".space",
+    "IntParam": ".space",
+    "LaunchSpace": ".space",
+    "PipelineSpace": ".space",
+    "Space": ".space",
+    "SpaceContext": ".space",
+    "SpecializeSpace": ".space",
+    "TransformSpace": ".space",
+    "resolve_spaces": ".space",
+    "settings_with": ".space",
+    "space": ".space",
     "ReplayExecutor": ".workers", "as_completed": ".workers",
     "METRICS": ".search", "OBJECTIVES": ".search",
     "TrialRecord": ".tune_types", "TuneOptions": ".tune_types", "TuneOutcome": ".tune_types",
@@ -52,6 +50,25 @@ _LAZY = {
 # that they are the table's), re-exported explicitly (`name as name`).
 # isort: off
 if TYPE_CHECKING:
+    from .space import (
+        BUILTIN_SPACES as BUILTIN_SPACES,
+        PRESETS as PRESETS,
+        BoundSpace as BoundSpace,
+        BoundsSpace as BoundsSpace,
+        Categorical as Categorical,
+        CodegenSpace as CodegenSpace,
+        Constraint as Constraint,
+        IntParam as IntParam,
+        LaunchSpace as LaunchSpace,
+        PipelineSpace as PipelineSpace,
+        Space as Space,
+        SpaceContext as SpaceContext,
+        SpecializeSpace as SpecializeSpace,
+        TransformSpace as TransformSpace,
+        resolve_spaces as resolve_spaces,
+        settings_with as settings_with,
+        space as space,
+    )
     from .search import METRICS as METRICS, OBJECTIVES as OBJECTIVES, Tuner as Tuner
     from .tune_types import (
         TrialRecord as TrialRecord, TuneOptions as TuneOptions, TuneOutcome as TuneOutcome,

@@ -16,6 +16,8 @@ import optuna
 from mneme.replay.engine import ReplaySettings
 from optuna.trial import TrialState
 
+from ._option_values import DEFAULT_CANDIDATES, PROBE_WORKERS
+
 __all__ = [
     "BASELINE_ATTR",
     "CONFIRM_RUNS",
@@ -34,15 +36,6 @@ TRIAL_ATTR = "mneme"
 BASELINE_ATTR = "mneme.baseline"
 #: extra timings of the recorded configuration and of the best after the search (GPU)
 CONFIRM_RUNS = 5
-#: spare workers per device lent to try the probe's shapes beside each other (a shape that
-#: runs is replayed again alone for its times). 0: on an H200, 4 of them did not raise
-#: trials/s on the faulting kernels (the driver's handling of each fault is the floor, and
-#: faults in parallel processes on one GPU did not overlap usefully) and delayed the slot's
-#: next task after a failure from 2.4 ms to 1.7 s (docs/tune.md)
-PROBE_WORKERS = 0
-#: configurations run in the application when --confirm-in-app is given without a number
-#: (app_confirm.py; here so that the command reads it without importing that module)
-DEFAULT_CANDIDATES = 5
 
 
 @dataclass

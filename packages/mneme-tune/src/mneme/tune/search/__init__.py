@@ -11,6 +11,7 @@ from .._lazy import lazy_exports
 
 #: each public name and its module, imported when first used (PEP 562)
 _LAZY = {
+    'baseline_failure_line': '._baseline',
     'measure_baseline': '._baseline',
     'CONFIRMATION_ATTR': '._confirmation',
     'confirm': '._confirmation',
@@ -72,7 +73,9 @@ _LAZY = {
 # that they are the table's), re-exported explicitly (`name as name`).
 # isort: off
 if TYPE_CHECKING:
-    from ._baseline import measure_baseline as measure_baseline
+    from ._baseline import (
+        baseline_failure_line as baseline_failure_line, measure_baseline as measure_baseline,
+    )
     from ._confirmation import (
         CONFIRMATION_ATTR as CONFIRMATION_ATTR, confirm as confirm, in_app as in_app,
     )

@@ -22,10 +22,26 @@ if TYPE_CHECKING:  # (tuner.py imports this module)
     from ..workers._executor import ReplayExecutor
     from ._tuner import Tuner
 
-__all__ = ["measure_baseline", "submit_baseline"]
+__all__ = ["baseline_failure_line", "measure_baseline", "submit_baseline"]
 
 #: the replay's own timings (ReplayResult.timings) shown as parts of the baseline phase
 _PARTS = ("restore", "determinism", "run", "verify")
+
+
+def baseline_failure_line(baseline: dict) -> str:
+    """The recorded configuration failing in replay is the recording's problem, not a
+    launch shape's or a pipeline's: said so, with what to do.
+
+    Parameters:
+        baseline: the baseline's record (``failure`` and ``reason`` of a failed one).
+
+    Returns:
+        One line for ``mneme tune``'s output.
+    """
+    return (f"baseline failed: {baseline['failure']}: {baseline['reason']} (the recorded "
+            "configuration itself fails in replay: a problem of the recording, not of the "
+            "space; check it with `mneme check`, or record the application again; the "
+            "search goes on without a baseline to compare with)")
 
 
 def submit_baseline(tuner: Tuner, executor: ReplayExecutor) -> list[Future]:

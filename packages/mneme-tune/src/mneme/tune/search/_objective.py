@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from mneme.replay.engine import ReplayResult
+from typing import TYPE_CHECKING, Any
 
 from ..errors import TuneError
+
+if TYPE_CHECKING:  # (the command reads OBJECTIVES before it imports the engine)
+    from mneme.replay.engine import ReplayResult
 
 
 @dataclass(frozen=True)

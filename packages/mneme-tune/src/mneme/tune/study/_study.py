@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 import optuna
 
+from .._option_values import SAMPLERS
 from ..errors import StudyError, TuneError
 from ..space import BoundSpace
 from ._sqlite_template import copy_template
 
 DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
-SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
 #: user attribute holding what the study was made for (space, objectives)
 STUDY_ATTR = "mneme.study"
 #: tenths of a second to wait for a study's creator to write STUDY_ATTR

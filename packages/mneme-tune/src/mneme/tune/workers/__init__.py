@@ -15,7 +15,6 @@ from .._lazy import lazy_exports
 _LAZY = {
     'ReplayExecutor': '._executor',
     'as_completed': '._executor',
-    'start_worker_server': '._executor',
     'usable_cores': '._executor',
     'BUDGET_SHARE': '._in_flight',
     'depth': '._in_flight',
@@ -53,6 +52,9 @@ _LAZY = {
     'Restart': '._worker_records',
     'TaskRecord': '._worker_records',
     'WorkerRecord': '._worker_records',
+    'PRELOAD': '._worker_server',
+    'start_worker_server': '._worker_server',
+    'worker_context': '._worker_server',
     'WorkerStart': '._worker_start',
     'prepare_baseline': '._worker_start',
 }
@@ -63,7 +65,7 @@ _LAZY = {
 if TYPE_CHECKING:
     from ._executor import (
         ReplayExecutor as ReplayExecutor, as_completed as as_completed,
-        start_worker_server as start_worker_server, usable_cores as usable_cores,
+        usable_cores as usable_cores,
     )
     from ._in_flight import BUDGET_SHARE as BUDGET_SHARE, depth as depth
     from ._pool_use import (
@@ -90,6 +92,10 @@ if TYPE_CHECKING:
     )
     from ._worker_records import (
         Restart as Restart, TaskRecord as TaskRecord, WorkerRecord as WorkerRecord,
+    )
+    from ._worker_server import (
+        PRELOAD as PRELOAD, start_worker_server as start_worker_server,
+        worker_context as worker_context,
     )
     from ._worker_start import WorkerStart as WorkerStart, prepare_baseline as prepare_baseline
 # isort: on

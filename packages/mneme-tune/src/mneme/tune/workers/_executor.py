@@ -51,40 +51,13 @@ from ._process_reaper import ProcessReaper, describe_exit
 from ._spares import SPARE_RESTORE_BYTES, SparePool
 from ._worker import failure_kind, instance_key, precompile, resolved, worker_main
 from ._worker_records import Restart, TaskRecord, WorkerRecord
+from ._worker_server import worker_context
 
-__all__ = ["ReplayExecutor", "as_completed", "start_worker_server", "usable_cores"]
-
-
-def _worker_context():
-    """How worker processes start: forked from a server process (``forkserver``, the
-    default) that imported the worker's modules once and never initialises CUDA (cuInit
-    runs at a process's first device use), so a worker or spare starts in ~50 ms instead
-    of ~0.5-0.7 s of imports, and makes its own CUDA context after the fork; or, with
-    MNEME_WORKER_START=spawn, as a fresh interpreter each."""
-    method = os.environ.get("MNEME_WORKER_START", "forkserver")
-    if method not in ("spawn", "forkserver"):
-        raise TuneError(f"MNEME_WORKER_START={method!r}: use spawn or forkserver")
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(["mneme.tune.workers._worker", "mneme.replay.engine",
-                                        "mneme.replay.jit"])
-    return context
+__all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
 
 
-def start_worker_server() -> None:
-    """Start the workers' fork server now (``mneme tune``, before it opens the database,
-    the GPU driver and its clocks): its ~0.6 s of imports run beside the command's own
-    instead of after them. Nothing when workers are spawned (MNEME_WORKER_START=spawn)
-    or the server runs already; a server that cannot start is left to the executor,
-    which says why."""
-    try:
-        context = _worker_context()
-        if context.get_start_method() == "forkserver":
-            from multiprocessing import forkserver
-
-            forkserver.ensure_running()
-    except Exception:  # noqa: BLE001 - (a bad MNEME_WORKER_START: the executor's error)
-        return
+#: (the context's maker, under the name tests and older callers use)
+_worker_context = worker_context
 
 
 def usable_cores() -> int:
