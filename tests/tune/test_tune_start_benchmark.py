@@ -25,6 +25,9 @@ def test_the_benchmark_prints_wall_search_and_the_goals():
         assert float(wall) > float(tuner) >= float(search) > 0 and trials == "12"
         assert abs(float(ratio) - float(wall) / float(search)) < 0.2
     assert len(re.findall(r"^  time: start ", out, re.MULTILINE)) == 2  # each run's phases
+    # the checkout's bytecode made first, as an installed package has it
+    assert re.search(r"^bytecode: \d+ of this checkout's \d+ modules lacked current bytecode",
+                     out, re.MULTILINE), out
     assert "median run: wall" in out and "outside the search: " in out
     goals = [line for line in out.splitlines() if "the whole command <=" in line]
     assert len(goals) == 2, out
