@@ -148,3 +148,56 @@ def test_a_template_copy_opens_without_alembic_until_a_schema_question_is_asked(
         "vm = storage._version_manager\n"
         "print(before, len(study.trials), vm.get_current_version() == vm.get_head_version())\n"
     ) == ["False", "2", "True"]
+
+
+def test_the_template_is_in_wal_mode_and_a_copy_is_an_ordinary_optuna_storage(tmp_path):
+    """The template is made in WAL mode (the mode mneme opens every SQLite storage in), whole:
+    nothing beside it; a copy holding trials opens in a process of plain Optuna, schema
+    check included, and plain sqlite3 reads it."""
+    import sqlite3
+
+    path = tmp_path / "new.sqlite3"
+    storage = open_storage(f"sqlite:///{path}")
+    template = template_path()
+    assert sorted(p.name for p in template.parent.iterdir()) == [template.name]
+    connection = sqlite3.connect(template)
+    try:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        connection.close()
+    optuna.create_study(study_name="s", storage=storage).optimize(
+        lambda t: t.suggest_int("x", 0, 9), n_trials=3)
+    storage.engine.dispose()
+    plain = ("import sys, optuna\n"
+             "storage = optuna.storages.RDBStorage('sqlite:///' + sys.argv[1])\n"
+             "study = optuna.load_study(study_name='s', storage=storage)\n"
+             "study.optimize(lambda t: t.suggest_int('x', 0, 9), n_trials=1)\n"
+             "vm = storage._version_manager\n"
+             "print(len(study.trials), vm.get_current_version() == vm.get_head_version(),\n"
+             "      any(m.startswith('mneme') for m in sys.modules))\n")
+    run = subprocess.run([sys.executable, "-c", plain, str(path)], capture_output=True,
+                         text=True, timeout=120, env={**os.environ})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["4", "True", "False"]
+    connection = sqlite3.connect(path)
+    try:
+        assert connection.execute("SELECT count(*) FROM trials").fetchone() == (4,)
+    finally:
+        connection.close()
+
+
+def test_a_template_of_another_optuna_version_or_an_older_mneme_is_not_used(tmp_path):
+    """The template is named for the installed Optuna (its schema and alembic stamp are that
+    version's) and for its WAL mode: files another version or an older mneme left in the
+    cache are never copied."""
+    cache = tmp_path / "cache" / "mneme"
+    cache.mkdir(parents=True)
+    stale = [cache / "optuna-0.0.1-empty-wal.sqlite3", cache / f"optuna-{optuna.__version__}-empty.sqlite3"]
+    for path in stale:
+        path.write_bytes(b"not this version's database")
+    storage = open_storage(f"sqlite:///{tmp_path / 'new.sqlite3'}")
+    assert template_path().is_file() and template_path() not in stale
+    study = optuna.create_study(study_name="s", storage=storage)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    assert len(study.trials) == 2
+    assert all(path.read_bytes() == b"not this version's database" for path in stale)
