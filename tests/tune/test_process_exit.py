@@ -73,3 +73,69 @@ def test_a_thread_the_exit_would_wait_for_keeps_the_normal_exit():
     finally:
         release.set()
         waiting.join()
+
+
+#: the command as its console script runs it, its workers' server importing one module more
+#: (its own exit handler leaves a file) and its pid written down
+WITH_A_MARKED_SERVER = """
+import os, sys
+from pathlib import Path
+folder = Path(sys.argv[1])
+(folder / "server_marker.py").write_text(
+    "import atexit, os\\n"
+    "atexit.register(lambda: open(os.environ['MARKER'], 'w').close())\\n")
+from multiprocessing import forkserver
+from mneme.tune.workers import _worker_server
+_worker_server.PRELOAD.append("server_marker")
+real = forkserver.ensure_running
+def ensure_running():
+    real()
+    (folder / "server-pid").write_text(str(forkserver._forkserver._forkserver_pid))
+forkserver.ensure_running = ensure_running
+sys.argv = ["mneme", *sys.argv[2:]]
+from mneme.cli.main import main
+main()
+"""
+
+
+def test_the_workers_server_ends_with_the_command_without_its_own_teardown(tmp_path):
+    """The server's teardown (engine, NumPy, the JIT binding unloaded) ran after the command
+    had ended and held its output open meanwhile: the command ends the server itself."""
+    import time
+
+    command = [sys.executable, "-c", WITH_A_MARKED_SERVER, str(tmp_path), "tune", "-rdb",
+               str(GOLDEN), "-rid", SAXPY, "--compile-only", "--trials", "4", "--space",
+               "pipeline", "--storage", f"sqlite:///{tmp_path / 't.sqlite3'}"]
+    # (the server finds the marker's module on PYTHONPATH: it is given no sys.path)
+    path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path, "MARKER": str(tmp_path / "server-teardown-ran")}
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "4 trials this run" in run.stdout
+    pid = int((tmp_path / "server-pid").read_text())
+    for _ in range(100):  # (reaped by whoever adopted it)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the workers' server {pid} outlived the command")
+    assert not (tmp_path / "server-teardown-ran").exists(), "the server's teardown ran"
+
+
+def test_stopping_the_workers_server_ends_it_by_its_signal():
+    code = """
+import os, signal
+from multiprocessing import forkserver
+from mneme.tune.workers import start_worker_server, stop_worker_server
+start_worker_server()
+pid = forkserver._forkserver._forkserver_pid
+assert stop_worker_server()
+_, status = os.waitpid(pid, 0)
+print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=os.environ.copy())
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True"]

@@ -54,6 +54,7 @@ _LAZY = {
     'WorkerRecord': '._worker_records',
     'PRELOAD': '._worker_server',
     'start_worker_server': '._worker_server',
+    'stop_worker_server': '._worker_server',
     'worker_context': '._worker_server',
     'WorkerStart': '._worker_start',
     'prepare_baseline': '._worker_start',
@@ -95,7 +96,7 @@ if TYPE_CHECKING:
     )
     from ._worker_server import (
         PRELOAD as PRELOAD, start_worker_server as start_worker_server,
-        worker_context as worker_context,
+        stop_worker_server as stop_worker_server, worker_context as worker_context,
     )
     from ._worker_start import WorkerStart as WorkerStart, prepare_baseline as prepare_baseline
 # isort: on

@@ -5,9 +5,10 @@ freed one by one: Optuna, SQLAlchemy, alembic, numpy, the studies' trials) took 
 here before the shell got its prompt back. None of it is needed: the storages are closed
 here (SQLite checkpoints its write-ahead log), the exit handlers run (multiprocessing's,
 temporary folders', logging's), the output is flushed, and the process ends with
-``os._exit``. Only the command's own process ends so (``mneme`` run from a shell:
-mneme.cli.main says so in ``ctx.obj["own_process"]``); invoked inside another program,
-the command returns as before.
+``os._exit``; the workers' fork server is ended with it (its own teardown held the
+command's output open 60-100 ms more: _worker_server.py). Only the command's own process
+ends so (``mneme`` run from a shell: mneme.cli.main says so in ``ctx.obj["own_process"]``);
+invoked inside another program, the command returns as before.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import sys
 import threading
 from collections.abc import Iterable
+
+from ._worker_server import stop_worker_server
 
 __all__ = ["end_process"]
 
@@ -45,4 +48,5 @@ def end_process(status: int, storages: Iterable = ()) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # (a closed pipe: nothing more to say)
             stream.flush()
+    stop_worker_server()  # (without its own teardown, which held the output open)
     os._exit(status)

@@ -12,12 +12,14 @@ starts the server before it imports the replay engine, Optuna or rich, so the se
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 
 from ..errors import TuneError
 
-__all__ = ["PRELOAD", "start_worker_server", "worker_context"]
+__all__ = ["PRELOAD", "start_worker_server", "stop_worker_server", "worker_context"]
 
 #: what the server imports once, before it forks any worker
 PRELOAD = ["mneme.tune.workers._worker", "mneme.replay.engine", "mneme.replay.jit"]
@@ -55,3 +57,25 @@ def start_worker_server() -> None:
             forkserver.ensure_running()
     except Exception:  # noqa: BLE001 - (a bad MNEME_WORKER_START: the executor's error)
         return
+
+
+def stop_worker_server() -> bool:
+    """End the workers' fork server this process started, at once: ``mneme tune``'s last
+    step (process_exit.py), every worker gone. Left alone, it ends only once it sees this
+    process gone, through its interpreter's teardown (the replay engine, NumPy, the JIT
+    binding unloaded: 60-100 ms here), and it holds the command's stdout and stderr open
+    meanwhile: a pipe reading them (``| tee``, a benchmark) waited that long for their end.
+    SIGTERM's default action ends it without that teardown; it holds nothing to save.
+
+    Returns:
+        True when a server was running and was told to end.
+    """
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if not pid:
+        return False
+    with contextlib.suppress(OSError):  # (gone already)
+        os.kill(pid, signal.SIGTERM)
+        return True
+    return False
