@@ -55,7 +55,8 @@ NB_MODULE(_native, m) {
   m.attr("DEFAULT_BASE") = rt::kDefaultBase;
   m.attr("DEFAULT_SIZE") = rt::kDefaultSize;
   m.attr("MIN_ALIGNMENT") = rt::kMinAlignment;
-  m.def("cuda_driver_available", &rt::cuda::Driver::available,
+  // (cuInit takes a quarter second on a GPU host: mneme tune opens its study on a thread meanwhile)
+  m.def("cuda_driver_available", &rt::cuda::Driver::available, mneme::bindings::ReleaseGil(),
         "True when libcuda.so.1 loads and cuInit succeeds.");
   m.def("format_bytes", &rt::format_bytes);
   bind_address_space(m);
