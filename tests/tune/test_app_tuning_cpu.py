@@ -100,6 +100,7 @@ def test_tune_app_compile_only_writes_one_report(profiled, tmp_path):
     assert (report / "profile.png").is_file()
 
 
+@pytest.mark.exclusive  # its budget is wall time: trials run only if the cores are there
 def test_a_budget_in_seconds_bounds_the_run(profiled, tmp_path):
     """--budget 8s is the run's wall time: rounds keep back their confirmation's time, and
     a kernel whose turn comes too late is skipped with its reason (not run past it)."""
