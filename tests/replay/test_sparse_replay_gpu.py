@@ -14,7 +14,7 @@ import struct
 import numpy as np
 import pytest
 from mneme.replay.db import Database, DatabaseWriter, InstanceRecord
-from mneme.replay.engine import ReplayConfig, ReplaySession
+from mneme.replay.engine import ReplayConfig, ReplaySession, Tolerance
 from mneme.replay.engine.sparse_regions import MIN_ZERO_BYTES
 from mneme.replay.jit import CompileConfig
 from replay_support import (
@@ -76,3 +76,15 @@ def test_a_stray_write_into_the_zero_range_fails_and_the_next_replay_starts_from
         assert not image.zeros_clean
         again = session.run(CompileConfig(), quick)  # the full reset filled the zeros again
         assert again.verified, again.summary()
+
+
+def test_a_tolerance_never_stands_for_zeros(device, pool_instance):
+    """A zero range compared with a float tolerance passes small values a launch may have
+    left there: such a verification does not spare the next fill."""
+    [region] = pool_instance.regions
+    tolerant = ReplayConfig(iterations=3, warmup=1, determinism_runs=0,
+                            tolerances={region.name: Tolerance("float32", rtol=1e-3)})
+    with ReplaySession(pool_instance, device=device) as session:
+        result = session.run(CompileConfig(), tolerant)
+        assert result.verified, result.summary()
+        assert not session.image().zeros_clean

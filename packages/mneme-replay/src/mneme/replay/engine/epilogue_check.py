@@ -184,8 +184,10 @@ class EpilogueChecks:
                                       slack.size, Tolerance(),
                                       slack.address))
         mismatches = self._verifier.run(checks, image.results, self._stream)  # type: ignore[union-attr]
-        # Every zero range checked and found zero: the next full reset need not fill them.
-        zero_checks = {(c.region, c.address) for c in checks if c.period}
+        # Every zero range checked bit-exactly and found zero: the next full reset need not
+        # fill them (a tolerance passes small values, which a fill would have cleared).
+        zero_checks = {(c.region, c.address) for c in checks
+                       if c.period and (not c.plan.typed or c.plan.mode == 0)}
         if ({name for name, parts in image.parts.items() if parts.zero} <= {r for r, _ in zero_checks}
                 and not any((m.region, m.address) in zero_checks for m in mismatches)):
             image.zeros_clean = True
