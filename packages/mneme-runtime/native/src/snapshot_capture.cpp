@@ -14,6 +14,26 @@ namespace {
 
 constexpr uint64_t kAlign = 256;             // piece offsets inside a block
 
+// Staging blocks of `block` bytes that one side of `instance` fills, packing its chunks as
+// capture() does; chunks `skip` marks (the digests said: no copy) take none.
+uint64_t staged_blocks(const SnapshotPipeline::Instance& instance, uint64_t block,
+                       const std::vector<std::vector<uint8_t>>* skip = nullptr) {
+  uint64_t blocks = 0, used = block;
+  for (size_t k = 0; k < instance.regions.size(); ++k) {
+    uint64_t size = instance.regions[k].size, chunk = instance.chunk[k];
+    for (uint64_t index = 0, off = 0; off < size; ++index, off += chunk) {
+      if (skip && !(*skip)[k].empty() && (*skip)[k][index]) continue;
+      uint64_t n = std::min(chunk, size - off);
+      if (used + n > block) {
+        ++blocks;
+        used = 0;
+      }
+      used = (used + n + kAlign - 1) / kAlign * kAlign;
+    }
+  }
+  return blocks;
+}
+
 }  // namespace
 
 std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::string& static_hash,
@@ -39,7 +59,6 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
     inst->rejected = true;
     inst->order.clear();
   }
-  uint64_t blocks = 0, used = block_;  // staging blocks one side needs (packing as capture does)
   for (size_t k = 0; k < inst->order.size(); ++k) {
     inst->regions.push_back(regions[inst->order[k]]);
     uint64_t size = inst->regions.back().size, chunk = writer_.chunk_for(size);
@@ -50,15 +69,8 @@ std::shared_ptr<SnapshotPipeline::Instance> SnapshotPipeline::begin(const std::s
     inst->zero.emplace_back(chunks, 0);
     inst->crc_before.emplace_back(chunks, 0);
     inst->crc_after.emplace_back(chunks, 0);
-    for (uint64_t off = 0; off < size; off += chunk) {
-      uint64_t n = std::min(chunk, size - off);
-      if (used + n > block_) {
-        ++blocks;
-        used = 0;
-      }
-      used = (used + n + kAlign - 1) / kAlign * kAlign;
-    }
   }
+  uint64_t blocks = staged_blocks(*inst, block_);  // one side, every chunk copied
   inst->diff_stored.assign(inst->regions.size(), 0);
   inst->bytes_stored.assign(inst->regions.size(), 0);
   inst->described.assign(inst->regions.size(), 0);
@@ -177,19 +189,8 @@ void SnapshotPipeline::capture(Instance& instance, bool epilogue, const std::vec
   // What this side stages (packed as the copies below pack it): the staging memory grows
   // toward that at once, and toward as much again for a retained prologue's epilogue,
   // never toward chunks the digests showed need no copy (a pool's zeros).
-  uint64_t blocks = 0;
   {
-    uint64_t at = block_;
-    for (size_t k = 0; k < instance.regions.size(); ++k)
-      for (uint64_t index = 0, off = 0; off < instance.regions[k].size; ++index, off += instance.chunk[k]) {
-        if (!skip[k].empty() && skip[k][index]) continue;
-        uint64_t n = std::min(instance.chunk[k], instance.regions[k].size - off);
-        if (at + n > block_) {
-          ++blocks;
-          at = 0;
-        }
-        at = (at + n + kAlign - 1) / kAlign * kAlign;
-      }
+    uint64_t blocks = staged_blocks(instance, block_, &skip);
     std::lock_guard<std::mutex> lock(pool_mutex_);
     need_ = (!epilogue && instance.retain ? 2 : 1) * blocks * block_;
   }
