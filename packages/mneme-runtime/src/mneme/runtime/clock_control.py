@@ -43,6 +43,7 @@ from pathlib import Path
 
 from .errors import ClockPolicyError
 from .kernel_timing import nvml_index
+from .user_dirs import user_state_dir
 
 __all__ = ["CLOCK_POLICIES", "ClockLock", "ClockPolicyError", "held_clocks", "parse_clock_policy",
            "repair_abandoned_locks"]
@@ -66,8 +67,7 @@ def parse_clock_policy(text: str | None) -> str | int:
 
 
 def lock_dir() -> Path:
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "mneme" / "clock-locks"
+    return user_state_dir() / "clock-locks"
 
 
 class _Nvml:

@@ -10,6 +10,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mneme.runtime.user_dirs import user_cache_dir
+
 from ..files import write_atomic
 
 if TYPE_CHECKING:
@@ -28,8 +30,7 @@ def default_cache_dir() -> Path:
     """
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "mneme" / "compile"
+    return user_cache_dir() / "compile"
 
 
 def compile_key(ir: bytes, kernel: str, config_json: str, toolchain: str) -> str:

@@ -23,7 +23,6 @@ _LAZY = {
     'launch_key': '._shape_cache',
     'load': '._shape_cache',
     'store': '._shape_cache',
-    'cache_dir': '._sqlite_template',
     'copy_template': '._sqlite_template',
     'template_path': '._sqlite_template',
     'CREATOR_WAIT_STEPS': '._study',
@@ -66,7 +65,7 @@ if TYPE_CHECKING:
         store as store,
     )
     from ._sqlite_template import (
-        cache_dir as cache_dir, copy_template as copy_template, template_path as template_path,
+        copy_template as copy_template, template_path as template_path,
     )
     from ._study import (
         CREATOR_WAIT_STEPS as CREATOR_WAIT_STEPS, DEFAULT_STORAGE_FILE as DEFAULT_STORAGE_FILE,

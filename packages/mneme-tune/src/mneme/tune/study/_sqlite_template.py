@@ -29,18 +29,9 @@ import tempfile
 from pathlib import Path
 
 import optuna
+from mneme.runtime.user_dirs import user_cache_dir
 
-__all__ = ["cache_dir", "copy_template", "template_path"]
-
-
-def cache_dir() -> Path:
-    """Where mneme keeps per-user files it can always make again.
-
-    Returns:
-        ``$XDG_CACHE_HOME/mneme``, else ``~/.cache/mneme``.
-    """
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mneme"
+__all__ = ["copy_template", "template_path"]
 
 
 def template_path() -> Path:
@@ -48,9 +39,9 @@ def template_path() -> Path:
     Optuna (its schema and alembic stamp are that version's).
 
     Returns:
-        Its path in :func:`cache_dir`.
+        Its path in mneme's cache directory (``mneme.runtime.user_dirs``).
     """
-    return cache_dir() / f"optuna-{optuna.__version__}-empty-wal.sqlite3"
+    return user_cache_dir() / f"optuna-{optuna.__version__}-empty-wal.sqlite3"
 
 
 def _make_template(path: Path) -> None:
