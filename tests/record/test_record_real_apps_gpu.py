@@ -134,7 +134,8 @@ def test_graph_built_node_by_node_follows_set_params_and_enabling(recorded):
 def test_driver_graph_taken_by_lookup_is_recorded_with_its_exec_updates(recorded):
     """XLA's way: cuGraph* taken through cuGetProcAddress, instantiated with
     cuGraphInstantiateWithFlags, changed with cuGraphExecKernelNodeSetParams,
-    cuGraphExecMemsetNodeSetParams and cuGraphExecUpdate between six launches. Every graph
+    cuGraphExecMemsetNodeSetParams and cuGraphExecUpdate between six launches; the joining
+    node keeps its arguments packed (`extra`), as XLA's cuBLASLt nodes do. Every graph
     kernel is recorded with the arguments of its launch (the mirror followed each change);
     test_application_computes_the_same_under_record asserts no launch ran unrecorded."""
     db_path, _, _ = recorded("driver_graphs")

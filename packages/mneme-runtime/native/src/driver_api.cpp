@@ -5,6 +5,7 @@
 // While a runtime-API wrapper of the recorder runs (Forwarding), the driver calls the real
 // runtime makes for it pass straight through: that launch or allocation is the runtime
 // wrapper's to record.
+#include "packed_arguments.hpp"
 #include "recorder.hpp"
 
 using namespace mneme::recorder;
@@ -28,38 +29,6 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 }
 
 namespace {
-
-// The argument pointers of a launch whose arguments come packed in one buffer (`extra`:
-// CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE, as cuBLASLt and CUTLASS launch): one pointer per
-// parameter into the buffer, at the offsets the driver gives. False when it cannot tell.
-bool unpack_arguments(CUfunction f, void** extra, std::vector<void*>& params) {
-  char* buffer = nullptr;
-  size_t size = 0;
-  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<char*>(extra[i + 1]);
-    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) size = *static_cast<size_t*>(extra[i + 1]);
-    else return false;  // an option this recorder does not know
-  }
-  // `f` may be a CUkernel cast to a CUfunction: its own query then.
-  using FuncParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
-  using KernelParamInfo = CUresult (*)(CUkernel, size_t, size_t*, size_t*);
-  static auto func_info = driver_function<FuncParamInfo>("cuFuncGetParamInfo");
-  static auto kernel_info = driver_function<KernelParamInfo>("cuKernelGetParamInfo");
-  if (!buffer) return false;
-  auto info = [&](size_t index, size_t* offset, size_t* bytes) {
-    if (func_info && func_info(f, index, offset, bytes) == CUDA_SUCCESS) return true;
-    return kernel_info && kernel_info(reinterpret_cast<CUkernel>(f), index, offset, bytes) == CUDA_SUCCESS;
-  };
-  params.clear();
-  for (size_t index = 0;; ++index) {
-    size_t offset = 0, bytes = 0;
-    if (!info(index, &offset, &bytes)) break;
-    if (offset + bytes > size) return false;
-    params.push_back(buffer + offset);
-  }
-  // No layout from the driver for a launch that passes bytes: it cannot be read.
-  return !params.empty() || size == 0;
-}
 
 // A launch with its arguments in `params` (the usual form) or packed in `extra` is
 // recorded; one the recorder cannot read runs unrecorded, said once.

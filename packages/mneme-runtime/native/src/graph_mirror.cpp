@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "interpose.hpp"
+#include "packed_arguments.hpp"
 
 namespace mneme::recorder {
 
@@ -303,9 +304,14 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
           why = "a kernel node's function could not be identified";
           return false;
         }
+        std::shared_ptr<std::vector<void*>> unpacked;
         if (!p.kernelParams && p.extra) {
-          why = std::string("kernel node ") + name + " passes its arguments as a packed buffer (extra)";
-          return false;
+          unpacked = std::make_shared<std::vector<void*>>();
+          if (!unpack_arguments(f, p.extra, *unpacked)) {
+            why = std::string("kernel node ") + name + "'s packed argument buffer (extra) could not be read";
+            return false;
+          }
+          p.kernelParams = unpacked->data();
         }
         // A cooperative kernel node is launched cooperatively, a clustered one with its
         // cluster shape.
@@ -315,7 +321,7 @@ bool GraphMirror::collect(cudaGraph_t graph, std::vector<Step>& out, std::string
         auto as_node = reinterpret_cast<CUgraphNode>(node);
         step.kernel = {f, name, dim3(p.gridDimX, p.gridDimY, p.gridDimZ), dim3(p.blockDimX, p.blockDimY, p.blockDimZ),
                        p.sharedMemBytes, p.kernelParams,
-                       p.kern ? static_cast<const void*>(p.kern) : static_cast<const void*>(p.func)};
+                       unpacked, p.kern ? static_cast<const void*>(p.kern) : static_cast<const void*>(p.func)};
         if (get_attribute && get_attribute(as_node, CU_KERNEL_NODE_ATTRIBUTE_COOPERATIVE, &value) == CUDA_SUCCESS)
           step.kernel.cooperative = value.cooperative != 0;
         value = CUkernelNodeAttrValue{};

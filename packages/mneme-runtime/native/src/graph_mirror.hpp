@@ -32,6 +32,9 @@ struct KernelStep {
   dim3 grid, block;
   unsigned shared_mem = 0;
   void** params = nullptr;  // the driver's copies of the argument values
+  // For a node that keeps its arguments packed (`extra`, as XLA's cuBLASLt nodes do):
+  // the pointers into the driver's buffer that `params` points at, shared by copies.
+  std::shared_ptr<std::vector<void*>> unpacked;
   const void* handle = nullptr;  // the node's CUkernel, else its CUfunction (as the recorder may know it)
   dim3 cluster{1, 1, 1};  // the node's thread-block cluster shape (its attribute)
   bool cooperative = false;  // the node launches cooperatively (its attribute)

@@ -4,7 +4,8 @@
 // joins them with the memset's buffer, a device-to-device memcpy node) is built with
 // cuGraphAdd*Node on kernels of the program's own module (cudaGetFuncBySymbol),
 // instantiated with cuGraphInstantiateWithFlags and launched with cuGraphLaunch six
-// times. Between launches the executable graph changes: a kernel node's arguments
+// times. The joining kernel's node passes its arguments packed in one buffer (`extra`), as
+// XLA's nodes for cuBLASLt's kernels do. Between launches the executable graph changes: a kernel node's arguments
 // (cuGraphExecKernelNodeSetParams), the memset value (cuGraphExecMemsetNodeSetParams), and
 // a whole second graph of the same shape (cuGraphExecUpdate), after which a node changes
 // again. The host checks every launch's result. Each kernel also runs once eagerly with
@@ -12,6 +13,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <vector>
 
 #include "corpus_check.h"
@@ -136,7 +138,17 @@ int main() {
     p.value = value; p.elementSize = 4; p.width = n; p.height = 1; p.pitch = 0;
     return p;
   };
-  auto build = [&](Host h, void **fill_args, void **scale_args, void **join_args) {
+  // combine's arguments packed as the driver lays them out (what cuBLASLt passes in `extra`)
+  struct CombineArgs {
+    const unsigned *x, *y;
+    unsigned *out;
+    int n;
+  } combine_args{x, y, out, n};
+  // the parameters' bytes exactly, without the struct's tail padding: the driver checks the size
+  size_t combine_args_size = offsetof(CombineArgs, n) + sizeof(int);
+  void *join_extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &combine_args, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                        &combine_args_size, CU_LAUNCH_PARAM_END};
+  auto build = [&](Host h, void **fill_args, void **scale_args) {
     Nodes g{};
     DRIVER_CHECK(p_cuGraphCreate(&g.graph, 0));
     CUDA_MEMSET_NODE_PARAMS ms = memset_params(h.fill);
@@ -145,7 +157,8 @@ int main() {
     DRIVER_CHECK(p_cuGraphAddKernelNode(&g.fill, g.graph, nullptr, 0, &fp));
     CUDA_KERNEL_NODE_PARAMS sp = kernel_params(scale_fn, scale_args);
     DRIVER_CHECK(p_cuGraphAddKernelNode(&g.scale, g.graph, &g.fill, 1, &sp));
-    CUDA_KERNEL_NODE_PARAMS jp = kernel_params(combine_fn, join_args);
+    CUDA_KERNEL_NODE_PARAMS jp = kernel_params(combine_fn, nullptr);
+    jp.extra = join_extra;
     CUgraphNode join_deps[] = {g.scale, g.zero};
     DRIVER_CHECK(p_cuGraphAddKernelNode(&g.join, g.graph, join_deps, 2, &jp));
     CUDA_MEMCPY3D cp{};
@@ -160,8 +173,7 @@ int main() {
   unsigned seed = h.seed, mul = h.mul, add = h.add;
   void *fill_args[] = {&x, &n_arg, &seed};
   void *scale_args[] = {&x, &n_arg, &mul, &add};
-  void *join_args[] = {&x, &y, &out, &n_arg};
-  Nodes first = build(h, fill_args, scale_args, join_args);
+  Nodes first = build(h, fill_args, scale_args);
   CUgraphExec exec = nullptr;
   DRIVER_CHECK(p_cuGraphInstantiateWithFlags(&exec, first.graph, 0));
 
@@ -186,7 +198,7 @@ int main() {
       DRIVER_CHECK(p_cuGraphExecMemsetNodeSetParams(exec, first.zero, &ms, ctx));
     }
     if (it == 4) {  // the whole graph replaced by one of the same shape, as XLA updates
-      second = build(h2, fill_args2, scale_args2, join_args);
+      second = build(h2, fill_args2, scale_args2);
       CUgraphExecUpdateResultInfo info{};
       DRIVER_CHECK(p_cuGraphExecUpdate(exec, second.graph, &info));
       CORPUS_REQUIRE(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "the update applied");
