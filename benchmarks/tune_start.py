@@ -3,8 +3,8 @@
     python benchmarks/tune_start.py [--db DB --rid KERNEL/INSTANCE] [--trials 60] [--runs 3]
 
 Each run is what a user types, on a fresh study: `mneme tune -rdb <copy of DB> -rid RID
---space launch,pipeline --trials 60` as a subprocess in a new folder (the default SQLite
-storage, a new file). Printed per run: the wall time, the tuner's own count, the search,
+--space launch,pipeline --trials 60` as a subprocess in a new folder (the default storage,
+a new journal file). Printed per run: the wall time, the tuner's own count, the search,
 wall/search and the command's phase line (`time: ...`, where the time went); then, for the
 median run, where the time outside the search went, and the goals (issue 23, measured on
 an H100, a kernel that tolerates any launch shape): the whole command in <= 4 s of wall

@@ -240,3 +240,38 @@ print("joined", "sqlalchemy" in sys.modules)
     assert run.returncode == 0, run.stderr
     said = [line for line in run.stdout.splitlines() if line.startswith(("help ", "built ", "joined "))]
     assert said == ["help False", "built False", "joined True"], run.stdout
+
+
+def _tune_here(folder, trials: int, *options: str) -> subprocess.CompletedProcess:
+    """`mneme tune` of saxpy (compile-only) run in ``folder``, its imports on stderr."""
+    return subprocess.run([sys.executable, "-X", "importtime", "-m", "mneme.cli", "tune", "-rdb",
+                           str(GOLDEN), "-rid", SAXPY, "--compile-only", "--trials", str(trials),
+                           "--space", "pipeline", "--seed", "1", *options],
+                          cwd=folder, capture_output=True, text=True, timeout=300)
+
+
+def test_the_default_storage_is_a_journal_file_no_process_of_the_run_imports_sqlalchemy(tmp_path):
+    """The default storage (study.default_storage_url) opens without SQLAlchemy and
+    Optuna's table models, the imports that were most of a short tuning's wait before
+    its search; the same command again resumes the study."""
+    first = _tune_here(tmp_path, 2)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (tmp_path / "mneme-tune.journal").is_file()
+    assert [line for line in first.stderr.splitlines() if "sqlalchemy" in line] == []
+    again = _tune_here(tmp_path, 3)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "holds 3 finished trials" in again.stdout, again.stdout
+
+
+def test_a_folder_that_holds_only_the_earlier_sqlite_default_resumes_it(tmp_path):
+    from mneme.tune.study import default_storage_url
+
+    sqlite = tmp_path / "mneme-tune.sqlite3"
+    first = _tune_here(tmp_path, 2, "--storage", f"sqlite:///{sqlite}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert default_storage_url(tmp_path) == f"sqlite:///{sqlite}"
+    again = _tune_here(tmp_path, 3)  # (no --storage: the SQLite file's study goes on)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "holds 3 finished trials" in again.stdout and not (tmp_path / "mneme-tune.journal").exists()
+    (tmp_path / "mneme-tune.journal").touch()  # a journal beside it is the default again
+    assert default_storage_url(tmp_path) == f"journal:{tmp_path / 'mneme-tune.journal'}"

@@ -44,7 +44,8 @@ __all__ = ["tune"]
               help="Compile-only: worker processes (default: one per CPU core).")
 @click.option("--storage", metavar="URL",
               help="Optuna storage: sqlite:///FILE, postgresql://..., mysql://..., or a journal "
-                   "file (journal:PATH, *.log). Default: ./mneme-tune.sqlite3.")
+                   "file (journal:PATH, *.log, *.journal). Default: the journal file "
+                   "./mneme-tune.journal (./mneme-tune.sqlite3 where only that exists).")
 @click.option("--study", "study_name", metavar="NAME", help="Study name (default: from the instance, "
               "space and objectives); processes sharing storage and name cooperate.")
 @click.option("--objective", "objectives", metavar="time|time,registers",

@@ -59,8 +59,8 @@ class TuneOptions:
             objectives.
         seed: the sampler's seed.
         storage: the study storage URL (sqlite://, a journal file, postgresql://); None for
-            a SQLite file.
-        storage_dir: where the default SQLite file lives; None for the current folder.
+            the default file (study.default_storage_url).
+        storage_dir: where the default file lives; None for the current folder.
         study: the study's name; None for one made of the instance and the space.
         grid_mode: the launch space's grid mode (cover, keep, free).
         iterations: timed iterations per trial.

@@ -104,7 +104,7 @@ def check_storage(storage: str | None) -> None:
     """The tasks run on other machines: only a database server is shared by all of them."""
     if storage is not None and storage.startswith(("postgresql", "mysql")):
         return
-    what = ("the default ./mneme-tune.sqlite3 (no --storage)" if storage is None
+    what = ("the default ./mneme-tune.journal (no --storage)" if storage is None
             else "a SQLite file" if storage.startswith("sqlite") else f"storage {storage!r}")
     raise SlurmError(f"--emit-slurm: the array's tasks run on other machines and cannot share {what}: "
                      "give --storage postgresql://USER@HOST:5432/DB (a PostgreSQL server every node reaches)")

@@ -33,6 +33,7 @@ _LAZY = {
     'SAMPLERS': '._study',
     'STUDY_ATTR': '._study',
     'default_sampler': '._study',
+    'default_storage_url': '._study',
     'make_sampler': '._study',
     'open_storage': '._study',
     'open_study': '._study',
@@ -71,7 +72,8 @@ if TYPE_CHECKING:
         CREATOR_WAIT_STEPS as CREATOR_WAIT_STEPS, DEFAULT_STORAGE_FILE as DEFAULT_STORAGE_FILE,
         RUNNING_ATTR as RUNNING_ATTR, RUNNING_REFRESH_SECONDS as RUNNING_REFRESH_SECONDS,
         RUNNING_STALE_SECONDS as RUNNING_STALE_SECONDS, SAMPLERS as SAMPLERS,
-        STUDY_ATTR as STUDY_ATTR, default_sampler as default_sampler, make_sampler as make_sampler,
+        STUDY_ATTR as STUDY_ATTR, default_sampler as default_sampler,
+        default_storage_url as default_storage_url, make_sampler as make_sampler,
         open_storage as open_storage, open_study as open_study, owner_alive as owner_alive,
         study_identity as study_identity, tuner_owner as tuner_owner,
     )

@@ -26,7 +26,13 @@ from ..errors import StudyError, TuneError
 from ..space import BoundSpace
 from ._sqlite_template import copy_template
 
-DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
+#: the default storage, in the current folder: an Optuna journal file. It opens in
+#: milliseconds; SQLite first imports SQLAlchemy and Optuna's table models (0.3-0.6 s, over
+#: 1 s on a busy host), which was most of what `mneme tune` waited for before its search.
+DEFAULT_STORAGE_FILE = "mneme-tune.journal"
+#: the default storage before it: a folder that holds one (and no journal) keeps using it,
+#: so its studies resume
+SQLITE_DEFAULT_STORAGE_FILE = "mneme-tune.sqlite3"
 #: user attribute holding what the study was made for (space, objectives)
 STUDY_ATTR = "mneme.study"
 #: tenths of a second to wait for a study's creator to write STUDY_ATTR
@@ -166,12 +172,30 @@ def sqlite_file(url: str) -> Path | None:
     return None if path in ("", ":memory:") else Path(path).expanduser()
 
 
+def default_storage_url(default_dir: Path | None = None) -> str:
+    """The storage of a tuning given no ``--storage``.
+
+    Parameters:
+        default_dir: the folder of the default file; None for the current one.
+
+    Returns:
+        ``journal:`` the journal file in that folder, or ``sqlite:///`` the SQLite file of
+        earlier versions where the folder holds only that (its studies resume).
+    """
+    folder = default_dir or Path.cwd()
+    sqlite = folder / SQLITE_DEFAULT_STORAGE_FILE
+    if sqlite.exists() and not (folder / DEFAULT_STORAGE_FILE).exists():
+        return f"sqlite:///{sqlite}"
+    return f"journal:{folder / DEFAULT_STORAGE_FILE}"
+
+
 def open_storage(url: str | None, default_dir: Path | None = None):
     """Open an Optuna storage (a new SQLite file is a copy of the template).
 
     Parameters:
         url: ``sqlite:///PATH``, ``postgresql://...``, ``mysql://...``, or a journal
-            file (``journal:PATH`` or ``*.log``); None for the default SQLite file.
+            file (``journal:PATH`` or ``*.log``); None for the default
+            (default_storage_url).
         default_dir: the default file's folder; None for the current one.
 
     Returns:
@@ -182,7 +206,7 @@ def open_storage(url: str | None, default_dir: Path | None = None):
             that is not installed, or a storage that cannot be opened (one line).
     """
     if url is None:
-        url = f"sqlite:///{(default_dir or Path.cwd()) / DEFAULT_STORAGE_FILE}"
+        url = default_storage_url(default_dir)
     try:
         if url.startswith("journal:") or url.endswith((".log", ".journal")):
             from optuna.storages.journal import JournalFileBackend, JournalStorage

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from ._study import DEFAULT_STORAGE_FILE, sqlite_file
+from ._study import default_storage_url, sqlite_file
 
 __all__ = ["StudyOpening", "fresh_study"]
 
@@ -27,10 +27,10 @@ T = TypeVar("T")
 
 
 def _file_of(url: str | None, default_dir: Path | None) -> tuple[str, Path | None]:
-    """(kind, file) of a storage URL as open_storage reads it: ``sqlite`` or ``journal``
-    with its file (None: in memory), or ``other`` (a server)."""
+    """(kind, file) of a storage URL as open_storage reads it (None: the default):
+    ``sqlite`` or ``journal`` with its file (None: in memory), or ``other`` (a server)."""
     if url is None:
-        return "sqlite", (default_dir or Path.cwd()) / DEFAULT_STORAGE_FILE
+        url = default_storage_url(default_dir)
     if url.startswith("journal:") or url.endswith((".log", ".journal")):
         return "journal", Path(url.removeprefix("journal:")).expanduser()
     if url.startswith("sqlite:///"):
@@ -43,7 +43,7 @@ def fresh_study(url: str | None, default_dir: Path | None, name: str) -> bool:
     baseline of it either) and can be written.
 
     Parameters:
-        url: the storage URL (``--storage``; None: the default SQLite file).
+        url: the storage URL (``--storage``; None: the default, default_storage_url).
         default_dir: the default file's folder; None for the current one.
         name: the study's name.
 
