@@ -7,8 +7,10 @@ Python, before the development environment exists).
 runs, at the setup's idle moments (pip's downloads and installs; scripts/test.sh starts it
 niced, before setup.sh), what the fixtures below would run at their setup, with the same
 functions: `corpus_outputs` (tests/corpus_check/corpus_support.py: every corpus program
-built with clang++-22 and its device kernels listed) and `nvcc_errors`
-(tests/corpus_check/test_corpus_nvcc.py: every CUDA corpus TU compiled with nvcc). Each
+built with clang++-22 and its device kernels listed), `corpus_ir` (tests/jit/conftest.py:
+the device bitcode of every CUDA corpus TU, the files those kernel lists were read from:
+one device compile for both) and `nvcc_errors` (tests/corpus_check/test_corpus_nvcc.py:
+every CUDA corpus TU compiled with nvcc). Each
 result is written whole to DIR/<fixture>.json (a rename) once made; DIR/done appears when
 the script has ended, however it ended (scripts/test.sh writes it). The fixture, where
 MNEME_EARLY_BUILDS names DIR, waits for its file and takes it, or builds as before where
@@ -42,9 +44,9 @@ ENV = "MNEME_EARLY_BUILDS"
 WAIT_SECONDS = 600
 
 
-def _outcome(fn, *args):
+def _outcome(fn, *args, **kwargs):
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except Exception as exc:  # reported by the test that looks at this program
         return exc
 
@@ -52,14 +54,23 @@ def _outcome(fn, *args):
 # -- what the fixtures build ----------------------------------------------------------------
 
 
-def build_corpus_outputs(out_root: Path) -> dict:
+def build_corpus_outputs(out_root: Path, ir_done=None) -> dict:
     """corpus_outputs' value: (kind, language, name) -> BuildResult / kernel names, or the
-    exception building raised."""
+    exception building raised. The kernel lists are read from each TU's device bitcode,
+    left in out_root/ir/<language>/<name>/; ir_done(value of corpus_ir), if given, is
+    called once every CUDA program's is made (before the builds), or with None where one
+    failed (the JIT tests then compile it themselves)."""
     cuda_programs = corpus_build.discover_programs("cuda")
     hip_programs = corpus_build.discover_programs("hip")
     cuda_root = corpus_build.find_cuda_root()
     jobs = {}
     with ThreadPoolExecutor(max_workers=MAX_JOBS) as pool:
+        # the device IR first: the JIT tests wait for it, and nothing else needs it
+        for program in cuda_programs + hip_programs:
+            jobs["kernels", program.language, program.name] = pool.submit(
+                _outcome, corpus_build.device_kernels, program.directory, cuda_root=cuda_root,
+                ir_dir=out_root / "ir" / program.language / program.name,
+            )
         for program in cuda_programs:
             jobs["build", "cuda", program.name] = pool.submit(
                 _outcome, build_corpus_program, program, out_root / "cuda" / program.name,
@@ -72,10 +83,12 @@ def build_corpus_outputs(out_root: Path) -> dict:
                 program.directory,
                 out_root / "hip" / program.name,
             )
-        for program in cuda_programs + hip_programs:
-            jobs["kernels", program.language, program.name] = pool.submit(
-                _outcome, corpus_build.device_kernels, program.directory
-            )
+        if ir_done is not None:
+            listings = [jobs["kernels", "cuda", p.name].result() for p in cuda_programs]
+            ir_done(None if any(isinstance(k, Exception) for k in listings) else {
+                p.name: [str(out_root / "ir" / "cuda" / p.name / (Path(s).stem + ".bc"))
+                         for s in p.sources]
+                for p in cuda_programs})
         return {key: future.result() for key, future in jobs.items()}
 
 
@@ -170,7 +183,12 @@ def early(name: str, meta: dict) -> dict | None:
 
 def corpus_outputs_meta() -> dict:
     return {"compiler": shutil.which(corpus_build.DEFAULT_COMPILER),
-            "cxxfilt": shutil.which(corpus_build.DEFAULT_CXXFILT)}
+            "cxxfilt": shutil.which(corpus_build.DEFAULT_CXXFILT),
+            "llvm-dis": shutil.which(corpus_build.DEFAULT_LLVM_DIS)}
+
+
+def corpus_ir_meta() -> dict:
+    return {"compiler": shutil.which(corpus_build.DEFAULT_COMPILER)}
 
 
 def main(argv: list[str]) -> int:
@@ -191,7 +209,11 @@ def main(argv: list[str]) -> int:
     meta = corpus_outputs_meta()
     try:
         if all(meta.values()):
-            _write(folder, "corpus_outputs", meta, build_corpus_outputs(folder / "corpus"))
+            def ir_done(value):
+                if value is not None:
+                    _write(folder, "corpus_ir", corpus_ir_meta(), value)
+
+            _write(folder, "corpus_outputs", meta, build_corpus_outputs(folder / "corpus", ir_done))
     except Exception:
         traceback.print_exc()
     return 0

@@ -20,6 +20,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,10 @@ HIP_INCLUDE_DIR = CORPUS_DIR / "hip"
 
 DEFAULT_COMPILER = "clang++-22"
 DEFAULT_CXXFILT = "llvm-cxxfilt-22"
+DEFAULT_LLVM_DIS = "llvm-dis-22"
+# Device bitcode of a TU as the mneme compiler wrapper records it (unoptimized): the kernel
+# lists are read from it, and the LLVM binding's tests compile it (one compile for both).
+DEVICE_IR_FLAGS = ["--cuda-device-only", "-emit-llvm", "-c", "-Xclang", "-disable-llvm-passes"]
 CUDA_ARCH = "sm_90"
 HIP_ARCH = "gfx90a"
 
@@ -391,32 +396,58 @@ def demangle(names: Sequence[str], cxxfilt: str = DEFAULT_CXXFILT) -> list[str]:
     return proc.stdout.splitlines()
 
 
+def device_ir_command(
+    program: Program,
+    source: str,
+    output: str | os.PathLike,
+    compiler: str | Sequence[str] = DEFAULT_COMPILER,
+    cuda_root: Path | None = None,
+) -> list[str]:
+    """The compile of one TU's device bitcode (DEVICE_IR_FLAGS) to `output`."""
+    lang_flags = (
+        hip_compile_flags()
+        if program.language == "hip"
+        else cuda_compile_flags(cuda_root or find_cuda_root())
+    )
+    return (
+        _compiler_argv(compiler)
+        + lang_flags
+        + list(program.flags)
+        + DEVICE_IR_FLAGS
+        + [str(program.directory / source), "-o", str(output)]
+    )
+
+
 def device_kernels(
     program_dir: str | os.PathLike,
     compiler: str | Sequence[str] = DEFAULT_COMPILER,
     cuda_root: str | os.PathLike | None = None,
     cxxfilt: str = DEFAULT_CXXFILT,
+    ir_dir: str | os.PathLike | None = None,
+    llvm_dis: str = DEFAULT_LLVM_DIS,
 ) -> list[str]:
-    """Sorted demangled names of every kernel in the program's device IR (all TUs)."""
+    """Sorted demangled names of every kernel in the program's device IR (all TUs).
+
+    The bitcode of each TU is left in ir_dir as <tu stem>.bc (default: a temporary folder)."""
     program = load_program(program_dir)
-    root = (
-        Path(cuda_root) if cuda_root else (find_cuda_root() if program.language == "cuda" else None)
-    )
-    lang_flags = hip_compile_flags() if program.language == "hip" else cuda_compile_flags(root)
-    mangled: set[str] = set()
-    for source in program.sources:
-        cmd = (
-            _compiler_argv(compiler)
-            + lang_flags
-            + list(program.flags)
-            + ["--cuda-device-only", "-emit-llvm", "-S", str(program.directory / source), "-o", "-"]
-        )
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CorpusError(
-                f"device IR failed (exit {proc.returncode}): {shlex.join(cmd)}\n{proc.stderr.strip()}"
+    root = Path(cuda_root) if cuda_root else None
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(ir_dir or scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        mangled: set[str] = set()
+        for source in program.sources:
+            bitcode = out / (Path(source).stem + ".bc")
+            cmd = device_ir_command(program, source, bitcode, compiler, root)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise CorpusError(
+                    f"device IR failed (exit {proc.returncode}): {shlex.join(cmd)}\n"
+                    f"{proc.stderr.strip()}"
+                )
+            ir = subprocess.run(
+                [llvm_dis, str(bitcode), "-o", "-"], capture_output=True, text=True, check=True
             )
-        mangled.update(kernels_in_ir(proc.stdout))
+            mangled.update(kernels_in_ir(ir.stdout))
     return sorted(demangle(sorted(mangled), cxxfilt))
 
 

@@ -5,6 +5,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import early_builds
 import pytest
 from script_modules import load_script
 
@@ -14,11 +15,10 @@ CLANG = "clang++-22"
 OPT = "opt-22"
 LEVELS = ("O0", "O1", "O2", "O3", "Os", "Oz")
 
-# Unoptimized device IR, as the mneme compiler wrapper records it.
-DEVICE_IR_FLAGS = ["--cuda-device-only", "-emit-llvm", "-c", "-Xclang", "-disable-llvm-passes"]
-
-
 corpus_build = load_script("tests/corpus/build.py")
+
+# Unoptimized device IR, as the mneme compiler wrapper records it.
+DEVICE_IR_FLAGS = corpus_build.DEVICE_IR_FLAGS
 
 
 def require_tools(*tools: str) -> None:
@@ -72,17 +72,23 @@ def build_test_kernels(out: Path) -> dict[str, Path]:
 
 
 def build_corpus_ir(out: Path) -> dict[str, list[Path]]:
-    """Device bitcode of every CUDA corpus translation unit, per program."""
+    """Device bitcode of every CUDA corpus translation unit, per program: the bitcode the
+    corpus' kernel lists were read from where tests/early_builds.py made it, else compiled
+    here with the same command."""
     require_tools(CLANG)
+    made = early_builds.early("corpus_ir", early_builds.corpus_ir_meta())
+    if made is not None:
+        return {name: [Path(path) for path in paths] for name, paths in made.items()}
     outputs: dict[str, list[Path]] = {}
     commands = []
+    cuda_root = corpus_build.find_cuda_root()
     for program in corpus_build.discover_programs("cuda"):
         for source in program.sources:
             target = out / program.name / (Path(source).stem + ".bc")
             target.parent.mkdir(parents=True, exist_ok=True)
             outputs.setdefault(program.name, []).append(target)
             commands.append(
-                cuda_device_ir_command(program.directory / source, target, list(program.flags))
+                corpus_build.device_ir_command(program, source, target, CLANG, cuda_root)
             )
     run_all(commands)
     return outputs
