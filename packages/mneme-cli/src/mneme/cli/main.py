@@ -15,6 +15,7 @@ line: a command may then end it as it likes).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -29,17 +30,21 @@ USER_ERROR_EXIT = 2
 class MnemeGroup(click.Group):
     """Loads subcommands lazily from entry points and turns user errors into one line."""
 
+    @functools.cached_property
     def _entry_points(self):
+        # read once per process: scanning every installed distribution's metadata took
+        # ~10 ms a call, and a process that runs commands in-process (tests, scripts)
+        # resolved one per command
         return {ep.name: ep for ep in entry_points(group="mneme.commands")}
 
     def list_commands(self, ctx):
-        return sorted(set(super().list_commands(ctx)) | set(self._entry_points()))
+        return sorted(set(super().list_commands(ctx)) | set(self._entry_points))
 
     def get_command(self, ctx, name):
         cmd = super().get_command(ctx, name)
         if cmd is not None:
             return cmd
-        ep = self._entry_points().get(name)
+        ep = self._entry_points.get(name)
         return ep.load() if ep is not None else None
 
     def invoke(self, ctx):
