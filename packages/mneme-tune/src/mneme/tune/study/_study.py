@@ -172,6 +172,14 @@ def sqlite_file(url: str) -> Path | None:
     return None if path in ("", ":memory:") else Path(path).expanduser()
 
 
+def journal_file(url: str) -> Path | None:
+    """The file of a journal storage URL (``journal:PATH``, or a path ending in ``.log`` or
+    ``.journal``); None for any other URL."""
+    if url.startswith("journal:") or url.endswith((".log", ".journal")):
+        return Path(url.removeprefix("journal:")).expanduser()
+    return None
+
+
 def default_storage_url(default_dir: Path | None = None) -> str:
     """The storage of a tuning given no ``--storage``.
 
@@ -194,7 +202,7 @@ def open_storage(url: str | None, default_dir: Path | None = None):
 
     Parameters:
         url: ``sqlite:///PATH``, ``postgresql://...``, ``mysql://...``, or a journal
-            file (``journal:PATH`` or ``*.log``); None for the default
+            file (journal_file); None for the default
             (default_storage_url).
         default_dir: the default file's folder; None for the current one.
 
@@ -208,17 +216,16 @@ def open_storage(url: str | None, default_dir: Path | None = None):
     if url is None:
         url = default_storage_url(default_dir)
     try:
-        if url.startswith("journal:") or url.endswith((".log", ".journal")):
+        if (path := journal_file(url)) is not None:
             from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-            path = Path(url.removeprefix("journal:")).expanduser()
             if not path.parent.is_dir():
                 raise StudyError(f"journal storage {path}: folder {path.parent} does not exist")
             return JournalStorage(JournalFileBackend(str(path)))
         if "://" not in url:
             raise StudyError(
                 f"storage {url!r} is neither a database URL (sqlite:///, postgresql://, "
-                "mysql://) nor a journal file (journal:PATH or *.log)"
+                "mysql://) nor a journal file (journal:PATH, *.log or *.journal)"
             )
         if url.startswith("sqlite:///"):
             file = sqlite_file(url)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from ._study import default_storage_url, sqlite_file
+from ._study import default_storage_url, journal_file, sqlite_file
 
 __all__ = ["StudyOpening", "fresh_study"]
 
@@ -31,8 +31,8 @@ def _file_of(url: str | None, default_dir: Path | None) -> tuple[str, Path | Non
     ``sqlite`` or ``journal`` with its file (None: in memory), or ``other`` (a server)."""
     if url is None:
         url = default_storage_url(default_dir)
-    if url.startswith("journal:") or url.endswith((".log", ".journal")):
-        return "journal", Path(url.removeprefix("journal:")).expanduser()
+    if (journal := journal_file(url)) is not None:
+        return "journal", journal
     if url.startswith("sqlite:///"):
         return "sqlite", sqlite_file(url)
     return "other", None
