@@ -8,8 +8,8 @@
 // XLA's nodes for cuBLASLt's kernels do. Between launches the executable graph changes: a
 // kernel node's arguments (cuGraphExecKernelNodeSetParams), the memset value
 // (cuGraphExecMemsetNodeSetParams), and a whole second graph of the same shape
-// (cuGraphExecUpdate), after which a node changes again. The host checks every launch's result. Each kernel also runs once eagerly with
-// the checksum protocol.
+// (cuGraphExecUpdate), after which a node changes again. The host checks every launch's
+// result. Each kernel also runs once eagerly with the checksum protocol.
 #include <cuda.h>
 #include <dlfcn.h>
 
