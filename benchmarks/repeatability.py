@@ -49,6 +49,7 @@ def tune_twice(db: Path, work: Path, tag: str, mode: str, kernels: int, trials: 
     for n in (1, 2):
         report = work / f"{tag}.{mode}.{n}"
         started = time.monotonic()
+        print(f"{tag}: tuning, clock-control {mode}, run {n} of 2 ...", flush=True)
         run = mneme("tune", "-rdb", db, "--app", "--kernels", kernels, "--budget", kernels * trials,
                     "--seed", "1", "--clock-control", mode, "--report", report, "--plots", "off",
                     "--storage", f"sqlite:///{work / f'{tag}.{mode}.{n}.sqlite3'}", timeout=1800)
@@ -57,6 +58,7 @@ def tune_twice(db: Path, work: Path, tag: str, mode: str, kernels: int, trials: 
             raise RuntimeError(f"{tag} ({mode}, run {n}) failed: {(run.stderr or run.stdout).strip()[-300:]}")
         data = json.loads(app.read_text())
         data["wall_s"] = time.monotonic() - started
+        print(f"{tag}: run {n} took {data['wall_s']:.1f} s", flush=True)
         runs.append(data)
     return runs
 
@@ -92,9 +94,13 @@ def main() -> int:
     for name in options.apps:
         db = work / f"{name}.rdb"
         command, cwd = command_of(name, options.prebuilt, work)
-        if not db.is_dir() and mneme("record", "-rdb", db, "--", *command, cwd=cwd).returncode != 0:
-            print(f"{name}: record failed, skipped")
-            continue
+        if not db.is_dir():
+            print(f"{name}: recording ...", flush=True)
+            started = time.monotonic()
+            if mneme("record", "-rdb", db, "--", *command, cwd=cwd).returncode != 0:
+                print(f"{name}: record failed, skipped")
+                continue
+            print(f"{name}: recorded in {time.monotonic() - started:.1f} s", flush=True)
         for mode in modes:
             try:
                 runs = tune_twice(db, work, name, mode, options.kernels, options.trials)
