@@ -1,6 +1,7 @@
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from cmake_corpus import CMakeCorpus, build_cmake_corpus
 from corpus_linking import MAX_JOBS, build_corpus_program
 from instrument_support import (
     CUDA_PROGRAMS,
@@ -11,6 +12,10 @@ from instrument_support import (
 )
 
 
+class CorpusBuildError(Exception):
+    """A corpus program that did not build (its tests fail with this message)."""
+
+
 def _outcome(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
@@ -19,15 +24,37 @@ def _outcome(fn, *args, **kwargs):
 
 
 @pytest.fixture(scope="session")
-def instrumented(tmp_path_factory):
-    """program name -> BuildResult of the CUDA corpus built with mneme-clang++ (or the error)."""
+def cmake_corpus(tmp_path_factory) -> CMakeCorpus:
+    """The CUDA corpus built once as one CMake project through add_mneme()
+    (cmake_corpus.py), for the CMake package's test and every instrumented-program test."""
     require_toolchain()
+    return build_cmake_corpus(tmp_path_factory.mktemp("cmake-corpus"))
+
+
+@pytest.fixture(scope="session")
+def instrumented(tmp_path_factory, cmake_corpus):
+    """program name -> BuildResult of the CUDA corpus built with mneme-clang++ (or the error):
+    the CMake corpus's targets (mneme-clang++ their compiler launcher), and a program the
+    project leaves out (`-lcuda` with no stub library here) built with mneme-clang++ as the
+    compiler, against a link-only libcuda."""
+    require_toolchain()
+    in_project = {p.name for p in cmake_corpus.programs}
     root = tmp_path_factory.mktemp("instrumented")
+    others = [p for p in CUDA_PROGRAMS if p.name not in in_project]
     with ThreadPoolExecutor(MAX_JOBS) as pool:  # each build runs one compiler at a time
-        builds = pool.map(
-            lambda p: _outcome(build_corpus_program, p, root / p.name, MNEME_CLANGXX), CUDA_PROGRAMS
-        )
-        return dict(zip([p.name for p in CUDA_PROGRAMS], builds, strict=True))
+        built = dict(zip([p.name for p in others], pool.map(
+            lambda p: _outcome(build_corpus_program, p, root / p.name, MNEME_CLANGXX), others), strict=True))
+    for program in CUDA_PROGRAMS:
+        if program.name in built:
+            continue
+        executable = cmake_corpus.executable(program.name)
+        objects = cmake_corpus.objects(program)
+        if executable.is_file() and len(objects) == len(program.sources):
+            built[program.name] = corpus_build.BuildResult(program, objects, executable, [])
+        else:
+            built[program.name] = CorpusBuildError(
+                f"{program.name} did not build through the CMake package:\n{cmake_corpus.failure}")
+    return built
 
 
 @pytest.fixture(scope="session")

@@ -1,24 +1,12 @@
 """The CMake package: a corpus program built with CMake through mneme-clang++ as the compiler,
 and one through find_package(mneme) + add_mneme() with plain clang++-22."""
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
+from cmake_corpus import cmake_tools
 from instrument_support import corpus_build, run_mneme
 from mneme.instrument.section import read_kernels
-
-BIN = Path(sys.executable).parent
-
-
-def cmake_tools():
-    cmake = shutil.which("cmake", path=str(BIN)) or shutil.which("cmake")
-    ninja = shutil.which("ninja", path=str(BIN)) or shutil.which("ninja")
-    if not cmake:
-        pytest.skip("cmake is not installed")
-    return cmake, ninja
 
 
 def write_project(directory: Path, program, use_add_mneme: bool) -> None:
@@ -124,38 +112,12 @@ def test_cmake_cuda_language_add_mneme_links_shared_cudart(tmp_path):
     assert "libcudart.so" in needed
 
 
-def test_every_corpus_program_builds_with_the_cmake_package(tmp_path):
+def test_every_corpus_program_builds_with_the_cmake_package(cmake_corpus):
     """One CMake project with a target per corpus program, each made recordable by
-    add_mneme(): every one builds and embeds exactly its manifest's kernels."""
-    cmakedir = run_mneme("config", "cmakedir", check=True).stdout.strip()
-    cuda = corpus_build.find_cuda_root()
-    programs = [p for p in corpus_build.discover_programs("cuda")
-                if "-lcuda" not in p.link_flags or (cuda / "lib64" / "stubs" / "libcuda.so").exists()]
-    lines = ["cmake_minimum_required(VERSION 3.21)", "project(corpus LANGUAGES CXX)",
-             "find_package(mneme 0.1 REQUIRED)"]
-    for program in programs:
-        sources = " ".join(f'"{program.directory / s}"' for s in program.sources)
-        flags = corpus_build.cuda_compile_flags(cuda) + list(program.flags)
-        link = corpus_build.cuda_link_flags(program, cuda)
-        lines += [
-            f"add_executable({program.name} {sources})",
-            f"set_source_files_properties({sources} TARGET_DIRECTORY {program.name} PROPERTIES LANGUAGE CXX)",
-            f"target_compile_options({program.name} PRIVATE " + " ".join(f'"{f}"' for f in flags) + ")",
-            f"target_link_options({program.name} PRIVATE " + " ".join(f'"{f}"' for f in link) + ")",
-            f"add_mneme({program.name})",
-        ]
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
-    cmake, ninja = cmake_tools()
-    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
-    build = tmp_path / "build"
-    for cmd in ([cmake, "-S", str(src), "-B", str(build), *generator,
-                 "-DCMAKE_CXX_COMPILER=clang++-22", f"-DCMAKE_PREFIX_PATH={cmakedir}"],
-                [cmake, "--build", str(build), "-j", "2"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert len(programs) >= 15
-    for program in programs:
-        kernels = read_kernels(build / program.name)
+    add_mneme() (cmake_corpus.py, built once for the session): every one builds and embeds
+    exactly its manifest's kernels."""
+    assert cmake_corpus.failure is None, cmake_corpus.failure
+    assert len(cmake_corpus.programs) >= 15
+    for program in cmake_corpus.programs:
+        kernels = read_kernels(cmake_corpus.executable(program.name))
         assert sorted({k.demangled for k in kernels}) == list(program.kernels), program.name

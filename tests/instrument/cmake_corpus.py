@@ -1,0 +1,98 @@
+"""The CUDA corpus as one CMake project through mneme's CMake package: a target per program,
+each made recordable by add_mneme() (mneme-clang++ as the compiler and linker launcher of
+clang++-22, the program's own flags). The session builds it once (conftest.py's
+``cmake_corpus``): the CMake package's test asserts that every target built and embeds its
+manifest's kernels, and the tests of instrumented corpus programs (``instrumented``) read
+the same executables and objects, which mneme-clang++ compiled exactly as it compiles when
+called as the compiler (the launcher only names clang++-22 itself)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from corpus_linking import MAX_JOBS
+from instrument_support import corpus_build, run_mneme
+
+BIN = Path(sys.executable).parent
+
+
+def cmake_tools() -> tuple[str, str | None]:
+    cmake = shutil.which("cmake", path=str(BIN)) or shutil.which("cmake")
+    ninja = shutil.which("ninja", path=str(BIN)) or shutil.which("ninja")
+    if not cmake:
+        pytest.skip("cmake is not installed")
+    return cmake, ninja
+
+
+@dataclass
+class CMakeCorpus:
+    """The built project: its programs (those `-lcuda` can be linked for here), the build
+    folder, and the configure and build commands with their exit status and output."""
+
+    programs: list
+    build: Path
+    runs: list[tuple[list[str], subprocess.CompletedProcess]]
+
+    @property
+    def failure(self) -> str | None:
+        """The first command that failed, with the end of its output; None when all passed."""
+        for cmd, proc in self.runs:
+            if proc.returncode != 0:
+                return f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        return None
+
+    def executable(self, name: str) -> Path:
+        return self.build / name
+
+    def objects(self, program) -> list[Path]:
+        """The program's objects, in the order of its sources (CMake names each after its
+        source's path: CMakeFiles/<target>.dir/<path>.o)."""
+        found = list((self.build / "CMakeFiles" / f"{program.name}.dir").rglob("*.o"))
+        by_source = {}
+        for obj in found:
+            for source in program.sources:
+                if obj.name == f"{Path(source).name}.o":
+                    by_source[source] = obj
+        return [by_source[s] for s in program.sources if s in by_source]
+
+
+def build_cmake_corpus(root: Path) -> CMakeCorpus:
+    """Writes the project under ``root`` and builds every target (ninja keeps going past a
+    target that fails, so the others are still there for their own tests)."""
+    cmakedir = run_mneme("config", "cmakedir", check=True).stdout.strip()
+    cuda = corpus_build.find_cuda_root()
+    programs = [p for p in corpus_build.discover_programs("cuda")
+                if "-lcuda" not in p.link_flags or (cuda / "lib64" / "stubs" / "libcuda.so").exists()]
+    lines = ["cmake_minimum_required(VERSION 3.21)", "project(corpus LANGUAGES CXX)",
+             "find_package(mneme 0.1 REQUIRED)"]
+    for program in programs:
+        sources = " ".join(f'"{program.directory / s}"' for s in program.sources)
+        flags = corpus_build.cuda_compile_flags(cuda) + list(program.flags)
+        link = corpus_build.cuda_link_flags(program, cuda)
+        lines += [
+            f"add_executable({program.name} {sources})",
+            f"set_source_files_properties({sources} TARGET_DIRECTORY {program.name} PROPERTIES LANGUAGE CXX)",
+            f"target_compile_options({program.name} PRIVATE " + " ".join(f'"{f}"' for f in flags) + ")",
+            f"target_link_options({program.name} PRIVATE " + " ".join(f'"{f}"' for f in link) + ")",
+            f"add_mneme({program.name})",
+        ]
+    src = root / "src"
+    src.mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
+    cmake, ninja = cmake_tools()
+    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
+    keep_going = ["--", "-k", "0"] if ninja else ["--", "-k"]
+    build = root / "build"
+    runs = []
+    for cmd in ([cmake, "-S", str(src), "-B", str(build), *generator,
+                 "-DCMAKE_CXX_COMPILER=clang++-22", f"-DCMAKE_PREFIX_PATH={cmakedir}"],
+                [cmake, "--build", str(build), "-j", str(MAX_JOBS), *keep_going]):
+        runs.append((cmd, subprocess.run(cmd, capture_output=True, text=True)))
+        if runs[-1][1].returncode != 0 and cmd[1] == "-S":
+            break  # (nothing to build)
+    return CMakeCorpus(programs, build, runs)
