@@ -102,17 +102,20 @@ def test_tune_app_compile_only_writes_one_report(profiled, tmp_path):
 
 @pytest.mark.exclusive  # its budget is wall time: trials run only if the cores are there
 def test_a_budget_in_seconds_bounds_the_run(profiled, tmp_path):
-    """--budget 8s is the run's wall time: rounds keep back their confirmation's time, and
+    """--budget 12s is the run's wall time: rounds keep back their confirmation's time, and
     a kernel whose turn comes too late is skipped with its reason (not run past it)."""
+    # (8 s until 2026-11-29: on two loaded cores the tuners and workers took 3.3 s to
+    # start, and the rounds' reserve left no kernel its 3 s minimum; CI's slowest run)
+    budget = 12
     report = tmp_path / "report"
-    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--budget", "8s",
+    run = run_mneme("tune", "-rdb", profiled, "--app", "--compile-only", "--budget", f"{budget}s",
                     "--storage", f"sqlite:///{tmp_path / 's.sqlite3'}", "--seed", "1",
                     "--report", report, "--plots", "off")
     assert run.returncode == 0, run.stdout + run.stderr
     data = json.loads((report / "app.json").read_text())
     # (measured: 5.7 s; 9.8 s when rounds ignored the budget's end; the slack: trials in
     # flight when a search's time is up finish)
-    assert data["seconds"] <= 8 + 1.5, data["seconds"]
+    assert data["seconds"] <= budget + 1.5, data["seconds"]
     tuned = [r for r in data["kernels"] if r["trials"]]
     assert tuned and tuned[0]["share"] == max(r["share"] for r in data["kernels"])
     for row in data["kernels"]:
