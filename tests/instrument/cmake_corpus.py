@@ -21,9 +21,14 @@ from instrument_support import corpus_build, run_mneme
 BIN = Path(sys.executable).parent
 
 
+def find_cmake() -> tuple[str | None, str | None]:
+    """cmake and ninja (this environment's first), each None where it is not installed."""
+    return (shutil.which("cmake", path=str(BIN)) or shutil.which("cmake"),
+            shutil.which("ninja", path=str(BIN)) or shutil.which("ninja"))
+
+
 def cmake_tools() -> tuple[str, str | None]:
-    cmake = shutil.which("cmake", path=str(BIN)) or shutil.which("cmake")
-    ninja = shutil.which("ninja", path=str(BIN)) or shutil.which("ninja")
+    cmake, ninja = find_cmake()
     if not cmake:
         pytest.skip("cmake is not installed")
     return cmake, ninja
@@ -61,9 +66,13 @@ class CMakeCorpus:
         return [by_source[s] for s in program.sources if s in by_source]
 
 
-def build_cmake_corpus(root: Path) -> CMakeCorpus:
+def build_cmake_corpus(root: Path) -> CMakeCorpus | None:
     """Writes the project under ``root`` and builds every target (ninja keeps going past a
-    target that fails, so the others are still there for their own tests)."""
+    target that fails, so the others are still there for their own tests); None without
+    cmake."""
+    cmake, ninja = find_cmake()
+    if cmake is None:
+        return None
     cmakedir = run_mneme("config", "cmakedir", check=True).stdout.strip()
     cuda = corpus_build.find_cuda_root()
     programs = [p for p in corpus_build.discover_programs("cuda")
@@ -84,7 +93,6 @@ def build_cmake_corpus(root: Path) -> CMakeCorpus:
     src = root / "src"
     src.mkdir(parents=True)
     (src / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
-    cmake, ninja = cmake_tools()
     generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
     keep_going = ["--", "-k", "0"] if ninja else ["--", "-k"]
     build = root / "build"

@@ -24,9 +24,10 @@ def _outcome(fn, *args, **kwargs):
 
 
 @pytest.fixture(scope="session")
-def cmake_corpus(tmp_path_factory) -> CMakeCorpus:
+def cmake_corpus(tmp_path_factory) -> CMakeCorpus | None:
     """The CUDA corpus built once as one CMake project through add_mneme()
-    (cmake_corpus.py), for the CMake package's test and every instrumented-program test."""
+    (cmake_corpus.py), for the CMake package's test and every instrumented-program test;
+    None where CMake is not installed."""
     require_toolchain()
     return build_cmake_corpus(tmp_path_factory.mktemp("cmake-corpus"))
 
@@ -36,16 +37,16 @@ def instrumented(tmp_path_factory, cmake_corpus):
     """program name -> BuildResult of the CUDA corpus built with mneme-clang++ (or the error):
     the CMake corpus's targets (mneme-clang++ their compiler launcher), and a program the
     project leaves out (`-lcuda` with no stub library here) built with mneme-clang++ as the
-    compiler, against a link-only libcuda."""
+    compiler, against a link-only libcuda; every program so where CMake is missing."""
     require_toolchain()
-    in_project = {p.name for p in cmake_corpus.programs}
+    in_project = {p.name for p in cmake_corpus.programs} if cmake_corpus is not None else set()
     root = tmp_path_factory.mktemp("instrumented")
     others = [p for p in CUDA_PROGRAMS if p.name not in in_project]
     with ThreadPoolExecutor(MAX_JOBS) as pool:  # each build runs one compiler at a time
         built = dict(zip([p.name for p in others], pool.map(
             lambda p: _outcome(build_corpus_program, p, root / p.name, MNEME_CLANGXX), others), strict=True))
     for program in CUDA_PROGRAMS:
-        if program.name in built:
+        if program.name in built or cmake_corpus is None:
             continue
         executable = cmake_corpus.executable(program.name)
         objects = cmake_corpus.objects(program)
