@@ -34,6 +34,47 @@ def cmake_tools() -> tuple[str, str | None]:
     return cmake, ninja
 
 
+def target_lines(target: str, program, cuda: Path) -> list[str]:
+    """The CMakeLists lines of an executable ``target`` built from ``program``'s sources
+    as C++ (clang++-22's CUDA mode through the corpus's flags), linked as the corpus links."""
+    sources = " ".join(f'"{program.directory / s}"' for s in program.sources)
+    flags = corpus_build.cuda_compile_flags(cuda) + list(program.flags)
+    link = corpus_build.cuda_link_flags(program, cuda)
+    return [
+        f"add_executable({target} {sources})",
+        f"set_source_files_properties({sources} TARGET_DIRECTORY {target} PROPERTIES LANGUAGE CXX)",
+        f"target_compile_options({target} PRIVATE " + " ".join(f'"{f}"' for f in flags) + ")",
+        f"target_link_options({target} PRIVATE " + " ".join(f'"{f}"' for f in link) + ")",
+    ]
+
+
+def cmake_build(src: Path, build: Path, defines: list[str], *, cmake: str,
+                        ninja: str | None, jobs: int | None = None,
+                        keep_going: bool = False) -> list[tuple[list[str], subprocess.CompletedProcess]]:
+    """CMake's configure (Ninja where there is one) and build of ``src`` in ``build``:
+    each command with its result; the build is not tried after a failed configure."""
+    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
+    build_cmd = [cmake, "--build", str(build)]
+    if jobs:
+        build_cmd += ["-j", str(jobs)]
+    if keep_going:  # (past a target that fails: the others are built)
+        build_cmd += ["--", "-k", "0"] if ninja else ["--", "-k"]
+    runs = [(cmd := [cmake, "-S", str(src), "-B", str(build), *generator, *defines],
+             subprocess.run(cmd, capture_output=True, text=True))]
+    if runs[0][1].returncode == 0:
+        runs.append((build_cmd, subprocess.run(build_cmd, capture_output=True, text=True)))
+    return runs
+
+
+def failure_of(runs: list[tuple[list[str], subprocess.CompletedProcess]]) -> str | None:
+    """The first command of ``runs`` that failed, with the end of its output; None when
+    all passed."""
+    for cmd, proc in runs:
+        if proc.returncode != 0:
+            return f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return None
+
+
 @dataclass
 class CMakeCorpus:
     """The built project: its programs (those `-lcuda` can be linked for here), the build
@@ -46,10 +87,7 @@ class CMakeCorpus:
     @property
     def failure(self) -> str | None:
         """The first command that failed, with the end of its output; None when all passed."""
-        for cmd, proc in self.runs:
-            if proc.returncode != 0:
-                return f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        return None
+        return failure_of(self.runs)
 
     def executable(self, name: str) -> Path:
         return self.build / name
@@ -57,13 +95,8 @@ class CMakeCorpus:
     def objects(self, program) -> list[Path]:
         """The program's objects, in the order of its sources (CMake names each after its
         source's path: CMakeFiles/<target>.dir/<path>.o)."""
-        found = list((self.build / "CMakeFiles" / f"{program.name}.dir").rglob("*.o"))
-        by_source = {}
-        for obj in found:
-            for source in program.sources:
-                if obj.name == f"{Path(source).name}.o":
-                    by_source[source] = obj
-        return [by_source[s] for s in program.sources if s in by_source]
+        found = {o.name: o for o in (self.build / "CMakeFiles" / f"{program.name}.dir").rglob("*.o")}
+        return [found[f"{Path(s).name}.o"] for s in program.sources if f"{Path(s).name}.o" in found]
 
 
 def build_cmake_corpus(root: Path) -> CMakeCorpus | None:
@@ -80,27 +113,12 @@ def build_cmake_corpus(root: Path) -> CMakeCorpus | None:
     lines = ["cmake_minimum_required(VERSION 3.21)", "project(corpus LANGUAGES CXX)",
              "find_package(mneme 0.1 REQUIRED)"]
     for program in programs:
-        sources = " ".join(f'"{program.directory / s}"' for s in program.sources)
-        flags = corpus_build.cuda_compile_flags(cuda) + list(program.flags)
-        link = corpus_build.cuda_link_flags(program, cuda)
-        lines += [
-            f"add_executable({program.name} {sources})",
-            f"set_source_files_properties({sources} TARGET_DIRECTORY {program.name} PROPERTIES LANGUAGE CXX)",
-            f"target_compile_options({program.name} PRIVATE " + " ".join(f'"{f}"' for f in flags) + ")",
-            f"target_link_options({program.name} PRIVATE " + " ".join(f'"{f}"' for f in link) + ")",
-            f"add_mneme({program.name})",
-        ]
+        lines += [*target_lines(program.name, program, cuda), f"add_mneme({program.name})"]
     src = root / "src"
     src.mkdir(parents=True)
     (src / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
-    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
-    keep_going = ["--", "-k", "0"] if ninja else ["--", "-k"]
     build = root / "build"
-    runs = []
-    for cmd in ([cmake, "-S", str(src), "-B", str(build), *generator,
-                 "-DCMAKE_CXX_COMPILER=clang++-22", f"-DCMAKE_PREFIX_PATH={cmakedir}"],
-                [cmake, "--build", str(build), "-j", str(MAX_JOBS), *keep_going]):
-        runs.append((cmd, subprocess.run(cmd, capture_output=True, text=True)))
-        if runs[-1][1].returncode != 0 and cmd[1] == "-S":
-            break  # (nothing to build)
+    runs = cmake_build(src, build, ["-DCMAKE_CXX_COMPILER=clang++-22",
+                                            f"-DCMAKE_PREFIX_PATH={cmakedir}"],
+                               cmake=cmake, ninja=ninja, jobs=MAX_JOBS, keep_going=True)
     return CMakeCorpus(programs, build, runs)

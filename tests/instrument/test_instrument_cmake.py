@@ -5,24 +5,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cmake_corpus import cmake_tools
+from cmake_corpus import cmake_build, cmake_tools, failure_of, target_lines
 from instrument_support import corpus_build, run_mneme
 from mneme.instrument.section import read_kernels
 
 
 def write_project(directory: Path, program, use_add_mneme: bool) -> None:
-    cuda = corpus_build.find_cuda_root()
-    compile_flags = corpus_build.cuda_compile_flags(cuda) + list(program.flags)
-    link_flags = corpus_build.cuda_link_flags(program, cuda)
-    sources = " ".join(f'"{program.directory / s}"' for s in program.sources)
-    lines = [
-        "cmake_minimum_required(VERSION 3.21)",
-        "project(corpus_app LANGUAGES CXX)",
-        f"add_executable(app {sources})",
-        f"set_source_files_properties({sources} PROPERTIES LANGUAGE CXX)",
-        "target_compile_options(app PRIVATE " + " ".join(f'"{f}"' for f in compile_flags) + ")",
-        "target_link_options(app PRIVATE " + " ".join(f'"{f}"' for f in link_flags) + ")",
-    ]
+    lines = ["cmake_minimum_required(VERSION 3.21)", "project(corpus_app LANGUAGES CXX)",
+             *target_lines("app", program, corpus_build.find_cuda_root())]
     if use_add_mneme:
         lines += ["find_package(mneme 0.1 REQUIRED)", "add_mneme(app)"]
     directory.mkdir(parents=True, exist_ok=True)
@@ -31,15 +21,8 @@ def write_project(directory: Path, program, use_add_mneme: bool) -> None:
 
 def configure_and_build(src: Path, build: Path, defines: list[str]) -> Path:
     cmake, ninja = cmake_tools()
-    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
-    for cmd in (
-        [cmake, "-S", str(src), "-B", str(build), *generator, *defines],
-        [cmake, "--build", str(build)],
-    ):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0, (
-            f"{' '.join(cmd)}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
+    failure = failure_of(cmake_build(src, build, defines, cmake=cmake, ninja=ninja))
+    assert failure is None, failure
     return build / "app"
 
 

@@ -7,29 +7,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cmake_corpus import cmake_build, cmake_tools, failure_of
 from instrument_support import require_toolchain, run_mneme
 from mneme.instrument.section import read_kernels
-from test_instrument_cmake import cmake_tools
 
 PROJECT = Path(__file__).resolve().parent / "sources" / "cmake_cuda"
 KERNEL = "scale(float*, float, int)"
 STATIC_RUNTIME_WARNING = "linking the static CUDA runtime"
 
 
-def cmake_build(build: Path, *defines: str) -> tuple[Path, str]:
+def build_cuda_project(build: Path, *defines: str) -> tuple[Path, str]:
     """Configure and build the project; (executable, everything CMake and the build printed)."""
     require_toolchain()
     cmake, ninja = cmake_tools()
-    generator = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else []
-    output = ""
-    for cmd in (
-        [cmake, "-S", str(PROJECT), "-B", str(build), *generator, *defines],
-        [cmake, "--build", str(build)],
-    ):
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        output += proc.stdout + proc.stderr
-        assert proc.returncode == 0, f"{' '.join(cmd)}\n{output[-4000:]}"
-    return build / "app", output
+    runs = cmake_build(PROJECT, build, list(defines), cmake=cmake, ninja=ninja)
+    failure = failure_of(runs)
+    assert failure is None, failure
+    return build / "app", "".join(proc.stdout + proc.stderr for _, proc in runs)
 
 
 def cuda_compiler() -> str:
@@ -41,7 +35,7 @@ def needed_libraries(exe: Path) -> str:
 
 
 def test_cuda_language_with_the_wrapper_and_no_other_flag(tmp_path):
-    exe, output = cmake_build(tmp_path / "build", cuda_compiler())
+    exe, output = build_cuda_project(tmp_path / "build", cuda_compiler())
     assert "CUDA compiler identification is Clang 22" in output
     kernels = read_kernels(exe)
     assert [k.demangled for k in kernels] == [KERNEL] and kernels[0].complete
@@ -54,7 +48,7 @@ def test_cuda_language_with_the_wrapper_and_no_other_flag(tmp_path):
 
 
 def test_cuda_language_with_the_shared_runtime_is_recordable(tmp_path):
-    exe, output = cmake_build(
+    exe, output = build_cuda_project(
         tmp_path / "build", cuda_compiler(), "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"
     )
     assert STATIC_RUNTIME_WARNING not in output
@@ -69,7 +63,7 @@ def test_cuda_language_build_records(tmp_path):
 
     if not driver_available():
         pytest.skip("no usable CUDA driver")
-    exe, _ = cmake_build(
+    exe, _ = build_cuda_project(
         tmp_path / "build", cuda_compiler(), "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"
     )
     db = tmp_path / "app.rdb"
