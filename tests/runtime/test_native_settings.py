@@ -104,7 +104,8 @@ def parser(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("settings")
     (out / "harness.cpp").write_text(_harness_source())
     subprocess.run([compiler, "-std=c++20", "-O0", f"-I{NATIVE / 'include'}", "harness.cpp",
-                    str(NATIVE / "src" / "settings_reader.cpp"), "-o", "harness"], cwd=out, check=True)
+                    str(NATIVE / "src" / "settings_reader.cpp"), str(NATIVE / "src" / "name_pattern.cpp"),
+                    "-o", "harness"], cwd=out, check=True)
     return out / "harness"
 
 

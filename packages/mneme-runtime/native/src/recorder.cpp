@@ -83,7 +83,7 @@ Recorder::Recorder() {
   vass_ = s.vass;
   base_ = s.base ? s.base : rt::kDefaultBase;
   max_ = int(s.max);
-  if (!s.filter.empty()) filter_ = std::make_unique<std::regex>(s.filter);
+  if (!s.filter.empty()) filter_ = std::make_unique<rt::NamePattern>(s.filter);
   epilogue_ = s.epilogue;
   discover_ = s.fatbin;
   capture_reachable_ = s.capture == "reachable";

@@ -25,7 +25,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -34,6 +33,7 @@
 
 #include "mneme/runtime/address_space.hpp"
 #include "mneme/runtime/cuda_device.hpp"
+#include "mneme/runtime/name_pattern.hpp"
 #include "mneme/runtime/recording_writer.hpp"
 #include "mneme/runtime/snapshot_pipeline.hpp"
 #include "app_timing.hpp"
@@ -366,7 +366,7 @@ class Recorder {
 
   bool selected(KernelEntry& k) const {
     if (max_ > 0 && k.recorded >= max_) return false;
-    if (filter_ && !std::regex_search(k.info.demangled_name, *filter_) && !std::regex_search(k.info.name, *filter_))
+    if (filter_ && !filter_->found_in(k.info.demangled_name) && !filter_->found_in(k.info.name))
       return false;
     return true;
   }
@@ -403,7 +403,7 @@ class Recorder {
   std::string db_, epilogue_;
   uint64_t vass_ = 0, base_ = 0;
   int max_ = 0;
-  std::unique_ptr<std::regex> filter_;
+  std::unique_ptr<rt::NamePattern> filter_;
   std::unordered_map<const void*, std::string> functions_;
   struct RegisteredFatbin {
     std::string_view bytes;

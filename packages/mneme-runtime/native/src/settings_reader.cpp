@@ -6,7 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
+
+#include "mneme/runtime/name_pattern.hpp"
 
 namespace mneme::runtime {
 
@@ -124,10 +125,9 @@ void Reader::choice(const char* name, std::string& value, std::initializer_list<
 void Reader::regex(const char* name, std::string& value) {
   const char* text = get(name);
   if (!text) return;
-  try {
-    std::regex compiled(text);
+  if (NamePattern::valid(text)) {
     value = text;
-  } catch (const std::regex_error&) {
+  } else {
     refuse(name, text, "a regular expression (ECMAScript)");
   }
 }

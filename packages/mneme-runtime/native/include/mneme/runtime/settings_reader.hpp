@@ -37,7 +37,7 @@ class Reader {
   void seconds(const char* name, double& value);
   // One of `choices`.
   void choice(const char* name, std::string& value, std::initializer_list<const char*> choices);
-  // A regular expression (std::regex, ECMAScript).
+  // A regular expression (ECMAScript: name_pattern.hpp).
   void regex(const char* name, std::string& value);
   // "all", or whole numbers separated by commas.
   void ranks(const char* name, std::string& value);
