@@ -275,3 +275,42 @@ def test_a_folder_that_holds_only_the_earlier_sqlite_default_resumes_it(tmp_path
     assert "holds 3 finished trials" in again.stdout and not (tmp_path / "mneme-tune.journal").exists()
     (tmp_path / "mneme-tune.journal").touch()  # a journal beside it is the default again
     assert default_storage_url(tmp_path) == f"journal:{tmp_path / 'mneme-tune.journal'}"
+
+
+GPU_START_ORDER = """
+import sys
+import mneme.tune._gpu_start as gpu_start
+
+real = gpu_start.start_gpu_driver
+
+def spy(nvml):
+    print("before-engine", "mneme.tune._tune_run" not in sys.modules and "optuna" not in sys.modules,
+          "nvml", nvml, flush=True)
+    thread = real(nvml)
+    thread.join(60)
+    print("thread-ended", not thread.is_alive(), flush=True)
+    return thread
+
+gpu_start.start_gpu_driver = spy
+from mneme.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("options, expected", [
+    ((), ["before-engine True nvml True", "thread-ended True"]),
+    (("--clock-control", "none"), ["before-engine True nvml False", "thread-ended True"]),
+    (("--compile-only",), []),
+], ids=["gpu", "unlocked", "compile-only"])
+def test_the_gpu_driver_starts_before_the_commands_imports(tmp_path, options, expected):
+    """The driver's start (cuInit, NVML's init: 0.1-0.3 s, the GIL released) is begun on a
+    thread before the command imports the engine and Optuna, so that both overlap; a
+    compile-only run starts no driver. Without a GPU the thread ends having found none and
+    the command says so itself, as before."""
+    run = subprocess.run([sys.executable, "-c", GPU_START_ORDER, "tune", "-rdb", str(GOLDEN), "-rid", SAXPY,
+                          "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.sqlite3'}", *options],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert [line for line in run.stdout.splitlines() if line.startswith(("before-engine", "thread-ended"))] \
+        == expected, run.stdout
+    assert "Traceback" not in run.stderr
