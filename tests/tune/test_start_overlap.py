@@ -283,10 +283,10 @@ import mneme.tune._gpu_start as gpu_start
 
 real = gpu_start.start_gpu_driver
 
-def spy(nvml):
+def spy(nvml, workers=None):
     print("before-engine", "mneme.tune._tune_run" not in sys.modules and "optuna" not in sys.modules,
-          "nvml", nvml, flush=True)
-    thread = real(nvml)
+          "nvml", nvml, "workers", workers, flush=True)
+    thread = real(nvml, workers)
     thread.join(60)
     print("thread-ended", not thread.is_alive(), flush=True)
     return thread
@@ -298,15 +298,17 @@ main(sys.argv[1:])
 
 
 @pytest.mark.parametrize("options, expected", [
-    ((), ["before-engine True nvml True", "thread-ended True"]),
-    (("--clock-control", "none"), ["before-engine True nvml False", "thread-ended True"]),
+    ((), ["before-engine True nvml True workers [0]", "thread-ended True"]),
+    (("--clock-control", "none", "--workers-per-device", "2"),
+     ["before-engine True nvml False workers [0, 0]", "thread-ended True"]),
     (("--compile-only",), []),
 ], ids=["gpu", "unlocked", "compile-only"])
 def test_the_gpu_driver_starts_before_the_commands_imports(tmp_path, options, expected):
-    """The driver's start (cuInit, NVML's init: 0.1-0.3 s, the GIL released) is begun on a
-    thread before the command imports the engine and Optuna, so that both overlap; a
-    compile-only run starts no driver. Without a GPU the thread ends having found none and
-    the command says so itself, as before."""
+    """The driver's start (cuInit, NVML's init: 0.1-0.3 s, the GIL released) and then the
+    GPU workers' (early_workers.py) are begun on a thread before the command imports the
+    engine and Optuna, so that they overlap; a compile-only run starts no driver. Without a
+    GPU the thread ends having found none, starts no worker, and the command says so
+    itself, as before."""
     run = subprocess.run([sys.executable, "-c", GPU_START_ORDER, "tune", "-rdb", str(GOLDEN), "-rid", SAXPY,
                           "--trials", "2", "--storage", f"sqlite:///{tmp_path / 's.sqlite3'}", *options],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -314,3 +316,42 @@ def test_the_gpu_driver_starts_before_the_commands_imports(tmp_path, options, ex
     assert [line for line in run.stdout.splitlines() if line.startswith(("before-engine", "thread-ended"))] \
         == expected, run.stdout
     assert "Traceback" not in run.stderr
+
+
+def test_workers_started_before_the_executor_are_adopted_not_started_again():
+    """`mneme tune` starts its GPU workers before its executor exists (early_workers.py);
+    the executor takes them, with their cache folder, and replays on them. Here with a CPU
+    worker: the same processes, the same hand-over."""
+    from mneme.tune.workers import _early_workers
+
+    early = _early_workers.begin([None])
+    early.start()
+    pids = [worker.process.pid for worker in early.workers]
+    assert len(pids) == 1
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, compile_workers=0) as pool:
+        assert [worker.process.pid for worker in pool._workers] == pids
+        assert pool.cache_dir == early.cache.name
+        assert pool.submit(_compile_only()).result(timeout=120).binary_size > 0
+    assert not os.path.exists(early.cache.name)  # (the executor's own, removed at its end)
+
+
+def test_workers_started_for_other_slots_are_stopped_and_the_executor_starts_its_own():
+    from mneme.tune.workers import _early_workers
+
+    early = _early_workers.begin([None, None])
+    early.start()
+    processes = [worker.process for worker in early.workers]
+    with ReplayExecutor(GOLDEN, instance=SAXPY, cpu_workers=1, compile_workers=0) as pool:
+        assert all(p.pid not in {w.process.pid for w in pool._workers} for p in processes)
+        for process in processes:
+            process.join(30)
+            assert not process.is_alive()
+        assert pool.submit(_compile_only()).result(timeout=120).binary_size > 0
+    assert _early_workers.take([None]) is None  # (taken once)
+
+
+def _compile_only():
+    from mneme.replay.engine import ReplayConfig, ReplaySettings
+    from mneme.replay.jit import CompileConfig
+
+    return ReplaySettings(CompileConfig.for_level("O3"), ReplayConfig(compile_only=True))

@@ -5,38 +5,68 @@ tuning command's fixed start, and release the GIL while they run: begun before t
 command imports the replay engine, Optuna and rich, they run beside those imports
 instead of after them. The command's own calls (driver_available, the clock lock) then
 find them done, or wait for what is left; a driver that fails is seen there, as without
-this thread.
+this thread. Once the driver is found, the same thread starts the command's GPU workers
+(workers/_early_workers.py), which make their CUDA contexts while the command imports.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
-__all__ = ["start_gpu_driver"]
+__all__ = ["start_gpu_driver", "worker_slots"]
 
 
-def start_gpu_driver(nvml: bool) -> threading.Thread:
+def worker_slots(devices: str | None, per_device: int) -> list[int] | None:
+    """The GPU of each worker ``--devices`` and ``--workers-per-device`` ask for, in the
+    executor's slot order (GPU 0 without --devices); None for a value the command itself
+    will refuse, with its own line."""
+    try:
+        ordinals = [0] if devices is None else [int(part) for part in devices.split(",")]
+    except ValueError:
+        return None
+    if not ordinals or any(o < 0 for o in ordinals) or len(set(ordinals)) != len(ordinals):
+        return None
+    return [o for o in ordinals for _ in range(max(1, per_device))]
+
+
+def start_gpu_driver(nvml: bool, workers: Sequence[int] | None = None) -> threading.Thread:
     """Start the CUDA driver (and NVML where ``nvml``: the clocks are to be locked) on a
-    thread now; nothing it meets is raised (the command's own calls report it).
+    thread now, then the workers of the GPUs ``workers`` names (one per entry) once the
+    driver is found; nothing it meets is raised (the command's own calls report it).
 
     Parameters:
         nvml: initialise NVML too.
+        workers: the GPU of each worker to start (None: none).
 
     Returns:
         The thread (not a daemon: the process waits for the driver's start at its end
         rather than leave a thread inside cuInit while the interpreter ends).
     """
 
+    # Imported here, not on the thread: two threads importing at once could meet in an
+    # import cycle of a library (importlib then fails one of them); the thread imports
+    # nothing, and its calls release the GIL.
+    from mneme.runtime import driver_available  # (NumPy, the binding: imported later anyway)
+    from mneme.runtime.clock_control import open_nvml
+
+    from .workers import _early_workers
+
+    early = _early_workers.begin(workers) if workers else None  # (an executor waits for them)
+
     def start() -> None:
         try:
-            from mneme.runtime import driver_available  # (its imports: NumPy, the binding)
-
-            if driver_available() and nvml:
-                from mneme.runtime.clock_control import open_nvml
-
+            if not driver_available():
+                return
+            if nvml:
                 open_nvml()  # (nvmlInit is counted: the lock's own init then returns at once)
+            if early is not None:
+                early.start()  # (each waits for the workers' server to have imported)
         except Exception:  # noqa: BLE001 - the command's own driver calls say what failed
             return
+        finally:
+            if early is not None:
+                early.done()
 
     thread = threading.Thread(target=start, name="mneme-gpu-start")
     thread.start()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from ._gpu_start import start_gpu_driver
+from ._gpu_start import start_gpu_driver, worker_slots
 from ._option_values import CACHE_MODES, DEFAULT_CANDIDATES, PROBE_WORKERS, SAMPLERS
 from .errors import TuneError
 from .search._objective import OBJECTIVES
@@ -140,8 +140,10 @@ def tune(app_command, confirm_in_app, whole_app, **options):
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
     if not whole_app:  # first of all: its imports beside the command's, the driver's, ...
         start_worker_server()
-        if not options["compile_only"]:  # then cuInit and NVML's init, beside the imports below
-            start_gpu_driver(nvml=options["clock_control"].strip().lower() != "none")
+        if not options["compile_only"]:  # then cuInit, NVML's init and the GPU workers, beside
+            # the imports below
+            start_gpu_driver(nvml=options["clock_control"].strip().lower() != "none",
+                             workers=worker_slots(options["devices"], options["workers_per_device"]))
     from ._tune_run import run_command  # (the engine, Optuna, rich: beside the server's imports)
 
     # When the mneme process started (mneme.cli.main): the phase line counts the imports.

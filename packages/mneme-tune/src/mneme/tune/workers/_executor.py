@@ -44,14 +44,15 @@ from mneme.replay.db import Database, Instance
 from mneme.replay.engine import ReplayResult, ReplaySettings
 
 from ..errors import DeviceSelectionError, TrialFailedError, TuneError
+from . import _early_workers as early_workers
 from ._dispatcher import START_TIMEOUT, Dispatcher
 from ._pool_use import BusySeconds
 from ._probe_workers import ProbeWorkers
 from ._process_reaper import ProcessReaper, describe_exit
 from ._spares import SPARE_RESTORE_BYTES, SparePool
-from ._worker import failure_kind, instance_key, precompile, resolved, worker_main
+from ._worker import failure_kind, instance_key, precompile, resolved
 from ._worker_records import Restart, TaskRecord, WorkerRecord
-from ._worker_server import worker_context
+from ._worker_server import start_worker_process, worker_context, worker_spec
 
 __all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
 
@@ -153,11 +154,6 @@ class ReplayExecutor(Dispatcher):
         self.instance = self._resolve(instance) if instance is not None else None
         self.timeout = float(timeout)
         self.devices = list(devices) if devices is not None else None
-        self._tmp = None
-        if cache_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
-            cache_dir = self._tmp.name
-        self.cache_dir = str(cache_dir)
         self._context = multiprocessing.get_context("spawn")  # CUDA must not be forked
         self._worker_context = _worker_context()
         self._spec_extra = {"before_run": before_run, "before_prepare": before_prepare}
@@ -168,6 +164,20 @@ class ReplayExecutor(Dispatcher):
             slots = [d for d in self.devices for _ in range(max(1, workers_per_device))]
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
+        # Workers started before this executor (early_workers.py: `mneme tune`'s GPU
+        # workers), with their cache folder: adopted when they are this executor's slots
+        early = early_workers.take(slots)
+        if early is not None and (cache_dir is not None or before_run or before_prepare):
+            early.stop()  # (started with what this executor's workers are not)
+            early = None
+        self._tmp = early.cache if early is not None else None
+        if early is not None:
+            early.adopted()
+            cache_dir = early.cache.name
+        elif cache_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
+            cache_dir = self._tmp.name
+        self.cache_dir = str(cache_dir)
         self._workers = [WorkerRecord(i, d) for i, d in enumerate(slots)]
         #: the instances the workers were sent and a task's settings for each, which
         #: spares prepare ahead
@@ -201,7 +211,7 @@ class ReplayExecutor(Dispatcher):
             compile_workers = (max(1, usable_cores() - len(self._workers))
                                if self.devices is not None else 0)
         self.compile_workers = compile_workers
-        self._start_all(compile_workers)
+        self._start_all(compile_workers, early.workers if early is not None else [])
         self.spares.spawn_ahead(expect_failures)
         self._tasks_done = 0
         self._thread = threading.Thread(target=self._dispatch, name="mneme-dispatch", daemon=True)
@@ -210,21 +220,23 @@ class ReplayExecutor(Dispatcher):
     # -- workers ---------------------------------------------------------------------------
 
     def _spawn(self, worker: WorkerRecord) -> None:
-        parent, child = self._worker_context.Pipe()
-        spec = {"device": worker.device, "cache_dir": self.cache_dir, **self._spec_extra}
-        process = self._worker_context.Process(
-            target=worker_main, args=(child, spec), name=f"mneme-worker-{worker.slot}", daemon=True
-        )
-        process.start()
-        child.close()
-        worker.process, worker.conn, worker.ready, worker.task = process, parent, False, None
-        worker.started = time.monotonic()
+        spec = worker_spec(worker.device, self.cache_dir, self._spec_extra)
+        self._take_process(worker, *start_worker_process(spec, f"mneme-worker-{worker.slot}"))
+
+    @staticmethod
+    def _take_process(worker: WorkerRecord, process, conn, started: float) -> None:
+        worker.process, worker.conn, worker.ready, worker.task = process, conn, False, None
+        worker.started = started
         worker.known = set()
 
-    def _start_all(self, compile_workers: int) -> None:
-        """Start the workers and the compile pool, and wait for each worker's hello."""
-        for worker in self._workers:
-            self._spawn(worker)
+    def _start_all(self, compile_workers: int, early: Sequence[early_workers.EarlyWorker]) -> None:
+        """Start the workers (or adopt ``early``'s, one per slot in order) and the compile
+        pool, and wait for each worker's hello."""
+        for worker, adopted in itertools.zip_longest(self._workers, early[: len(self._workers)]):
+            if adopted is not None:
+                self._take_process(worker, adopted.process, adopted.conn, adopted.started)
+            else:
+                self._spawn(worker)
         if compile_workers > 0:
             # Forked from the workers' server too (a spawned process imports the compiler
             # first, ~1 s on the baseline's path), and started while the workers start.

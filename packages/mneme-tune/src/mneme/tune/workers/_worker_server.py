@@ -16,10 +16,13 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import time
+from typing import Any
 
 from ..errors import TuneError
 
-__all__ = ["PRELOAD", "start_worker_server", "stop_worker_server", "worker_context"]
+__all__ = ["PRELOAD", "start_worker_process", "start_worker_server", "stop_worker_server",
+           "worker_context", "worker_spec"]
 
 #: what the server imports once, before it forks any worker
 PRELOAD = ["mneme.tune.workers._worker", "mneme.replay.engine", "mneme.replay.jit"]
@@ -79,3 +82,36 @@ def stop_worker_server() -> bool:
         os.kill(pid, signal.SIGTERM)
         return True
     return False
+
+
+def worker_spec(device: int | None, cache_dir: str, extra: dict | None = None) -> dict[str, Any]:
+    """What a worker process is started with (worker.py's worker_main): its GPU (None: a
+    CPU worker), the compile cache folder, and ``extra`` (before_run, before_prepare)."""
+    return {"device": device, "cache_dir": cache_dir, "before_run": None, "before_prepare": None,
+            **(extra or {})}
+
+
+def _run_worker(conn, spec: dict[str, Any]) -> None:
+    from ._worker import worker_main  # (imported by the server already: PRELOAD)
+
+    worker_main(conn, spec)
+
+
+def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker") -> tuple[Any, Any, float]:
+    """Start a worker process (from the server, unless MNEME_WORKER_START=spawn). Imports
+    nothing of the worker's here: early_workers.py starts workers on a thread while the
+    command's own thread imports the engine.
+
+    Parameters:
+        spec: what it is started with (``worker_spec``).
+        name: the process's name.
+
+    Returns:
+        (its process, the parent's end of its pipe, when it was started: monotonic s).
+    """
+    context = worker_context()
+    parent, child = context.Pipe()
+    process = context.Process(target=_run_worker, args=(child, spec), name=name, daemon=True)
+    process.start()
+    child.close()
+    return process, parent, time.monotonic()

@@ -1,0 +1,135 @@
+"""GPU workers started before their executor exists.
+
+``mneme tune`` asks for its GPU workers first of all (tune/_gpu_start.py, once cuInit has
+found a driver): each forks as soon as the workers' server has imported its modules and
+makes its CUDA context while the command is still importing the engine, Optuna and rich,
+instead of after the command has opened the database and made its tuner. The executor the
+first tuner makes then adopts them (``take``, ReplayExecutor) instead of starting its
+own. Workers nothing adopts (a command refused before its tuner, other GPUs chosen) are
+stopped: by ``take`` itself, or when the process ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._worker_server import start_worker_process, worker_spec
+
+__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "take"]
+
+
+@dataclass
+class EarlyWorker:
+    """One started worker: its GPU (None: a CPU worker), process, end of the pipe and
+    start (monotonic s)."""
+
+    device: int | None
+    process: Any
+    conn: Any
+    started: float
+
+
+class EarlyWorkers:
+    """The workers of ``slots`` (a GPU per worker, None for a CPU worker, in the executor's
+    slot order), with the compile cache folder they were started with (the adopting
+    executor owns it then).
+
+    Parameters:
+        slots: the GPU of each worker.
+    """
+
+    def __init__(self, slots: Sequence[int | None]):
+        self.slots = list(slots)
+        self.cache = tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
+        self.workers: list[EarlyWorker] = []
+        self._done = threading.Event()
+        atexit.register(self.stop)
+
+    def start(self) -> None:
+        """Start every slot's worker (on the driver's thread: each start waits for the
+        workers' server to have imported its modules). A start that fails leaves the rest
+        to the executor, which starts its own and says what failed."""
+        try:
+            for device in self.slots:
+                process, conn, started = start_worker_process(worker_spec(device, self.cache.name))
+                self.workers.append(EarlyWorker(device, process, conn, started))
+        except Exception:  # noqa: BLE001 - the executor starts its own and reports
+            return
+        finally:
+            self._done.set()
+
+    def done(self) -> None:
+        """Say that no worker is coming (no driver, or ``start`` has ended)."""
+        self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+    def adopted(self) -> None:
+        """The executor owns the workers and the cache folder from now on."""
+        atexit.unregister(self.stop)
+
+    def stop(self) -> None:
+        """Stop the workers nothing adopted and remove their cache folder."""
+        for worker in self.workers:
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.close()
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                worker.process.kill()
+        self.workers = []
+        self.cache.cleanup()
+        atexit.unregister(self.stop)
+
+
+_lock = threading.Lock()
+_pending: EarlyWorkers | None = None
+
+
+def begin(slots: Sequence[int | None]) -> EarlyWorkers:
+    """Announce the workers of ``slots``, to be started (``EarlyWorkers.start``) or
+    declared none (``done``) by the caller; an executor made meanwhile waits for them.
+
+    Parameters:
+        slots: the GPU of each worker, in the executor's slot order.
+
+    Returns:
+        The announced workers.
+    """
+    global _pending
+    # (the thread that starts them then imports nothing: see tune/_gpu_start.py)
+    from multiprocessing import popen_forkserver, popen_spawn_posix  # noqa: F401
+
+    early = EarlyWorkers(slots)
+    with _lock:
+        if _pending is not None:
+            _pending.stop()
+        _pending = early
+    return early
+
+
+def take(slots: Sequence[int | None]) -> EarlyWorkers | None:
+    """The announced workers, once started, when they are exactly ``slots``'s; None (and
+    they are stopped) otherwise, or when none were announced.
+
+    Parameters:
+        slots: the GPU of each worker the executor needs, in slot order.
+
+    Returns:
+        The workers to adopt (``adopted`` to be called), or None.
+    """
+    global _pending
+    with _lock:
+        early, _pending = _pending, None
+    if early is None:
+        return None
+    early.wait()
+    if not early.workers or [w.device for w in early.workers] != list(slots):
+        early.stop()
+        return None
+    return early
