@@ -172,6 +172,26 @@ def test_linker_summary_fills_what_ptxas_leaves_out():
     assert (m.local_bytes, m.constant_bytes) == (256, 548)  # from the linker's summary
 
 
+#: what nvJitLink 13.0 logged in a worker process on an H200 host: the linker's summary
+#: alone, no ptxas line (compile-only workers reported 0 registers there)
+SUMMARY_ONLY_LOG = """info    : 0 bytes gmem
+info    : Function properties for '_Z5saxpyfPKfPfi':
+info    : used 10 registers, used 0 barriers, 0 stack, 0 bytes smem, 556 bytes cmem[0], 0 bytes lmem
+info    : Function properties for '_Z3bigPf':
+info    : used 32 registers, used 1 barriers, 256 stack, 2048 bytes smem, 548 bytes cmem[0], 0 bytes lmem
+"""
+
+
+def test_the_linker_summary_alone_gives_the_metrics():
+    metrics = parse_ptxas_report(SUMMARY_ONLY_LOG)
+    assert list(metrics) == ["_Z5saxpyfPKfPfi", "_Z3bigPf"]
+    saxpy, big = metrics["_Z5saxpyfPKfPfi"], metrics["_Z3bigPf"]
+    assert (saxpy.registers, saxpy.barriers, saxpy.constant_bytes, saxpy.local_bytes) == (10, 0, 556, 0)
+    assert (big.registers, big.barriers, big.shared_bytes) == (32, 1, 2048)
+    assert (big.stack_frame_bytes, big.local_bytes, big.constant_bytes) == (256, 256, 548)
+    assert (big.spill_store_bytes, big.spill_load_bytes) == (0, 0)  # (the summary has none)
+
+
 def test_no_assembler_at_all_says_what_to_install(no_environment, tmp_path, kernels):
     from mneme.replay.jit import toolchain
 

@@ -78,10 +78,11 @@ _SMEM = re.compile(r"(\d+) bytes smem")
 _LMEM = re.compile(r"(\d+) bytes lmem")
 _CMEM = re.compile(r"(\d+) bytes cmem\[\d+\]")
 _STACK = re.compile(r"(\d+) bytes cumulative stack size")
-# nvJitLink -verbose: the linker's own summary per function, after ptxas's lines.
+# nvJitLink -verbose: the linker's own summary per function, after ptxas's lines (or
+# alone: nvJitLink 13.0 in a worker process on an H200 host logged only these).
 _LINKED = re.compile(r"^info\s*: Function properties for '([^']+)':")
 _LINKED_USED = re.compile(
-    r"^info\s*: used \d+ registers, used \d+ barriers, (\d+) stack, \d+ bytes smem, "
+    r"^info\s*: used (\d+) registers, used (\d+) barriers, (\d+) stack, (\d+) bytes smem, "
     r"(\d+) bytes cmem\[0\], (\d+) bytes lmem"
 )
 
@@ -92,7 +93,8 @@ def parse_ptxas_report(text: str) -> dict[str, StaticMetrics]:
     Parameters:
         text: ``ptxas -v`` output (entries and device functions), or nvJitLink's info
             log (ptxas's lines, then with ``-verbose`` the linker's summary, which fills
-            what newer ptxas no longer prints: stack and constant bytes).
+            what newer ptxas no longer prints: stack and constant bytes; or the summary
+            alone, which gives every metric but the spill bytes).
 
     Returns:
         Function name -> its metrics.
@@ -108,8 +110,10 @@ def parse_ptxas_report(text: str) -> dict[str, StaticMetrics]:
             continue
         if linked_name is not None:
             if match := _LINKED_USED.search(line):
-                stack, cmem, lmem = (int(g) for g in match.groups())
-                linked[linked_name] = {"local_bytes": lmem or stack, "constant_bytes": cmem}
+                registers, barriers, stack, smem, cmem, lmem = (int(g) for g in match.groups())
+                linked[linked_name] = {"registers": registers, "barriers": barriers,
+                                       "stack_frame_bytes": stack, "shared_bytes": smem,
+                                       "local_bytes": lmem or stack, "constant_bytes": cmem}
             linked_name = None
             continue
         if match := _ENTRY.search(line) or _PROPERTIES.search(line):
@@ -134,10 +138,12 @@ def parse_ptxas_report(text: str) -> dict[str, StaticMetrics]:
             if m := _LMEM.search(line) or _STACK.search(line):
                 entry["local_bytes"] = int(m.group(1))
     for name, extra in linked.items():
-        if name in values:
-            entry = values[name]
-            for key, value in extra.items():
-                entry[key] = entry.get(key) or value
+        if name not in values:  # the summary alone: every metric but the spill bytes (0)
+            values[name] = extra
+            continue
+        entry = values[name]  # ptxas's lines, filled where newer ptxas prints nothing
+        for key in ("local_bytes", "constant_bytes"):
+            entry[key] = entry.get(key) or extra[key]
     return {name: StaticMetrics(**entry) for name, entry in values.items()}
 
 
