@@ -42,13 +42,30 @@ def sums(inst, side: str, sizes: set[int], exact: bool) -> set:
     return out
 
 
+def slice_sum(inst, side: str, address: int, size: int) -> str | None:
+    """The checksum of ``size`` bytes at ``address`` inside the recorded region that holds
+    them (a corpus::slice: a neighbour's boundary row); None when no region holds them."""
+    for r in inst.regions:
+        if r.address <= address and address + size <= r.address + r.size:
+            data = (inst.prologue if side == "before" else inst.epilogue)(r.name)
+            start = address - r.address
+            return checklines.fnv1a64_hex(data[start:start + size].tobytes())
+    return None
+
+
 def matches(inst, launch: dict, exact: bool) -> bool:
     for side in ("before", "after"):
-        want = set(launch[side].values())
+        reported = launch[side]  # label -> (size, checksum); a slice's label ends @<address>
+        want = {value for label, value in reported.items() if "@" not in label}
         if not exact:
             want = {(size, None) for size, _ in want}
         if not want <= sums(inst, side, {s for s, _ in want}, exact):
             return False
+        for label, (size, checksum) in reported.items():
+            if "@" in label:
+                found = slice_sum(inst, side, int(label.rpartition("@")[2], 16), size)
+                if found is None or (exact and found != checksum):
+                    return False
     return True
 
 
@@ -77,8 +94,10 @@ def test_every_instance_matches_what_the_program_saw(tmp_path, name):
             continue  # a kernel that reports no region (device_printf's describe)
         found = any(matches(inst, L, name not in SLOW) for L in candidates)
         matched[inst.kernel.demangled_name] = matched.get(inst.kernel.demangled_name, False) or found
-        # the fidelity programs report the first launch of each kernel only (corpus README)
-        assert found or "fidelity" in program.features, (
+        # the fidelity and application programs report the first launch of each kernel only
+        # (corpus README: features fidelity, first-launches): a later instance of a kernel
+        # whose data evolve matches none; its first launch must (`matched`, below)
+        assert found or {"fidelity", "first-launches"} & set(program.features), (
             f"{inst.id} ({inst.kernel.demangled_name}) matches no launch the program reported")
     assert all(matched.values()), f"kernels none of whose instances match a reported launch: {matched}"
     if "graph" in program.features:

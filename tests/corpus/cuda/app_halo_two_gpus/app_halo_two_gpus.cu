@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
         const float *edge = above ? above : below;
         corpus::Launch l("jacobi_halo(float const*, float*, float const*, float const*, int, int)",
                          {corpus::buffer("in", h.grid[cur], bytes), corpus::buffer("out", h.grid[next], bytes),
-                          corpus::buffer("edge", edge, nx * sizeof(float))});
+                          corpus::slice("edge", edge, nx * sizeof(float))});
         l.before();
         jacobi_halo<<<grid, block, 0, h.stream>>>(h.grid[cur], h.grid[next], above, below, nx, rows);
         l.after();

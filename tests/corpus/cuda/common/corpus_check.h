@@ -10,6 +10,9 @@
 //
 // which prints, per region and phase,
 //   MNEME-CHECK <launch-index> <kernel> <before|after> <label> <size-bytes> <fnv1a64-hex>
+// A part of an allocation (corpus::slice: a neighbour's boundary row) is labelled
+// <label>@<device address in hex>, so that a checker finds it inside the region that
+// holds it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -60,10 +63,15 @@ struct Region {
   const void *address;  // device pointer, or the symbol for a device global
   size_t bytes;
   bool is_symbol;
+  bool is_slice = false;  // part of an allocation: the label carries the address
 };
 
 inline Region buffer(const char *label, const void *device_ptr, size_t bytes) {
   return Region{label, device_ptr, bytes, false};
+}
+
+inline Region slice(const char *label, const void *device_ptr, size_t bytes) {
+  return Region{label, device_ptr, bytes, false, true};
 }
 
 inline Region symbol(const char *label, const void *sym, size_t bytes) {
@@ -109,7 +117,11 @@ class Launch {
         else
           CORPUS_CHECK(cudaMemcpy(host.data(), r.address, r.bytes, cudaMemcpyDeviceToHost));
       }
-      print_check(index_, kernel_, phase, r.label, host.data(), r.bytes);
+      char label[256];
+      if (r.is_slice)
+        std::snprintf(label, sizeof label, "%s@%llx", r.label,
+                      (unsigned long long)reinterpret_cast<uintptr_t>(r.address));
+      print_check(index_, kernel_, phase, r.is_slice ? label : r.label, host.data(), r.bytes);
     }
     // Flushed now so the lines survive a later crash (stdout to a pipe is fully buffered).
     std::fflush(stdout);
