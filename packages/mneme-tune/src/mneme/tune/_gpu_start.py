@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from ._option_values import device_ordinals
+
 __all__ = ["start_gpu_driver", "worker_slots"]
 
 
@@ -21,13 +23,12 @@ def worker_slots(devices: str | None, per_device: int) -> list[int] | None:
     """The GPU of each worker ``--devices`` and ``--workers-per-device`` ask for, in the
     executor's slot order (GPU 0 without --devices); None for a value the command itself
     will refuse, with its own line."""
+    from .workers._early_workers import gpu_slots
+
     try:
-        ordinals = [0] if devices is None else [int(part) for part in devices.split(",")]
+        return gpu_slots([0] if devices is None else device_ordinals(devices), per_device)
     except ValueError:
         return None
-    if not ordinals or any(o < 0 for o in ordinals) or len(set(ordinals)) != len(ordinals):
-        return None
-    return [o for o in ordinals for _ in range(max(1, per_device))]
 
 
 def start_gpu_driver(nvml: bool, workers: Sequence[int] | None = None) -> threading.Thread:

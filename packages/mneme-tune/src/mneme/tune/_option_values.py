@@ -6,7 +6,7 @@ them from here, so each is written once."""
 
 from __future__ import annotations
 
-__all__ = ["CACHE_MODES", "DEFAULT_CANDIDATES", "PROBE_WORKERS", "SAMPLERS"]
+__all__ = ["CACHE_MODES", "DEFAULT_CANDIDATES", "PROBE_WORKERS", "SAMPLERS", "device_ordinals"]
 
 #: the samplers --sampler takes
 SAMPLERS = ("tpe", "random", "grid", "cmaes", "nsga2")
@@ -22,3 +22,21 @@ DEFAULT_CANDIDATES = 5
 #: --cache's modes: mneme.replay.engine.timing.CACHE_MODES, whose package this module
 #: must not import (tests/tune/test_start_order.py checks that the two agree)
 CACHE_MODES = ("warm", "cold", "app", "auto")
+
+
+def device_ordinals(text: str) -> list[int]:
+    """--devices' GPU ordinals: ``"0,1"`` -> [0, 1] (read before the driver starts, for the
+    early workers: tune/_gpu_start.py, and by the command: _tune_run.py's parse_devices).
+
+    Raises:
+        ValueError: not distinct whole numbers >= 0 (its message the command's line).
+    """
+    try:
+        devices = [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise ValueError(f"--devices takes GPU ordinals such as 0,1, not {text!r}") from None
+    if not devices or any(d < 0 for d in devices):
+        raise ValueError(f"--devices takes GPU ordinals such as 0,1, not {text!r}")
+    if len(set(devices)) != len(devices):
+        raise ValueError("--devices names a GPU twice (use --workers-per-device)")
+    return devices

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._option_values import device_ordinals
 from .errors import DeviceSelectionError, TuneError
 from .search._baseline import baseline_failure_line
 from .search._objective import unit
@@ -43,13 +44,9 @@ def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
     if text is None:
         return [0] if gpu else None
     try:
-        devices = [int(d) for d in text.split(",") if d.strip()]
-    except ValueError:
-        raise DeviceSelectionError(f"--devices takes GPU ordinals such as 0,1, not {text!r}") from None
-    if not devices or any(d < 0 for d in devices):
-        raise DeviceSelectionError(f"--devices takes GPU ordinals such as 0,1, not {text!r}")
-    if len(set(devices)) != len(devices):
-        raise DeviceSelectionError("--devices names a GPU twice (use --workers-per-device)")
+        devices = device_ordinals(text)
+    except ValueError as error:
+        raise DeviceSelectionError(str(error)) from None
     if not gpu:
         raise DeviceSelectionError(
             f"--devices {text}: there is no usable GPU driver on this machine "

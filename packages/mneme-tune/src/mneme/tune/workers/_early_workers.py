@@ -21,7 +21,13 @@ from typing import Any
 
 from ._worker_server import start_worker_process, worker_spec
 
-__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "take"]
+__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "gpu_slots", "take"]
+
+
+def gpu_slots(devices: Sequence[int], per_device: int) -> list[int]:
+    """The GPU of each slot worker: ``per_device`` (at least one) of each of ``devices``, in
+    the order ReplayExecutor numbers its slots (early workers are adopted slot by slot)."""
+    return [d for d in devices for _ in range(max(1, per_device))]
 
 
 @dataclass
@@ -54,18 +60,17 @@ class EarlyWorkers:
     def start(self) -> None:
         """Start every slot's worker (on the driver's thread: each start waits for the
         workers' server to have imported its modules). A start that fails leaves the rest
-        to the executor, which starts its own and says what failed."""
+        to the executor (those started are then not its slots: ``take`` stops them), which
+        starts its own and says what failed; the failure is raised to the caller."""
         try:
             for device in self.slots:
                 process, conn, started = start_worker_process(worker_spec(device, self.cache.name))
                 self.workers.append(EarlyWorker(device, process, conn, started))
-        except Exception:  # noqa: BLE001 - the executor starts its own and reports
-            return
         finally:
             self._done.set()
 
     def done(self) -> None:
-        """Say that no worker is coming (no driver, or ``start`` has ended)."""
+        """Say that no worker is coming (``start`` never began: no driver)."""
         self._done.set()
 
     def wait(self) -> None:

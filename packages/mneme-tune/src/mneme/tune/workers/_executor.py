@@ -157,11 +157,11 @@ class ReplayExecutor(Dispatcher):
         self._context = multiprocessing.get_context("spawn")  # CUDA must not be forked
         self._worker_context = _worker_context()
         self._spec_extra = {"before_run": before_run, "before_prepare": before_prepare}
-        slots: list[int | None]  # a GPU per worker; None: a CPU (compile-only) worker
+        slots: Sequence[int | None]  # a GPU per worker; None: a CPU (compile-only) worker
         if self.devices is not None:
             if not self.devices:
                 raise DeviceSelectionError("--devices names no GPU")
-            slots = [d for d in self.devices for _ in range(max(1, workers_per_device))]
+            slots = early_workers.gpu_slots(self.devices, workers_per_device)
         else:
             slots = [None] * max(1, cpu_workers or os.cpu_count() or 1)
         # Workers started before this executor (early_workers.py: `mneme tune`'s GPU
