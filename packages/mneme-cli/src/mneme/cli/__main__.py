@@ -1,3 +1,3 @@
-from mneme.cli.main import main
+from mneme.cli._launch import main
 
 main()

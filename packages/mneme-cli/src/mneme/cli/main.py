@@ -16,13 +16,15 @@ line: a command may then end it as it likes).
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
 from importlib.metadata import entry_points, version
 
 import click
 from mneme.instrument.errors import is_user_error
+
+from ._server_client import process_started
+from .server_command import server
 
 USER_ERROR_EXIT = 2
 
@@ -64,23 +66,15 @@ def cli():
     isolation under any LLVM pipeline or launch configuration, verify, and tune."""
 
 
-def process_started() -> float | None:
-    """When this process started, as a time.monotonic() value (Linux: /proc/self/stat's
-    start time, to the kernel's clock tick); None where that cannot be read."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            fields = f.read().rpartition(b")")[2].split()
-        ticks = int(fields[19])  # field 22 of proc_pid_stat(5): clock ticks after boot
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-    return time.monotonic() - age if 0.0 <= age < 3600.0 else None
+cli.add_command(server)  # (the command line's own command; the packages' come from entry points)
 
 
-def main(argv: list[str] | None = None) -> None:
-    # The process is this command's own when its arguments come from its command line.
+def main(argv: list[str] | None = None, started: float | None = None) -> None:
+    """Run ``mneme ARGV`` (None: the process's own command line, which makes the process
+    the command's own); ``started``: when the command started, where not this process's
+    start (a command server's process runs a command its client started)."""
     own_process = argv is None
-    started = (process_started() if own_process else None) or time.monotonic()
+    started = started or (process_started() if own_process else None) or time.monotonic()
     cli.main(args=argv, prog_name="mneme", standalone_mode=True,
              obj={"started": started, "own_process": own_process})
 

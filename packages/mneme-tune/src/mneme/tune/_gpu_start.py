@@ -6,17 +6,25 @@ command imports the replay engine, Optuna and rich, they run beside those import
 instead of after them. The command's own calls (driver_available, the clock lock) then
 find them done, or wait for what is left; a driver that fails is seen there, as without
 this thread. Once the driver is found, the same thread starts the command's GPU workers
-(workers/_early_workers.py), which make their CUDA contexts while the command imports.
+(workers/_early_workers.py), which make their CUDA contexts while the command imports;
+in a command server's process (mneme.cli._server), which has nothing left to import, they
+fork from the process itself, before the driver starts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Sequence
 
 from ._option_values import device_ordinals
+from .workers._worker_server import fork_context
 
 __all__ = ["start_gpu_driver", "worker_slots"]
+
+#: the NVIDIA driver's control device: where it is missing, no GPU worker is forked early
+GPU_NODE = "/dev/nvidiactl"
 
 
 def worker_slots(devices: str | None, per_device: int) -> list[int] | None:
@@ -54,10 +62,23 @@ def start_gpu_driver(nvml: bool, workers: Sequence[int] | None = None) -> thread
     from .workers import _early_workers
 
     early = _early_workers.begin(workers) if workers else None  # (an executor waits for them)
+    forking = fork_context() if early is not None and os.path.exists(GPU_NODE) else None
+    forked = False
+    if early is not None and forking is not None:
+        # A command server's process, which imported the workers' modules: they fork from
+        # it now, before the driver is loaded here (after that, a child could not use the
+        # GPU), and make their contexts while the command opens its study. The command
+        # then needs no driver of its own (parse_devices: the workers' start says there
+        # is one): this process's cuInit, 0.2-0.3 s on the H200 host, would have run
+        # beside theirs and slowed them.
+        with contextlib.suppress(Exception):  # (the executor starts its own, saying why)
+            early.start(forking)
+        forked = bool(early.workers)
+        early = None
 
     def start() -> None:
         try:
-            if not driver_available():
+            if not forked and not driver_available():
                 return
             if nvml:
                 open_nvml()  # (nvmlInit is counted: the lock's own init then returns at once)

@@ -26,6 +26,7 @@ from .search._run_phases import phase_line
 from .search._timing_report import timing_line
 from .search._tuner import Tuner
 from .tune_types import TuneOptions, TuneOutcome
+from .workers import _early_workers
 from .workers._pool_use import describe as describe_pool_use
 from .workers._process_exit import end_process
 
@@ -40,7 +41,7 @@ def parse_devices(text: str | None, compile_only: bool) -> list[int] | None:
 
     if compile_only:
         return None
-    gpu = driver_available()
+    gpu = _early_workers.started() or driver_available()  # (workers started: a driver)
     if text is None:
         return [0] if gpu else None
     try:

@@ -22,7 +22,7 @@ from ._gpu_start import start_gpu_driver, worker_slots
 from ._option_values import CACHE_MODES, DEFAULT_CANDIDATES, PROBE_WORKERS, SAMPLERS
 from .errors import TuneError
 from .search._objective import OBJECTIVES
-from .workers._worker_server import start_worker_server
+from .workers._worker_server import fork_every_worker, start_worker_server
 
 __all__ = ["tune"]
 
@@ -139,7 +139,8 @@ def tune(app_command, confirm_in_app, whole_app, **options):
         raise TuneError(f"{shlex.join(app_command)}: an application command is only taken with "
                         "--confirm-in-app (mneme tune ... --confirm-in-app -- ./app args)")
     if not whole_app:  # first of all: its imports beside the command's, the driver's, ...
-        start_worker_server()
+        if not (options["compile_only"] and fork_every_worker()):  # (served: forked instead)
+            start_worker_server()
         if not options["compile_only"]:  # then cuInit, NVML's init and the GPU workers, beside
             # the imports below
             start_gpu_driver(nvml=options["clock_control"].strip().lower() != "none",

@@ -53,6 +53,8 @@ _LAZY = {
     'TaskRecord': '._worker_records',
     'WorkerRecord': '._worker_records',
     'PRELOAD': '._worker_server',
+    'allow_fork_start': '._worker_server',
+    'fork_context': '._worker_server',
     'start_worker_server': '._worker_server',
     'stop_worker_server': '._worker_server',
     'worker_context': '._worker_server',
@@ -95,7 +97,8 @@ if TYPE_CHECKING:
         Restart as Restart, TaskRecord as TaskRecord, WorkerRecord as WorkerRecord,
     )
     from ._worker_server import (
-        PRELOAD as PRELOAD, start_worker_server as start_worker_server,
+        PRELOAD as PRELOAD, allow_fork_start as allow_fork_start, fork_context as fork_context,
+        start_worker_server as start_worker_server,
         stop_worker_server as stop_worker_server, worker_context as worker_context,
     )
     from ._worker_start import WorkerStart as WorkerStart, prepare_baseline as prepare_baseline

@@ -21,7 +21,7 @@ from typing import Any
 
 from ._worker_server import start_worker_process, worker_spec
 
-__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "gpu_slots", "take"]
+__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "gpu_slots", "started", "take"]
 
 
 def gpu_slots(devices: Sequence[int], per_device: int) -> list[int]:
@@ -57,14 +57,16 @@ class EarlyWorkers:
         self._done = threading.Event()
         atexit.register(self.stop)
 
-    def start(self) -> None:
+    def start(self, context=None) -> None:
         """Start every slot's worker (on the driver's thread: each start waits for the
-        workers' server to have imported its modules). A start that fails leaves the rest
+        workers' server to have imported its modules; or forked from this process, from
+        ``context``: _worker_server.fork_context). A start that fails leaves the rest
         to the executor (those started are then not its slots: ``take`` stops them), which
         starts its own and says what failed; the failure is raised to the caller."""
         try:
             for device in self.slots:
-                process, conn, started = start_worker_process(worker_spec(device, self.cache.name))
+                process, conn, started = start_worker_process(
+                    worker_spec(device, self.cache.name), context=context)
                 self.workers.append(EarlyWorker(device, process, conn, started))
         finally:
             self._done.set()
@@ -116,6 +118,16 @@ def begin(slots: Sequence[int | None]) -> EarlyWorkers:
             _pending.stop()
         _pending = early
     return early
+
+
+def started() -> bool:
+    """Whether GPU workers were started for the command and wait to be adopted: they are
+    started once a driver was found, or forked where the GPU's device node is
+    (_gpu_start.py), so the command need not load the driver itself to know there is
+    one."""
+    with _lock:
+        early = _pending
+    return early is not None and any(w.device is not None for w in early.workers)
 
 
 def take(slots: Sequence[int | None]) -> EarlyWorkers | None:

@@ -21,8 +21,8 @@ from typing import Any
 
 from ..errors import TuneError
 
-__all__ = ["PRELOAD", "start_worker_process", "start_worker_server", "stop_worker_server",
-           "worker_context", "worker_spec"]
+__all__ = ["PRELOAD", "allow_fork_start", "fork_context", "fork_every_worker", "start_worker_process",
+           "start_worker_server", "stop_worker_server", "worker_context", "worker_spec"]
 
 #: what the server imports once, before it forks any worker
 PRELOAD = ["mneme.tune.workers._worker", "mneme.replay.engine", "mneme.replay.jit"]
@@ -30,7 +30,7 @@ PRELOAD = ["mneme.tune.workers._worker", "mneme.replay.engine", "mneme.replay.ji
 
 def worker_context():
     """The multiprocessing context worker processes start from (MNEME_WORKER_START:
-    ``forkserver``, the default, or ``spawn``).
+    ``forkserver``, the default, or ``spawn``; ``fork`` after fork_every_worker).
 
     Returns:
         The context.
@@ -38,6 +38,10 @@ def worker_context():
     Raises:
         TuneError: MNEME_WORKER_START names another method.
     """
+    if _fork_every_worker and "MNEME_WORKER_START" not in os.environ:
+        forking = fork_context()
+        if forking is not None:
+            return forking
     method = os.environ.get("MNEME_WORKER_START", "forkserver")
     if method not in ("spawn", "forkserver"):
         raise TuneError(f"MNEME_WORKER_START={method!r}: use spawn or forkserver")
@@ -45,6 +49,52 @@ def worker_context():
     if method == "forkserver":
         context.set_forkserver_preload(PRELOAD)
     return context
+
+
+_fork_start_allowed = False
+_fork_every_worker = False
+
+
+def allow_fork_start() -> None:
+    """Say that this process has imported the workers' modules and touched no GPU (a
+    command server's process, mneme.cli._server): its first GPU workers may fork from it
+    (fork_context), with nothing to import, instead of from the workers' server, which
+    starts beside the command and imports them first (~0.6 s)."""
+    global _fork_start_allowed
+    _fork_start_allowed = True
+
+
+def fork_context():
+    """The ``fork`` context while workers may fork from this process: allowed
+    (allow_fork_start) and the CUDA driver not loaded here (a context made before a fork
+    is unusable after it, in the child; /proc/self/maps says whether libcuda is mapped).
+
+    Returns:
+        The context, or None.
+    """
+    if not _fork_start_allowed:
+        return None
+    try:
+        with open("/proc/self/maps") as maps:
+            if any("libcuda.so" in line for line in maps):
+                return None
+    except OSError:
+        return None
+    return multiprocessing.get_context("fork")
+
+
+def fork_every_worker() -> bool:
+    """Fork every worker from this process from now on, where it may fork them
+    (fork_context: a command server's process) and MNEME_WORKER_START chooses no method:
+    a compile-only command, which never loads the CUDA driver, then needs no workers'
+    server at all.
+
+    Returns:
+        Whether workers fork from this process.
+    """
+    global _fork_every_worker
+    _fork_every_worker = "MNEME_WORKER_START" not in os.environ and fork_context() is not None
+    return _fork_every_worker
 
 
 def start_worker_server() -> None:
@@ -97,7 +147,8 @@ def _run_worker(conn, spec: dict[str, Any]) -> None:
     worker_main(conn, spec)
 
 
-def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker") -> tuple[Any, Any, float]:
+def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker",
+                         context=None) -> tuple[Any, Any, float]:
     """Start a worker process (from the server, unless MNEME_WORKER_START=spawn). Imports
     nothing of the worker's here: early_workers.py starts workers on a thread while the
     command's own thread imports the engine.
@@ -105,11 +156,12 @@ def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker") -> tu
     Parameters:
         spec: what it is started with (``worker_spec``).
         name: the process's name.
+        context: the multiprocessing context to start it from (default: worker_context).
 
     Returns:
         (its process, the parent's end of its pipe, when it was started: monotonic s).
     """
-    context = worker_context()
+    context = context or worker_context()
     parent, child = context.Pipe()
     process = context.Process(target=_run_worker, args=(child, spec), name=name, daemon=True)
     process.start()
