@@ -116,6 +116,19 @@ def server(action: str) -> str:
     return done.stdout.strip()
 
 
+def wait_for_warm_workers(limit_s: float = 15.0) -> float:
+    """Wait until the server's warm GPU workers are ready (as they are for a user's next
+    command, typed seconds after the last: the server makes a set once a command has
+    ended); seconds waited."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit_s:
+        said = server("status")
+        if "(ready," in said or "no warm GPU workers" in said:
+            break
+        time.sleep(0.1)
+    return time.monotonic() - began
+
+
 def run_once(db: Path, rid: str, trials: int, gpu: bool) -> Run:
     """One `mneme tune` in a new folder: a copy of the database, a new default study file."""
     with tempfile.TemporaryDirectory(prefix="mneme-tune-start-") as folder:
@@ -153,6 +166,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs, each on a fresh study")
     parser.add_argument("--server", action="store_true",
                         help="run every command through a command server (mneme server)")
+    parser.add_argument("--warm", action="store_true",
+                        help="with --server: before each run, wait until the server's warm GPU "
+                             "workers are ready (a user's next command, not a script's)")
     parser.add_argument("--no-compile", action="store_true",
                         help="leave the checkout's bytecode as it is (default: compile what lacks it)")
     args = parser.parse_args()
@@ -174,6 +190,8 @@ def main() -> None:
     runs = []
     try:
         for index in range(args.runs):
+            if args.server and args.warm:
+                print(f"(waited {wait_for_warm_workers():.2f} s for the warm GPU workers)")
             run = run_once(args.db, args.rid, args.trials, bool(gpus))
             runs.append(run)
             print(f"run {index + 1}: wall {run.wall:.2f} s, tuner {run.tuner:.1f} s, search "

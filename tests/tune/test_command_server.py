@@ -145,3 +145,29 @@ def test_stop_and_status_without_a_server(tmp_path):
         assert status.returncode == 1 and "none runs" in status.stdout
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_warm_workers_that_cannot_start_are_given_up(tmp_path):
+    """Warm workers asked for where no GPU driver loads: two failed starts, then none kept,
+    saying why; commands are served as before."""
+    from mneme.runtime import driver_available
+
+    if driver_available():
+        pytest.skip("a GPU driver loads here: warm workers start (test_command_server_gpu.py)")
+    runtime = Path(tempfile.mkdtemp(prefix="ms-", dir="/tmp"))
+    env = _env(runtime)
+    try:
+        assert _mneme(env, "server", "start", "--warm-workers", "0", "--idle-timeout", 600).returncode == 0
+        deadline = time.monotonic() + 60
+        while "given up after 2 failed starts" not in (status := _mneme(env, "server", "status").stdout):
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+        assert "no CUDA driver" in status, status
+        run = _mneme(env, *_tune_args(tmp_path / "t.sqlite3"))
+        assert run.returncode == 0, run.stderr
+        assert _served(env) == 1
+        bad = _mneme(env, "server", "start", "--warm-workers", "0,x")
+        assert bad.returncode == 2 and "--warm-workers" in bad.stderr and "Traceback" not in bad.stderr
+    finally:
+        _mneme(env, "server", "stop")
+        shutil.rmtree(runtime, ignore_errors=True)

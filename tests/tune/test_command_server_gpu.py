@@ -1,6 +1,7 @@
-"""The command server on a GPU: a served `mneme tune` forks its GPU workers from its own
-process before the CUDA driver is loaded there, never after (a context made before a
-fork is unusable in the child), and tunes as an unserved one does."""
+"""The command server on a GPU: a served `mneme tune` takes the server's warm GPU worker
+(its context made while no command ran), or forks its GPU workers from its own process
+before the CUDA driver is loaded there, never after (a context made before a fork is
+unusable in the child), and tunes as an unserved one does."""
 
 from __future__ import annotations
 
@@ -47,12 +48,20 @@ def test_a_served_tune_on_the_gpu(gpu, tmp_path):
     env = _env(runtime)
     try:
         assert _mneme(env, "server", "start", "--idle-timeout", 600).returncode == 0
-        run = _mneme(env, "tune", "-rdb", GOLDEN, "-rid", SAXPY, "--space", "launch,pipeline",
-                     "--trials", 20, "--storage", f"sqlite:///{tmp_path / 't.sqlite3'}")
-        assert run.returncode == 0, run.stdout + run.stderr
-        assert "20 trials this run" in run.stdout, run.stdout
-        assert "baseline failed" not in run.stdout, run.stdout
-        assert _served(env) == 1
+        status = _mneme(env, "server", "status").stdout
+        assert "warm GPU workers for GPU(s) 0" in status, status
+        # the default slots (GPU 0, one worker) take the warm worker, twice (the next set is
+        # made once the first command ended); two workers on GPU 0 fork their own
+        for index, extra in enumerate([(), (), ("--workers-per-device", 2)]):
+            run = _mneme(env, "tune", "-rdb", GOLDEN, "-rid", SAXPY, "--space", "launch,pipeline",
+                         "--trials", 20, "--storage", f"sqlite:///{tmp_path / f'{index}.sqlite3'}",
+                         *extra, cwd=tmp_path)
+            assert run.returncode == 0, run.stdout + run.stderr
+            assert "20 trials this run" in run.stdout, run.stdout
+            assert "baseline failed" not in run.stdout, run.stdout
+        assert _served(env) == 3
+        status = _mneme(env, "server", "status").stdout
+        assert "2 handed out" in status, status
     finally:
         _mneme(env, "server", "stop")
         shutil.rmtree(runtime, ignore_errors=True)

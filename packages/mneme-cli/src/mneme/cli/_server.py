@@ -32,7 +32,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mneme.tune.workers import allow_fork_start, command_slots, forget_server_children
+
 from ._server_client import SERVED_COMMANDS, recv_message, send_message
+from ._server_warm import WarmKeeper
 
 __all__ = ["Server", "source_stamp"]
 
@@ -79,6 +82,7 @@ class Running:
     conn: socket.socket
     pidfd: int
     argv: list[str] = field(default_factory=list)
+    workers: list = field(default_factory=list)  # (warm workers it was handed)
 
 
 class Server:
@@ -87,9 +91,10 @@ class Server:
     Parameters:
         path: its socket.
         idle_timeout: seconds without a command before it ends (0: never).
+        warm_slots: the GPU of each warm worker it keeps for tuning commands (None: none).
     """
 
-    def __init__(self, path: str, idle_timeout: float):
+    def __init__(self, path: str, idle_timeout: float, warm_slots: list[int] | None = None):
         self.path = path
         self.idle_timeout = idle_timeout
         self.started = time.time()
@@ -101,6 +106,7 @@ class Server:
         self.inode: int | None = None  # (of the socket it bound: it removes no other)
         self.selector = selectors.DefaultSelector()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.warm = WarmKeeper(warm_slots, self.selector, _log)
 
     def bind(self) -> None:
         folder = Path(self.path).parent
@@ -112,28 +118,26 @@ class Server:
         self.listener.bind(self.path)
         self.inode = os.stat(self.path).st_ino
         self.listener.listen(16)
-        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self.selector.register(self.listener, selectors.EVENT_READ, lambda _fd: self._accept())
 
     def serve(self) -> None:
         """Answer clients until stopped, stale (and every command ended) or idle."""
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        print(f"mneme server {os.getpid()}: listening on {self.path}", flush=True)
+        _log(f"{os.getpid()}: listening on {self.path}")
+        self.warm.make()
         try:
             while not (self.stopping and not self.running):
                 wait = None
                 if self.idle_timeout and not self.running:
                     wait = max(0.0, self.last_activity + self.idle_timeout - time.monotonic())
                     if wait == 0.0:
-                        print(f"mneme server: no command for {self.idle_timeout:g} s: ending",
-                              flush=True)
+                        _log(f"no command for {self.idle_timeout:g} s: ending")
                         break
                 for key, _ in self.selector.select(wait):
-                    if key.data is None:
-                        self._accept()
-                    else:
-                        self._reap(key.data)
+                    key.data(key.fd)
         finally:
             self._close_listener()
+            self.warm.close()
 
     def stop(self) -> None:
         """Take no more commands; end once the running ones have."""
@@ -176,7 +180,7 @@ class Server:
             else:
                 send_message(conn, {"refused": f"unknown request {message.get('op')!r}"})
         except (OSError, ValueError) as error:
-            print(f"mneme server: a request failed: {error}", flush=True)
+            _log(f"a request failed: {error}")
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -186,7 +190,8 @@ class Server:
     def status(self) -> dict:
         return {"pid": os.getpid(), "started": self.started, "served": self.served,
                 "running": len(self.running), "socket": self.path, "python": sys.executable,
-                "stale": source_stamp() != self.stamp, "stopping": self.stopping}
+                "stale": source_stamp() != self.stamp, "stopping": self.stopping,
+                "warm": self.warm.status()}
 
     def _run(self, conn: socket.socket, message: dict, fds: list[int]) -> bool:
         if self.stopping:
@@ -200,14 +205,16 @@ class Server:
         if len(fds) != 3 or not message.get("argv") or message["argv"][0] not in SERVED_COMMANDS:
             send_message(conn, {"refused": "not a command the server runs"})
             return False
+        warm = self.warm.take(_command_slots(message["argv"]))
         pid = os.fork()
         if pid == 0:  # the command's process: it never returns
-            self._close_in_child(conn)
-            _run_command(conn, message, fds)
+            self._close_in_child(conn, warm)
+            _run_command(conn, message, fds, warm)
         self.served += 1
         pidfd = os.pidfd_open(pid)
-        self.running[pidfd] = Running(pid, conn, pidfd, message["argv"])
-        self.selector.register(pidfd, selectors.EVENT_READ, pidfd)
+        handed = self.warm.handed_over(warm) if warm is not None else []
+        self.running[pidfd] = Running(pid, conn, pidfd, message["argv"], handed)
+        self.selector.register(pidfd, selectors.EVENT_READ, self._reap)
         conn.settimeout(None)
         send_message(conn, {"pid": pid})
         return True
@@ -221,10 +228,18 @@ class Server:
             send_message(running.conn, {"exit": os.waitstatus_to_exitcode(status)})
         running.conn.close()
         self.last_activity = time.monotonic()
+        self.warm.reap_later(running.workers)
+        if not self.running and not self.stopping:
+            self.warm.make()  # (the next set: never while a command measures)
 
-    def _close_in_child(self, keep: socket.socket) -> None:
-        """The forked command's process keeps its own client's connection only."""
+    def _close_in_child(self, keep: socket.socket, warm) -> None:
+        """The forked command's process keeps its own client's connection, and the warm
+        workers it was handed, only."""
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        forget_server_children()
+        if self.warm.warm is not None:  # (the server's own set, not this command's)
+            for worker in self.warm.warm.workers:
+                worker.conn.close()
         self.selector.close()
         self.listener.close()
         for running in self.running.values():
@@ -251,9 +266,30 @@ def _watch_client(conn: socket.socket) -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def _run_command(conn: socket.socket, message: dict, fds: list[int]) -> None:
+def _command_slots(argv: list[str]) -> list[int] | None:
+    """The GPU slots of a tuning command (its options parsed as click will parse them)."""
+    from .main import cli
+
+    try:
+        with cli.make_context("mneme", list(argv), resilient_parsing=True) as group:
+            command = cli.get_command(group, argv[0])
+            if command is None:
+                return None
+            with command.make_context(argv[0], list(argv[1:]), parent=group,
+                                      resilient_parsing=True) as ctx:
+                return command_slots(ctx.params)
+    except Exception:  # noqa: BLE001 - (the command says what is wrong with its options)
+        return None
+
+
+def _log(line: str) -> None:
+    print(f"mneme server: {line}", flush=True)
+
+
+def _run_command(conn: socket.socket, message: dict, fds: list[int], warm=None) -> None:
     """In the forked process: take the client's descriptors, folder, environment and
-    arguments, run the command, and end (the server reports the exit status)."""
+    arguments (and the warm workers handed to it), run the command, and end (the server
+    reports the exit status)."""
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -274,10 +310,10 @@ def _run_command(conn: socket.socket, message: dict, fds: list[int]) -> None:
                   file=sys.stderr)
             os._exit(2)
         sys.argv = ["mneme", *message["argv"]]
+        if warm is not None:
+            warm.take_in_command(os.getcwd(), dict(os.environ))
         threading.Thread(target=_watch_client, args=(conn,), daemon=True,
                          name="mneme-client-watch").start()
-        from mneme.tune.workers import allow_fork_start
-
         from .main import main
 
         allow_fork_start()
@@ -309,9 +345,10 @@ def _run_command(conn: socket.socket, message: dict, fds: list[int]) -> None:
 
 
 def main() -> None:
-    path, idle = sys.argv[1], float(sys.argv[2])
+    path, idle, warm = sys.argv[1], float(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else ""
     preload()
-    server = Server(path, idle)
+    allow_fork_start()  # (the warm workers fork from this process, which never loads the driver)
+    server = Server(path, idle, [int(d) for d in warm.split(",") if d] or None)
     server.bind()
     server.serve()
     sys.stdout.flush()

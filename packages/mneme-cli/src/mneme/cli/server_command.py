@@ -10,19 +10,40 @@ import time
 from pathlib import Path
 
 import click
+from mneme.tune.workers import device_ordinals
 
 from ._server_client import SERVED_COMMANDS, SWITCH, request, socket_path
 
 __all__ = ["server"]
 
+#: the NVIDIA driver's control device: where it is, warm GPU workers are kept by default
+GPU_NODE = "/dev/nvidiactl"
 #: how long ``start`` waits for the new server to answer
 START_TIMEOUT_S = 60.0
 
 
 def _describe(status: dict) -> str:
     up = time.time() - status["started"]
+    warm = status.get("warm") or {}
+    if warm.get("off"):
+        kept = f"no warm GPU workers ({warm['off']})"
+    else:
+        kept = (f"warm GPU workers for GPU(s) {','.join(map(str, warm['slots']))} "
+                f"({'ready' if warm['ready'] else 'starting'}, {warm['handed']} handed out)")
     return (f"pid {status['pid']}, up {up:.0f} s, {status['served']} command(s) served, "
-            f"{status['running']} running, socket {status['socket']}")
+            f"{status['running']} running, {kept}, socket {status['socket']}")
+
+
+def _warm_slots(text: str | None) -> str:
+    """--warm-workers as the server takes it: GPU ordinals, comma-separated ('' for none)."""
+    if text is None:
+        return "0" if os.path.exists(GPU_NODE) else ""
+    if text.strip().lower() == "none":
+        return ""
+    try:
+        return ",".join(str(d) for d in device_ordinals(text))
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--warm-workers") from None
 
 
 @click.group("server")
@@ -35,8 +56,13 @@ def server():
 @server.command("start")
 @click.option("--idle-timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               help="End after this many seconds without a command (0: never).")
-def start(idle_timeout):
+@click.option("--warm-workers", metavar="0,1|none",
+              help="GPUs on which a tuning worker is kept ready (its CUDA context made), handed "
+                   "to a `mneme tune` whose --devices are exactly these (default: 0 where a GPU "
+                   "is; each holds a context's memory on its GPU while the server runs).")
+def start(idle_timeout, warm_workers):
     """Start this environment's server (`mneme tune` runs through it from then on)."""
+    warm = _warm_slots(warm_workers)
     path = socket_path()
     running = request({"op": "status"}, path)
     if running is not None and "pid" in running:
@@ -46,7 +72,7 @@ def start(idle_timeout):
     Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mneme.cli._server", path, str(idle_timeout)],
+            [sys.executable, "-m", "mneme.cli._server", path, str(idle_timeout), warm],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True)
     began = time.monotonic()

@@ -28,6 +28,12 @@ def device_ordinals(text: str) -> list[int]:
     """--devices' GPU ordinals: ``"0,1"`` -> [0, 1] (read before the driver starts, for the
     early workers: tune/_gpu_start.py, and by the command: _tune_run.py's parse_devices).
 
+    Parameters:
+        text: the option's value.
+
+    Returns:
+        The ordinals, in the order given.
+
     Raises:
         ValueError: not distinct whole numbers >= 0 (its message the command's line).
     """

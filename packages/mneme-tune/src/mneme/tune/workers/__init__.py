@@ -58,6 +58,11 @@ _LAZY = {
     'start_worker_server': '._worker_server',
     'stop_worker_server': '._worker_server',
     'worker_context': '._worker_server',
+    'AdoptedProcess': '._warm_workers',
+    'WarmWorkers': '._warm_workers',
+    'command_slots': '._warm_workers',
+    'device_ordinals': '._warm_workers',
+    'forget_server_children': '._warm_workers',
     'WorkerStart': '._worker_start',
     'prepare_baseline': '._worker_start',
 }
@@ -100,6 +105,10 @@ if TYPE_CHECKING:
         PRELOAD as PRELOAD, allow_fork_start as allow_fork_start, fork_context as fork_context,
         start_worker_server as start_worker_server,
         stop_worker_server as stop_worker_server, worker_context as worker_context,
+    )
+    from ._warm_workers import (
+        AdoptedProcess as AdoptedProcess, WarmWorkers as WarmWorkers, command_slots as command_slots, device_ordinals as device_ordinals,
+        forget_server_children as forget_server_children,
     )
     from ._worker_start import WorkerStart as WorkerStart, prepare_baseline as prepare_baseline
 # isort: on

@@ -21,7 +21,7 @@ from typing import Any
 
 from ._worker_server import start_worker_process, worker_spec
 
-__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "gpu_slots", "started", "take"]
+__all__ = ["EarlyWorker", "EarlyWorkers", "begin", "gpu_slots", "provide", "started", "take"]
 
 
 def gpu_slots(devices: Sequence[int], per_device: int) -> list[int]:
@@ -48,11 +48,13 @@ class EarlyWorkers:
 
     Parameters:
         slots: the GPU of each worker.
+        cache: their compile cache folder, where made elsewhere (an object with ``name`` and
+            ``cleanup()``, as a TemporaryDirectory; default: a new one).
     """
 
-    def __init__(self, slots: Sequence[int | None]):
+    def __init__(self, slots: Sequence[int | None], cache: Any = None):
         self.slots = list(slots)
-        self.cache = tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
+        self.cache = cache or tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
         self.workers: list[EarlyWorker] = []
         self._done = threading.Event()
         atexit.register(self.stop)
@@ -112,12 +114,31 @@ def begin(slots: Sequence[int | None]) -> EarlyWorkers:
     # (the thread that starts them then imports nothing: see tune/_gpu_start.py)
     from multiprocessing import popen_forkserver, popen_spawn_posix  # noqa: F401
 
+    with _lock:
+        if _pending is not None and _pending.workers and _pending.slots == list(slots):
+            return _pending  # (provided, started: a command server's warm workers)
     early = EarlyWorkers(slots)
     with _lock:
         if _pending is not None:
             _pending.stop()
         _pending = early
     return early
+
+
+def provide(early: EarlyWorkers) -> None:
+    """Announce workers started elsewhere (a command server's warm workers, handed to this
+    command): ``begin`` for their slots returns them, started, and an executor adopts them
+    as it adopts early workers.
+
+    Parameters:
+        early: the started workers, with their cache folder.
+    """
+    global _pending
+    early.done()
+    with _lock:
+        if _pending is not None and _pending is not early:
+            _pending.stop()
+        _pending = early
 
 
 def started() -> bool:

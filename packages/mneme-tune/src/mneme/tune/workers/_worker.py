@@ -259,6 +259,15 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             break
         if message is None:
             break
+        if message[0] == "adopt":  # (a command server's warm worker, handed to a command)
+            _, folder, environ = message
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")  # (its own GPU, set above)
+            os.environ.clear()
+            os.environ.update(environ)
+            if visible is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = visible
+            os.chdir(folder)
+            continue
         if message[0] == "prepare":
             _, key, instance, settings_json = message
             instances[key] = instance
