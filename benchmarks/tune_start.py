@@ -19,7 +19,8 @@ many it compiled; ``--no-compile`` measures the checkout as it is.
 
 With ``--server``, a command server (`mneme server start`, stopped at the end) runs every
 command: its imports are paid once, before the first run; issue 37's goal, fixed start-up
-(the wall time outside the search) <= 1 s, is printed then too.
+(the wall time outside the search) <= 1 s, is printed then too. ``--warm`` adds a warm GPU
+worker on GPU 0 (`--warm-workers 0`), which each run waits to be ready for.
 
 Without a GPU (nvidia-smi lists none) the command tunes compile-only (`--compile-only`):
 its numbers are printed, and the goals, which are for a GPU run, are said to be skipped.
@@ -107,9 +108,9 @@ def bytecode_ready(compile_now: bool) -> tuple[int, int]:
     return stale, total
 
 
-def server(action: str) -> str:
-    """`mneme server ACTION`'s output (start: it must have started)."""
-    done = subprocess.run([sys.executable, "-m", "mneme.cli", "server", action],
+def server(action: str, *options: str) -> str:
+    """`mneme server ACTION [OPTIONS]`'s output (start: it must have started)."""
+    done = subprocess.run([sys.executable, "-m", "mneme.cli", "server", action, *options],
                           capture_output=True, text=True, timeout=120)
     if action == "start" and done.returncode != 0:
         sys.exit(f"tune_start: mneme server start failed: {(done.stderr or done.stdout).strip()}")
@@ -167,8 +168,8 @@ def main() -> None:
     parser.add_argument("--server", action="store_true",
                         help="run every command through a command server (mneme server)")
     parser.add_argument("--warm", action="store_true",
-                        help="with --server: before each run, wait until the server's warm GPU "
-                             "workers are ready (a user's next command, not a script's)")
+                        help="with --server: the server keeps a warm GPU worker on GPU 0, and each "
+                             "run waits until it is ready (a user's next command, not a script's)")
     parser.add_argument("--no-compile", action="store_true",
                         help="leave the checkout's bytecode as it is (default: compile what lacks it)")
     args = parser.parse_args()
@@ -184,7 +185,7 @@ def main() -> None:
              else ", compiled first"))
     stop_at_end = False
     if args.server:
-        said = server("start")
+        said = server("start", *(["--warm-workers", "0"] if args.warm and gpus else []))
         print(said)
         stop_at_end = "already running" not in said  # (someone's own is left running)
     runs = []

@@ -52,6 +52,7 @@ def server():
     env = _env(runtime)
     started = _mneme(env, "server", "start", "--idle-timeout", 600)  # (outlives no test run)
     assert started.returncode == 0 and "started" in started.stdout, started.stdout + started.stderr
+    assert "no warm GPU workers (none asked for)" in started.stdout  # (the default)
     yield env
     stopped = _mneme(env, "server", "stop")
     assert stopped.returncode == 0, stopped.stderr

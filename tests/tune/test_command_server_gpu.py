@@ -47,7 +47,7 @@ def test_a_served_tune_on_the_gpu(gpu, tmp_path):
     runtime = Path(tempfile.mkdtemp(prefix="ms-", dir="/tmp"))
     env = _env(runtime)
     try:
-        assert _mneme(env, "server", "start", "--idle-timeout", 600).returncode == 0
+        assert _mneme(env, "server", "start", "--warm-workers", 0, "--idle-timeout", 600).returncode == 0
         status = _mneme(env, "server", "status").stdout
         assert "warm GPU workers for GPU(s) 0" in status, status
         # the default slots (GPU 0, one worker) take the warm worker, twice (the next set is

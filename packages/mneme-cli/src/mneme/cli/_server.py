@@ -346,6 +346,11 @@ def _run_command(conn: socket.socket, message: dict, fds: list[int], warm=None) 
 
 def main() -> None:
     path, idle, warm = sys.argv[1], float(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else ""
+    try:  # (how it waits for its commands' processes: Linux 5.3 and later)
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as error:
+        raise SystemExit(f"mneme server: this system has no pidfd_open ({error}): a command server "
+                         "needs Linux 5.3 or later; commands run in their own processes") from None
     preload()
     allow_fork_start()  # (the warm workers fork from this process, which never loads the driver)
     server = Server(path, idle, [int(d) for d in warm.split(",") if d] or None)

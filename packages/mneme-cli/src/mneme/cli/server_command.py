@@ -16,8 +16,6 @@ from ._server_client import SERVED_COMMANDS, SWITCH, request, socket_path
 
 __all__ = ["server"]
 
-#: the NVIDIA driver's control device: where it is, warm GPU workers are kept by default
-GPU_NODE = "/dev/nvidiactl"
 #: how long ``start`` waits for the new server to answer
 START_TIMEOUT_S = 60.0
 
@@ -36,9 +34,7 @@ def _describe(status: dict) -> str:
 
 def _warm_slots(text: str | None) -> str:
     """--warm-workers as the server takes it: GPU ordinals, comma-separated ('' for none)."""
-    if text is None:
-        return "0" if os.path.exists(GPU_NODE) else ""
-    if text.strip().lower() == "none":
+    if text is None or text.strip().lower() == "none":
         return ""
     try:
         return ",".join(str(d) for d in device_ordinals(text))
@@ -56,10 +52,11 @@ def server():
 @server.command("start")
 @click.option("--idle-timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               help="End after this many seconds without a command (0: never).")
-@click.option("--warm-workers", metavar="0,1|none",
+@click.option("--warm-workers", metavar="0,1",
               help="GPUs on which a tuning worker is kept ready (its CUDA context made), handed "
-                   "to a `mneme tune` whose --devices are exactly these (default: 0 where a GPU "
-                   "is; each holds a context's memory on its GPU while the server runs).")
+                   "to a `mneme tune` whose --devices are exactly these. Default: none (each holds "
+                   "a context and its memory on its GPU while the server runs, and a GPU in "
+                   "exclusive-process mode to itself).")
 def start(idle_timeout, warm_workers):
     """Start this environment's server (`mneme tune` runs through it from then on)."""
     warm = _warm_slots(warm_workers)
