@@ -56,6 +56,9 @@ def test_the_tuner_times_each_phase_of_its_run(tmp_path):
     assert run_phases == pytest.approx(outcome.elapsed, abs=0.05)
     assert phases["baseline.compile"] > 0  # the baseline replay's own parts, inside it
     assert phases["baseline.compile"] <= phases["baseline"]
+    # the executor's start, by part (spent, waited for or not): its workers' hellos; no
+    # compile pool for compile-only workers, which compile themselves
+    assert phases["workers.hellos"] > 0 and "workers.compile pool" not in phases
     # which pool bounded the search (pool_use.py): compile-only workers compile themselves
     use = outcome.pool_use
     assert use["compile_pool"] is None and 0 < use["replay_workers"] <= 1.0

@@ -42,6 +42,11 @@ def test_200_trials_of_an_example_kernel(examples, tmp_path):
     assert complete and all(t.verified is True for t in complete)
     baseline = outcome.baseline
     assert baseline["verified"] is True and baseline["metrics"]["time"] > 0
+    # where the start went: the compile pool's start, the hellos; the baseline's prepare
+    # in its worker (compile, module load, restore) ahead of its replay
+    phases = outcome.phases
+    assert phases["workers.compile pool"] > 0 and phases["workers.hellos"] > 0, phases
+    assert phases["baseline.prepare"] > 0, phases
     best = outcome.best[0]
     assert best.verified is True
     # The recorded configuration is trial 0, so the best is at least as fast as it measured.

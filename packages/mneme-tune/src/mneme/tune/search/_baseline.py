@@ -97,7 +97,7 @@ def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study
             timing = timing_report.baseline_timing(results, options.cache)
             if timing is not None:
                 baseline["timing"] = timing
-            _note_parts(tuner, results[0])
+            _note_parts(tuner, results[0], executor.prepared_in(tuner.instances[0]))
         study.set_user_attr(BASELINE_ATTR, baseline)
     tuner.cache_modes = timing_report.resolved_modes(
         baseline, options.cache, len(tuner.instances), options.compile_only, study.study_name)
@@ -105,9 +105,13 @@ def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study
     return baseline
 
 
-def _note_parts(tuner: Tuner, result) -> None:
-    """The first instance's replay, by its own count: compile (in its worker; 0 when the
-    compile pool had it ready), restore, determinism profile, run, verify."""
+def _note_parts(tuner: Tuner, result, prepared: float | None) -> None:
+    """The first instance's replay, by its own count: its prepare in the worker ahead of
+    it (compile, module load, restore: ``prepared`` seconds, where reported), compile (in
+    its worker; 0 when the compile pool had it ready), restore, determinism profile, run,
+    verify."""
+    if prepared:
+        tuner.clock.add("baseline.prepare", prepared)
     if result.compile_time:
         tuner.clock.add("baseline.compile", result.compile_time)
     for part in _PARTS:

@@ -425,6 +425,9 @@ class Tuner(TrialLoop):
             executor = self._workers.result() if self._workers is not None else make_executor(self)
         self._workers = None
         self.clock.mark("workers")
+        if not shared:  # (its parts: spent on the executor's start, waited for or not)
+            for part, seconds in executor.start_seconds.items():
+                self.clock.add(f"workers.{part}", seconds)
         try:
             signature = self.bound[0].signature()
             self._rebind(executor)

@@ -56,6 +56,7 @@ class Dispatcher:
         _wake_r: Connection
         _closing: bool
         _tasks_done: int
+        prepare_seconds: dict[str, float]
 
         def _fail_and_restart(self, worker: WorkerRecord, kind: str, message: str | None,
                               *, kill: bool = True) -> None: ...
@@ -108,6 +109,8 @@ class Dispatcher:
             self.spares.note_hello(worker.device, message[1])
             return
         if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
+            if kind == "prepared" and len(message) > 2:  # (a slot's: prepare_baseline)
+                self.prepare_seconds.setdefault(message[1], message[2])
             if worker.beside:  # (a lent spare goes back to the pool, prepared)
                 worker.restored.add(message[1])
             return

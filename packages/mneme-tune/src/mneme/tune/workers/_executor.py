@@ -211,6 +211,10 @@ class ReplayExecutor(Dispatcher):
             compile_workers = (max(1, usable_cores() - len(self._workers))
                                if self.devices is not None else 0)
         self.compile_workers = compile_workers
+        #: where the start went (the tuner's phase line: parts of ``workers``)
+        self.start_seconds: dict[str, float] = {}
+        #: a worker's prepare of an instance (compile, load, restore), by instance key
+        self.prepare_seconds: dict[str, float] = {}
         self._start_all(compile_workers, early.workers if early is not None else [])
         self.spares.spawn_ahead(expect_failures)
         self._tasks_done = 0
@@ -231,12 +235,14 @@ class ReplayExecutor(Dispatcher):
 
     def _start_all(self, compile_workers: int, early: Sequence[early_workers.EarlyWorker]) -> None:
         """Start the workers (or adopt ``early``'s, one per slot in order) and the compile
-        pool, and wait for each worker's hello."""
+        pool, and wait for each worker's hello (``start_seconds``: the compile pool's start,
+        the wait for the hellos)."""
         for worker, adopted in itertools.zip_longest(self._workers, early[: len(self._workers)]):
             if adopted is not None:
                 self._take_process(worker, adopted.process, adopted.conn, adopted.started)
             else:
                 self._spawn(worker)
+        began = time.monotonic()
         if compile_workers > 0:
             # Forked from the workers' server too (a spawned process imports the compiler
             # first, ~1 s on the baseline's path), and started while the workers start.
@@ -244,6 +250,8 @@ class ReplayExecutor(Dispatcher):
                 compile_workers, mp_context=self._worker_context)
             for _ in range(compile_workers):
                 self._compile_pool.submit(os.getpid)
+            self.start_seconds["compile pool"] = time.monotonic() - began
+        began = time.monotonic()
         for worker in self._workers:
             message = None
             if worker.conn.poll(START_TIMEOUT):
@@ -264,6 +272,19 @@ class ReplayExecutor(Dispatcher):
             self.spares.note_hello(worker.device, message[1])
             # CPU workers compile for the recorded arch: precompile with no override
             self.archs.add(message[1].get("arch"))
+        self.start_seconds["hellos"] = time.monotonic() - began
+
+    def prepared_in(self, instance) -> float | None:
+        """How long a slot worker took to prepare an instance ahead of its first task
+        (prepare_baseline: compile, module load, restore).
+
+        Parameters:
+            instance: the instance (an Instance or its id, as ``submit`` takes it).
+
+        Returns:
+            Its seconds; None where no worker reported them.
+        """
+        return self.prepare_seconds.get(instance_key(self._resolve(instance)))
 
     @property
     def device_info(self) -> list[dict]:

@@ -12,7 +12,12 @@ its first replay would do before launching (compile, module load, restore with t
 copy, stream, clock) is done before it is needed, no kernel run:
 
     parent → worker   ("prepare", key, instance, settings_json)
-    worker → parent   ("prepared", key)  or  ("unprepared", key, message)
+    worker → parent   ("prepared", key, seconds)  or  ("unprepared", key, message)
+
+A warm worker a command server kept (_warm_workers.py) is first given the folder and
+environment of the command it is handed to, before anything else:
+
+    parent → worker   ("adopt", folder, environ)
 
 The parent resolves each instance once and sends it (a mneme.replay.db Instance: it pickles
 as its database's path and the kernel's and instance's records, already read and checked)
@@ -271,6 +276,7 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
         if message[0] == "prepare":
             _, key, instance, settings_json = message
             instances[key] = instance
+            began = time.monotonic()
             try:
                 if before_prepare is not None:
                     before_prepare(key)
@@ -280,7 +286,7 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
             except Exception as error:  # noqa: BLE001 - the first replay does it then
                 conn.send(("unprepared", key, f"{type(error).__name__}: {error}"))
                 continue
-            conn.send(("prepared", key))
+            conn.send(("prepared", key, time.monotonic() - began))
             continue
         task_id, key, instance, settings_json, guard = message
         if instance is not None:
