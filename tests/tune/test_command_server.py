@@ -124,6 +124,8 @@ def test_changed_code_is_refused_and_stops_the_server(tmp_path):
         assert _mneme(env, "server", "start", "--idle-timeout", 600).returncode == 0
         time.sleep(0.01)
         (portion / "stamp_probe.py").write_text("# changed\n")
+        again = _mneme(env, "server", "start")
+        assert "already running" in again.stdout and "files changed" in again.stdout, again.stdout
         run = _mneme(env, *_tune_args(tmp_path / "t.sqlite3"))
         assert run.returncode == 0, run.stderr
         assert "mneme's files changed" in run.stderr and "running here" in run.stderr, run.stderr

@@ -64,6 +64,9 @@ def start(idle_timeout, warm_workers):
     running = request({"op": "status"}, path)
     if running is not None and "pid" in running:
         click.echo(f"mneme server: already running ({_describe(running)})")
+        if running.get("stale"):
+            click.echo("mneme server: mneme's files changed since it started: it refuses commands "
+                       "(run `mneme server stop`, then `mneme server start`)")
         return
     log = Path(path).with_suffix(".log")
     Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
