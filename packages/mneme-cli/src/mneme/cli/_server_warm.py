@@ -59,7 +59,11 @@ class WarmKeeper:
         """The set, for a command whose slots are exactly its own (None otherwise); the
         server's watch of it ends here."""
         warm = self.warm
-        if warm is None or slots != warm.slots:
+        if warm is None:
+            return None
+        if slots != warm.slots:
+            if slots is not None:  # (a GPU command that starts its own: said in the log)
+                self.log(f"warm workers for GPU(s) {warm.slots} kept: a command asked for {slots}")
             return None
         for fd in warm.sentinels():
             self.selector.unregister(fd)
