@@ -7,9 +7,10 @@ once. It never touches a GPU itself: the processes it forks make their own CUDA
 contexts, and may fork their own workers before they do
 (mneme.tune.workers._worker_server.allow_fork_start).
 
-    python -m mneme.cli._server SOCKET IDLE_SECONDS
+    python -m mneme.cli._server SOCKET IDLE_SECONDS [WARM_GPUS]
 
-is what ``mneme server start`` runs, detached. Each command's process takes its client's
+is what ``mneme server start`` runs, detached (WARM_GPUS: ``--warm-workers``, comma-separated
+ordinals; _server_warm.py). Each command's process takes its client's
 standard descriptors, folder, environment and arguments, and ends as a command run from a
 shell ends; the server reaps it and sends its exit status to the client. The server
 refuses commands once mneme's own files changed after it imported them (it then stops:
@@ -32,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mneme.tune.workers import PRELOAD as WORKER_PRELOAD
 from mneme.tune.workers import allow_fork_start, command_slots, forget_server_children
 
 from ._server_client import SERVED_COMMANDS, recv_message, send_message
@@ -40,9 +42,9 @@ from ._server_warm import WarmKeeper
 __all__ = ["Server", "source_stamp"]
 
 #: what the server imports before it answers (the rest of a command's imports follow)
-PRELOAD = ["mneme.cli.main", "mneme.tune._tune_run", "mneme.tune.workers._worker",
-           "mneme.replay.engine", "mneme.replay.jit", "multiprocessing.popen_fork",
-           "multiprocessing.popen_forkserver"]
+#: (the workers' modules too: commands fork their workers from it)
+PRELOAD = ["mneme.cli.main", "mneme.tune._tune_run", *WORKER_PRELOAD,
+           "multiprocessing.popen_fork", "multiprocessing.popen_forkserver"]
 
 
 def source_stamp() -> tuple[int, int]:
@@ -81,7 +83,6 @@ class Running:
     pid: int
     conn: socket.socket
     pidfd: int
-    argv: list[str] = field(default_factory=list)
     workers: list = field(default_factory=list)  # (warm workers it was handed)
 
 
@@ -213,7 +214,7 @@ class Server:
         self.served += 1
         pidfd = os.pidfd_open(pid)
         handed = self.warm.handed_over(warm) if warm is not None else []
-        self.running[pidfd] = Running(pid, conn, pidfd, message["argv"], handed)
+        self.running[pidfd] = Running(pid, conn, pidfd, handed)
         self.selector.register(pidfd, selectors.EVENT_READ, self._reap)
         conn.settimeout(None)
         send_message(conn, {"pid": pid})

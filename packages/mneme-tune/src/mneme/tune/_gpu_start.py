@@ -62,11 +62,10 @@ def start_gpu_driver(nvml: bool, workers: Sequence[int] | None = None) -> thread
     from .workers import _early_workers
 
     early = _early_workers.begin(workers) if workers else None  # (an executor waits for them)
-    forking = fork_context() if early is not None and os.path.exists(GPU_NODE) else None
     forked = False
     if early is not None and early.workers:  # (started already: a command server's warm ones)
         forked, early = True, None
-    elif early is not None and forking is not None:
+    elif early is not None and os.path.exists(GPU_NODE) and (forking := fork_context()):
         # A command server's process, which imported the workers' modules: they fork from
         # it now, before the driver is loaded here (after that, a child could not use the
         # GPU), and make their contexts while the command opens its study. The command
