@@ -18,8 +18,11 @@ workers' server again (0.2 CPU-seconds of each on the development machine). It p
 many it compiled; ``--no-compile`` measures the checkout as it is.
 
 With ``--server``, a command server (`mneme server start`, stopped at the end) runs every
-command: its imports are paid once, before the first run; issue 37's goal, fixed start-up
-(the wall time outside the search) <= 1 s, is printed then too. ``--warm`` adds a warm GPU
+command: its imports are paid once, before the first run. Issue 37's goal, fixed start-up
+<= 1 s, is timed from outside too: from the command's start to its line that the search
+begins (the baseline's, printed right before the first trial: the interpreter, imports,
+study, workers' contexts and the baseline before it); the wall time outside the search,
+which adds the confirmation, the report and the process's exit, is printed beside it. ``--warm`` adds a warm GPU
 worker on GPU 0 (`--warm-workers 0`), which each run waits to be ready for.
 
 Without a GPU (nvidia-smi lists none) the command tunes compile-only (`--compile-only`):
@@ -36,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +67,8 @@ class Run:
     tuner: float
     line: str
     phases: dict[str, float] = field(default_factory=dict)
+    #: from the command's start to its line that the search begins (``baseline ...``)
+    to_search: float = float("nan")
 
     @property
     def fixed(self) -> float:
@@ -130,6 +136,34 @@ def wait_for_warm_workers(limit_s: float = 15.0) -> float:
     return time.monotonic() - began
 
 
+def run_watched(command: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``command`` with its output captured, and note when its standard error says the
+    search begins: the line after the baseline's (``baseline ...``), which the tuner prints
+    right before its first trial. Returns (the finished process, that moment: monotonic s;
+    NaN where no such line came)."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    said: list[str] = []
+    seen = [float("nan")]
+
+    def watch() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            if line.startswith("baseline ") and seen[0] != seen[0]:
+                seen[0] = time.monotonic()
+            said.append(line)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        out = process.stdout.read()  # type: ignore[union-attr]
+        process.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    watcher.join(10)
+    return subprocess.CompletedProcess(command, process.returncode, out, "".join(said)), seen[0]
+
+
 def run_once(db: Path, rid: str, trials: int, gpu: bool) -> Run:
     """One `mneme tune` in a new folder: a copy of the database, a new default study file."""
     with tempfile.TemporaryDirectory(prefix="mneme-tune-start-") as folder:
@@ -141,7 +175,7 @@ def run_once(db: Path, rid: str, trials: int, gpu: bool) -> Run:
         if not gpu:
             command.append("--compile-only")
         began = time.monotonic()
-        done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=600)
+        done, to_search = run_watched(command, work)
         wall = time.monotonic() - began
     if done.returncode != 0:  # its own lines say why (failed trials, errors)
         said = (done.stdout.strip().splitlines() + done.stderr.strip().splitlines())[-25:]
@@ -156,7 +190,7 @@ def run_once(db: Path, rid: str, trials: int, gpu: bool) -> Run:
                  "is this checkout's mneme the one on the path?")
     phases = {name: float(seconds) for name, seconds in PHASE.findall(line.group(1))}
     return Run(wall, int(summary.group(1)), float(summary.group(2)), float(summary.group(3)),
-               line.group(0), phases)
+               line.group(0), phases, to_search - began)
 
 
 def main() -> None:
@@ -197,7 +231,8 @@ def main() -> None:
             runs.append(run)
             print(f"run {index + 1}: wall {run.wall:.2f} s, tuner {run.tuner:.1f} s, search "
                   f"{run.search:.1f} s ({run.trials} trials), wall/search {run.ratio:.2f}, "
-                  f"outside the search {run.fixed:.2f} s")
+                  f"outside the search {run.fixed:.2f} s, start-up to the search "
+                  f"{run.to_search:.2f} s")
             print(f"  {run.line}")
     finally:
         if args.server:
@@ -217,9 +252,13 @@ def main() -> None:
              (f"the whole command <= {WALL_OVER_SEARCH_GOAL:g}x its search time "
               f"({median.ratio:.2f}x)", median.ratio <= WALL_OVER_SEARCH_GOAL)]
     fixed = statistics.median(r.fixed for r in runs)
-    goals.append((f"fixed start-up (outside the search) <= {FIXED_START_GOAL_S:g} s: median "
-                  f"{fixed:.2f} s{'' if args.server else ' (without --server)'}",
-                  fixed <= FIXED_START_GOAL_S))
+    start = statistics.median(r.to_search for r in runs)
+    print(f"outside the search (start-up, baseline, confirmation, report, exit): median "
+          f"{fixed:.2f} s")
+    goals.append((f"fixed start-up (from the command's start to its search: interpreter, "
+                  f"imports, study, workers, baseline) <= {FIXED_START_GOAL_S:g} s: median "
+                  f"{start:.2f} s{'' if args.server else ' (without --server)'}",
+                  start <= FIXED_START_GOAL_S))
     for goal, met in goals:
         if gpus:
             print(f"{'met   ' if met else 'MISSED'}  {goal}")

@@ -59,6 +59,10 @@ def test_a_served_tune_on_the_gpu(gpu, tmp_path):
             assert run.returncode == 0, run.stdout + run.stderr
             assert "20 trials this run" in run.stdout, run.stdout
             assert "baseline failed" not in run.stdout, run.stdout
+            # its compile pool forked from the command beside its workers (or the warm
+            # ones handed over): the executor's start waited for no workers' fork server
+            line = next(x for x in run.stdout.splitlines() if x.startswith("time: "))
+            assert "compile pool" not in line, line
         assert _served(env) == 3
         status = _mneme(env, "server", "status").stdout
         assert "2 handed out" in status, status

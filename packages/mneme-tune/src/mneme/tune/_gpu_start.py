@@ -64,16 +64,22 @@ def start_gpu_driver(nvml: bool, workers: Sequence[int] | None = None) -> thread
     early = _early_workers.begin(workers) if workers else None  # (an executor waits for them)
     forked = False
     if early is not None and early.workers:  # (started already: a command server's warm ones)
-        forked, early = True, None
+        forked = True
+        if forking := fork_context():
+            with contextlib.suppress(Exception):  # (the executor starts its own)
+                early.fork_compile_pool(forking)
+        early = None
     elif early is not None and os.path.exists(GPU_NODE) and (forking := fork_context()):
         # A command server's process, which imported the workers' modules: they fork from
         # it now, before the driver is loaded here (after that, a child could not use the
-        # GPU), and make their contexts while the command opens its study. The command
-        # then needs no driver of its own (parse_devices: the workers' start says there
-        # is one): this process's cuInit, 0.2-0.3 s on the H200 host, would have run
-        # beside theirs and slowed them.
+        # GPU), and make their contexts while the command opens its study; so does the
+        # compile pool, which from the workers' fork server would wait for its imports.
+        # The command then needs no driver of its own (parse_devices: the workers' start
+        # says there is one): this process's cuInit, 0.2-0.3 s on the H200 host, would
+        # have run beside theirs and slowed them.
         with contextlib.suppress(Exception):  # (the executor starts its own, saying why)
             early.start(forking)
+            early.fork_compile_pool(forking)
         forked = bool(early.workers)
         early = None
 

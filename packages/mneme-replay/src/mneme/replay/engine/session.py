@@ -230,7 +230,9 @@ class ReplaySession(KernelCode, EpilogueChecks):
         arch, _ = self.target_arch(replay, False)
         config = derive_compile_config(base, self.kernel, self.instance, replay, grid, block,
                                        arch, self.args, self.multiprocessors(False))
-        compiled, _ = self.compile(config)
+        compiled, seconds = self.compile(config)
+        #: what the last prepare spent compiling (0: the code was cached)
+        self.prepare_compile_seconds = 0.0 if compiled.from_cache else seconds
         try:
             image = self.image()
             if replay.verify and replay.determinism_runs and self._profile is None:

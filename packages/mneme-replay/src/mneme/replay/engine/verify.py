@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ReplayConfigError
+from .verify_cubin import verification_cubin
 from .verify_kernels import (
     BLOCK_THREADS,
     RAW_WIDTHS,
@@ -33,7 +34,6 @@ from .verify_kernels import (
     multiset_kernel_name,
     raw_kernel_name,
     typed_kernel_name,
-    verification_ir,
     xor_kernel_name,
 )
 
@@ -396,20 +396,6 @@ def verify_host(
 
 
 # ------------------------------------------------------------------ device side
-
-_CUBINS: dict[str, bytes] = {}
-
-
-def verification_cubin(arch: str) -> bytes:
-    """The verification kernels compiled for ``arch`` (once per process)."""
-    if arch not in _CUBINS:
-        from ..jit import parse_module, run_ptxas
-
-        module = parse_module(verification_ir(), "mneme-verify")
-        module.run_passes("default<O3>", arch)
-        ptx = module.emit_assembly(arch, "", 3)
-        _CUBINS[arch] = run_ptxas(ptx, arch).cubin
-    return _CUBINS[arch]
 
 
 @dataclass

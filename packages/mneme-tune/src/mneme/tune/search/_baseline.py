@@ -105,15 +105,16 @@ def measure_baseline(tuner: Tuner, executor: ReplayExecutor, study: optuna.Study
     return baseline
 
 
-def _note_parts(tuner: Tuner, result, prepared: float | None) -> None:
+def _note_parts(tuner: Tuner, result, prepared: dict[str, float] | None) -> None:
     """The first instance's replay, by its own count: its prepare in the worker ahead of
-    it (compile, module load, restore: ``prepared`` seconds, where reported), compile (in
-    its worker; 0 when the compile pool had it ready), restore, determinism profile, run,
-    verify."""
-    if prepared:
-        tuner.clock.add("baseline.prepare", prepared)
-    if result.compile_time:
-        tuner.clock.add("baseline.compile", result.compile_time)
+    it (compile, module load, restore: ``prepared``'s seconds, where reported), compile (in
+    its prepare or its replay; 0 when the compile pool had it ready), restore, determinism
+    profile, run, verify."""
+    prepared = prepared or {}
+    if prepared.get("prepare"):
+        tuner.clock.add("baseline.prepare", prepared["prepare"])
+    if result.compile_time or prepared.get("compile"):
+        tuner.clock.add("baseline.compile", result.compile_time or prepared["compile"])
     for part in _PARTS:
         if result.timings.get(part):
             tuner.clock.add(f"baseline.{part}", result.timings[part])

@@ -53,10 +53,11 @@ class Dispatcher:
         _sent: dict[str, tuple[Instance, str]]
         _awaiting_task: dict[int, Restart]
         _spare_commands: list[int]
+        _spares_ahead: int | None
         _wake_r: Connection
         _closing: bool
         _tasks_done: int
-        prepare_seconds: dict[str, float]
+        prepare_seconds: dict[str, dict[str, float]]
 
         def _fail_and_restart(self, worker: WorkerRecord, kind: str, message: str | None,
                               *, kill: bool = True) -> None: ...
@@ -110,7 +111,8 @@ class Dispatcher:
             return
         if kind in ("prepared", "unprepared"):  # a spare's answer, after it took a slot
             if kind == "prepared" and len(message) > 2:  # (a slot's: prepare_baseline)
-                self.prepare_seconds.setdefault(message[1], message[2])
+                self.prepare_seconds.setdefault(message[1], {"prepare": message[2],
+                                                            "compile": message[3]})
             if worker.beside:  # (a lent spare goes back to the pool, prepared)
                 worker.restored.add(message[1])
             return
@@ -154,6 +156,10 @@ class Dispatcher:
     def _dispatch(self) -> None:
         while not self._closing:
             self._assign()
+            if self._spares_ahead is not None and any(w.task is not None for w in self._workers):
+                # (the executor's start left them to this thread, after the first task)
+                self.spares.spawn_ahead(self._spares_ahead)
+                self._spares_ahead = None
             self.spares.refill()  # (after the tasks are sent: a hand-over waits for no spawn)
             with self._lock:
                 commands, self._spare_commands = self._spare_commands, []

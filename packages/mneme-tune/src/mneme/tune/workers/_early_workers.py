@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._worker_server import start_worker_process, worker_spec
+from ._worker_server import start_compile_pool, start_worker_process, usable_cores, worker_spec
 
 __all__ = ["EarlyWorker", "EarlyWorkers", "begin", "gpu_slots", "provide", "started", "take"]
 
@@ -56,6 +56,9 @@ class EarlyWorkers:
         self.slots = list(slots)
         self.cache = cache or tempfile.TemporaryDirectory(prefix="mneme-tune-cache-")
         self.workers: list[EarlyWorker] = []
+        #: the compile pool forked beside them (fork_compile_pool), with its size
+        self.compile_pool: Any = None
+        self.compile_processes = 0
         self._done = threading.Event()
         atexit.register(self.stop)
 
@@ -72,6 +75,32 @@ class EarlyWorkers:
                 self.workers.append(EarlyWorker(device, process, conn, started))
         finally:
             self._done.set()
+
+    def fork_compile_pool(self, context) -> None:
+        """Fork the compile pool the executor of these GPU workers would start (a process
+        per core they leave) from this process now, with ``context`` (fork_context: a
+        command server's process, which loads no driver and has imported the compiler).
+        Started by the executor, its processes would come from the workers' fork server,
+        and a served command would wait there for that server's own imports (0.2-0.6 s on
+        the H200 host: the phase line's ``workers (compile pool ...)``)."""
+        self.compile_processes = max(1, usable_cores() - len(self.slots))
+        self.compile_pool = start_compile_pool(self.compile_processes, context)
+
+    def take_compile_pool(self, processes: int):
+        """The compile pool forked beside the workers when it has ``processes`` processes
+        (the adopting executor's); None otherwise (a pool of another size is stopped).
+
+        Parameters:
+            processes: the executor's compile processes (0: none).
+
+        Returns:
+            The pool, or None.
+        """
+        pool, self.compile_pool = self.compile_pool, None
+        if pool is not None and processes != self.compile_processes:
+            pool.shutdown(wait=False, cancel_futures=True)
+            return None
+        return pool
 
     def done(self) -> None:
         """Say that no worker is coming (``start`` never began: no driver)."""
@@ -92,6 +121,9 @@ class EarlyWorkers:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 worker.process.kill()
         self.workers = []
+        if self.compile_pool is not None:
+            self.compile_pool.shutdown(wait=False, cancel_futures=True)
+            self.compile_pool = None
         self.cache.cleanup()
         atexit.unregister(self.stop)
 

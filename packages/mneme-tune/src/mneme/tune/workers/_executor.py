@@ -52,25 +52,19 @@ from ._process_reaper import ProcessReaper, describe_exit
 from ._spares import SPARE_RESTORE_BYTES, SparePool
 from ._worker import failure_kind, instance_key, precompile, resolved
 from ._worker_records import Restart, TaskRecord, WorkerRecord
-from ._worker_server import start_worker_process, worker_context, worker_spec
+from ._worker_server import (
+    start_compile_pool,
+    start_worker_process,
+    usable_cores,
+    worker_context,
+    worker_spec,
+)
 
 __all__ = ["ReplayExecutor", "as_completed", "usable_cores"]
 
 
 #: (the context's maker, under the name tests and older callers use)
 _worker_context = worker_context
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on.
-
-    Returns:
-        Their number (its affinity mask, else the machine's).
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _instance_bytes(instance: Instance) -> int:
@@ -213,10 +207,16 @@ class ReplayExecutor(Dispatcher):
         self.compile_workers = compile_workers
         #: where the start went (the tuner's phase line: parts of ``workers``)
         self.start_seconds: dict[str, float] = {}
-        #: a worker's prepare of an instance (compile, load, restore), by instance key
-        self.prepare_seconds: dict[str, float] = {}
-        self._start_all(compile_workers, early.workers if early is not None else [])
-        self.spares.spawn_ahead(expect_failures)
+        #: a worker's prepare of an instance by instance key: its seconds ("prepare") and
+        #: those of its compile ("compile", 0 when the code was cached)
+        self.prepare_seconds: dict[str, dict[str, float]] = {}
+        self._start_all(compile_workers, early.workers if early is not None else [],
+                        early.take_compile_pool(compile_workers) if early is not None else None)
+        # The burst's spares start on the dispatcher's thread, once it has sent the first
+        # tasks: not on the executor's start (a command server's command would wait there
+        # for the workers' fork server's imports; the probe they are for comes after the
+        # baseline).
+        self._spares_ahead: int | None = expect_failures
         self._tasks_done = 0
         self._thread = threading.Thread(target=self._dispatch, name="mneme-dispatch", daemon=True)
         self._thread.start()
@@ -233,23 +233,24 @@ class ReplayExecutor(Dispatcher):
         worker.started = started
         worker.known = set()
 
-    def _start_all(self, compile_workers: int, early: Sequence[early_workers.EarlyWorker]) -> None:
+    def _start_all(self, compile_workers: int, early: Sequence[early_workers.EarlyWorker],
+                   early_pool: concurrent.futures.ProcessPoolExecutor | None = None) -> None:
         """Start the workers (or adopt ``early``'s, one per slot in order) and the compile
-        pool, and wait for each worker's hello (``start_seconds``: the compile pool's start,
-        the wait for the hellos)."""
+        pool (or adopt ``early_pool``, started with them), and wait for each worker's hello
+        (``start_seconds``: the compile pool's start, the wait for the hellos)."""
         for worker, adopted in itertools.zip_longest(self._workers, early[: len(self._workers)]):
             if adopted is not None:
                 self._take_process(worker, adopted.process, adopted.conn, adopted.started)
             else:
                 self._spawn(worker)
         began = time.monotonic()
-        if compile_workers > 0:
+        if early_pool is not None:
+            self._compile_pool = early_pool
+            self.start_seconds["compile pool"] = 0.0
+        elif compile_workers > 0:
             # Forked from the workers' server too (a spawned process imports the compiler
             # first, ~1 s on the baseline's path), and started while the workers start.
-            self._compile_pool = concurrent.futures.ProcessPoolExecutor(
-                compile_workers, mp_context=self._worker_context)
-            for _ in range(compile_workers):
-                self._compile_pool.submit(os.getpid)
+            self._compile_pool = start_compile_pool(compile_workers, self._worker_context)
             self.start_seconds["compile pool"] = time.monotonic() - began
         began = time.monotonic()
         for worker in self._workers:
@@ -274,7 +275,7 @@ class ReplayExecutor(Dispatcher):
             self.archs.add(message[1].get("arch"))
         self.start_seconds["hellos"] = time.monotonic() - began
 
-    def prepared_in(self, instance) -> float | None:
+    def prepared_in(self, instance) -> dict[str, float] | None:
         """How long a slot worker took to prepare an instance ahead of its first task
         (prepare_baseline: compile, module load, restore).
 
@@ -282,7 +283,8 @@ class ReplayExecutor(Dispatcher):
             instance: the instance (an Instance or its id, as ``submit`` takes it).
 
         Returns:
-            Its seconds; None where no worker reported them.
+            Its seconds (``prepare``) and its compile's (``compile``, 0 when the code was
+            cached); None where no worker reported them.
         """
         return self.prepare_seconds.get(instance_key(self._resolve(instance)))
 

@@ -12,7 +12,7 @@ its first replay would do before launching (compile, module load, restore with t
 copy, stream, clock) is done before it is needed, no kernel run:
 
     parent → worker   ("prepare", key, instance, settings_json)
-    worker → parent   ("prepared", key, seconds)  or  ("unprepared", key, message)
+    worker → parent   ("prepared", key, seconds, compile_seconds)  or  ("unprepared", key, message)
 
 A warm worker a command server kept (_warm_workers.py) is first given the folder and
 environment of the command it is handed to, before anything else:
@@ -282,11 +282,13 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
                     before_prepare(key)
                 settings = ReplaySettings.from_json(settings_json)
                 # No kernel runs beside the worker being timed: prepare stops at the launch.
-                pool.get(key, instance).prepare(settings.compile, settings.replay)
+                session = pool.get(key, instance)
+                session.prepare(settings.compile, settings.replay)
             except Exception as error:  # noqa: BLE001 - the first replay does it then
                 conn.send(("unprepared", key, f"{type(error).__name__}: {error}"))
                 continue
-            conn.send(("prepared", key, time.monotonic() - began))
+            conn.send(("prepared", key, time.monotonic() - began,
+                       getattr(session, "prepare_compile_seconds", 0.0)))
             continue
         task_id, key, instance, settings_json, guard = message
         if instance is not None:

@@ -12,6 +12,7 @@ starts the server before it imports the replay engine, Optuna or rich, so the se
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import multiprocessing
 import os
@@ -21,8 +22,9 @@ from typing import Any
 
 from ..errors import TuneError
 
-__all__ = ["PRELOAD", "allow_fork_start", "fork_context", "fork_every_worker", "start_worker_process",
-           "start_worker_server", "stop_worker_server", "worker_context", "worker_spec"]
+__all__ = ["PRELOAD", "allow_fork_start", "fork_context", "fork_every_worker", "start_compile_pool",
+           "start_worker_process", "start_worker_server", "stop_worker_server", "usable_cores",
+           "worker_context", "worker_spec"]
 
 #: what the server imports once, before it forks any worker
 PRELOAD = ["mneme.tune.workers._worker", "mneme.replay.engine", "mneme.replay.jit"]
@@ -167,3 +169,33 @@ def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker",
     process.start()
     child.close()
     return process, parent, time.monotonic()
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on.
+
+    Returns:
+        Their number (its affinity mask, else the machine's).
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def start_compile_pool(processes: int, context=None) -> concurrent.futures.ProcessPoolExecutor:
+    """Start the compile pool's processes now (each is given a first task, so every one
+    is started, not only on demand).
+
+    Parameters:
+        processes: how many.
+        context: the multiprocessing context to start them from (default: worker_context;
+            ``fork`` forks them all at once, before the pool's own thread starts).
+
+    Returns:
+        The pool.
+    """
+    pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=context or worker_context())
+    for _ in range(processes):
+        pool.submit(os.getpid)
+    return pool
