@@ -243,15 +243,16 @@ def _golden_copy(tmp_path):
 def test_a_later_run_starts_knowing_the_shapes_an_earlier_run_proved(tmp_path, monkeypatch):
     """The probe's answers are kept with the recording (shape_cache.py): a second run of
     the same instance, in another study, probes nothing and never launches an invalid
-    shape under the recorded code."""
+    shape under the recorded code (an unseeded run: a seeded one repeats the first's
+    path, below)."""
     from mneme.tune.study import _shape_cache as shape_cache
 
     db = _golden_copy(tmp_path)
     # compile-only workers with a hook stand in for a GPU here (both are excluded in real runs)
     monkeypatch.setattr(launch_probe, "shape_cache_applies", lambda tuner: True)
 
-    def run(name, trials):
-        options = TuneOptions(trials=trials, devices=None, cpu_workers=2, sampler="tpe", seed=11,
+    def run(name, trials, seed=11):
+        options = TuneOptions(trials=trials, devices=None, cpu_workers=2, sampler="tpe", seed=seed,
                               storage=f"sqlite:///{tmp_path / 's.db'}", study=name,
                               before_run=refuse_wide_blocks)
         return Tuner(db, [SAXPY], ["launch", LEVELS], options).run()
@@ -265,11 +266,40 @@ def test_a_later_run_starts_knowing_the_shapes_an_earlier_run_proved(tmp_path, m
         shape_cache.launch_key(*_launch(b)) for b in INVALID_BLOCKS)
     assert sum(v == shape_cache.VALID for v in kept.values()) == 32 - len(INVALID_BLOCKS)
 
-    second = run("second", 20)
+    second = run("second", 20, seed=None)
     assert second.shapes_known == 32
     assert not [t for t in second.trials if t.params["block_x"] in INVALID_BLOCKS]
     # no probe: after the recorded configuration, the search's own proposals (both levels)
     assert {t.params["opt_level"] for t in second.trials} == {"O3", "O1"}
+
+
+def test_a_seeded_later_run_repeats_the_first_runs_trials_without_launching_invalid_shapes(
+        tmp_path, monkeypatch):
+    """A seeded run repeats its search (trial_order.py): run again on the same recording,
+    where the first run's shapes are kept, it asks the same trials in the same order; those
+    of shapes the first run found invalid are answered with that failure, in their place,
+    and never launched."""
+    db = _golden_copy(tmp_path)
+    monkeypatch.setattr(launch_probe, "shape_cache_applies", lambda tuner: True)
+
+    def run(name):
+        options = TuneOptions(trials=48, devices=None, cpu_workers=2, sampler="tpe", seed=11,
+                              storage=f"sqlite:///{tmp_path / 's.db'}", study=name,
+                              before_run=refuse_wide_blocks)
+        return Tuner(db, [SAXPY], ["launch", LEVELS], options).run()
+
+    first, second = run("first"), run("second")
+    assert second.shapes_known > 0  # (what the first run learned, kept)
+    assert [(t.number, t.state, t.params) for t in second.trials] == \
+        [(t.number, t.state, t.params) for t in first.trials]
+    refused = [t for t in first.trials if t.state == "failed" and t.params["block_x"] in INVALID_BLOCKS
+               and t.params["opt_level"] == "O3"]
+    assert refused, "the first run met no invalid shape: the test proves nothing"
+    answered = {t.number: t for t in second.trials}
+    for t in refused:  # the first run launched them; the second took the first's answer
+        assert "block" in t.reason and "earlier run" not in t.reason, t.reason
+        assert answered[t.number].failure == t.failure
+        assert "earlier run" in answered[t.number].reason, answered[t.number].reason
 
 
 def _launch(block_x: int):

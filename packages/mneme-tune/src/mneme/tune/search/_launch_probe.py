@@ -1,7 +1,8 @@
 """A tuning run's launch shapes before and after the search.
 
 Shapes earlier runs proved valid or invalid under the recorded code seed the run's valid
-region (shape_cache.py), and what this run learned is kept for the next. Before the
+region (shape_cache.py), or, in a seeded run, answer its trials of invalid ones, and what
+this run learned is kept for the next. Before the
 search, the probe runs the recorded code with each shape still unknown (at most
 PROBE_SHARE of the trials left), so the shapes that break it leave the space at once
 (valid_region.py). Each function takes the Tuner whose run it serves.
@@ -19,9 +20,10 @@ from ..study import _shape_cache as shape_cache
 
 if TYPE_CHECKING:  # (tuner.py imports this module)
     from ._tuner import Tuner
+    from ._valid_region import LaunchRegion
 
-__all__ = ["PROBE_SHARE", "keep_shapes", "probe_estimate", "probe_points", "seed_region",
-           "shape_cache_applies"]
+__all__ = ["PROBE_SHARE", "earlier_failure", "keep_shapes", "probe_estimate", "probe_points",
+           "seed_region", "shape_cache_applies"]
 
 #: at most this share of the trials left goes to the probe of launch shapes
 PROBE_SHARE = 0.5
@@ -56,7 +58,37 @@ def seed_region(tuner: Tuner) -> int:
     if not shape_cache_applies(tuner):
         return 0
     known = shape_cache.load(tuner.instances[0], tuner.region.recorded_code)
+    if tuner.options.seed is not None:
+        # A seeded run repeats its search (trial_order.py): its region learns trial by
+        # trial as the first run's did, and a trial of a shape an earlier run found
+        # invalid is answered with that failure, in its place (earlier_failure), instead
+        # of leaving the probe and the sampler (pruned at once) another path.
+        shapes = tuner.region.known_shapes(known, random.Random(tuner.options.seed))
+        tuner.earlier_invalid = {s: kind for s, kind in shapes.items() if kind != shape_cache.VALID}
+        return len(shapes)
     return tuner.region.seed(known, random.Random(tuner.options.seed))
+
+
+def earlier_failure(region: LaunchRegion, earlier_invalid: dict[tuple, str],
+                    point: dict[str, Any]) -> str | None:
+    """How a seeded run answers a trial without replaying it: the failure an earlier run
+    met launching the point's shape under the recorded code, where the point runs that
+    code and this run has not learned the shape itself yet (seed_region).
+
+    Parameters:
+        region: the run's valid region.
+        earlier_invalid: the shapes earlier runs found invalid (Tuner.earlier_invalid).
+        point: the trial's point.
+
+    Returns:
+        The failure kind, or None (the trial runs).
+    """
+    if not earlier_invalid:
+        return None
+    shape = region.shape_of(point)
+    if region.is_invalid(shape) or not region.runs_recorded_code(point):
+        return None
+    return earlier_invalid.get(shape)
 
 
 def keep_shapes(tuner: Tuner) -> None:

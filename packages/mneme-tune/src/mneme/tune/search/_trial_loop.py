@@ -2,8 +2,9 @@
 (claimed from its budget, which tuners sharing the study divide), checked against the
 constraints and the valid launch region, submitted to the executor (probe trials beside
 each other, shapes not known to run through the guarded variant), and told back as their
-replays finish; screened trials that promise are measured again in full, and a point seen
-before takes its measurement (``reuse_repeats``)."""
+replays finish (with a seed: in the order they were asked, trial_order.py); screened
+trials that promise are measured again in full, and a point seen before takes its
+measurement (``reuse_repeats``)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ from ..study._study import tuner_owner
 from ..tune_types import TRIAL_ATTR, Progress
 from ..workers import _in_flight as in_flight
 from ..workers._worker import failure_kind
+from . import _launch_probe as launch_probe
 from . import _objective as objectives_mod
 from . import _timing_report as timing_report
+from ._trial_order import TrialOrder
 
 if TYPE_CHECKING:
     import optuna
@@ -42,6 +45,13 @@ CLAIM_SECONDS = 0.5
 CLAIM_WAIT_SECONDS = 0.2
 
 
+def _failed(kind: str, message: str) -> concurrent.futures.Future:
+    """A replay's future that has failed already, with ``kind``."""
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_exception(TrialFailedError(kind, message))
+    return future
+
+
 class TrialLoop:
     """The part of Tuner (_tuner.py) that runs the search's trials, ``_loop``. It works on
     the tuner's options, spaces, instances, objectives and valid region, which the tuner
@@ -55,6 +65,7 @@ class TrialLoop:
         region: LaunchRegion
         sampler_name: str
         _probe_keys: set[str]
+        earlier_invalid: dict[tuple, str]
         _baseline_method: str | None
         study_storage: MirroredStorage
 
@@ -73,8 +84,9 @@ class TrialLoop:
         # Trials taken from the shared budget and not launched yet (shared.claim): every
         # trial that counts is launched on one, so tuners sharing the study never overrun it.
         claimed = 0
-        inflight: dict[concurrent.futures.Future, int] = {}  # -> trial number
-        trials_of: dict[int, list] = {}
+        # With a seed, trials are told in the order asked: the search repeats (trial_order.py).
+        order = TrialOrder(repeatable=o.seed is not None)
+        trials_of: dict[int, list] = {}  # trial number -> trial, point, settings, screening
         seen: dict[str, tuple[int, list[float] | None, dict]] = {}
         attrs: dict[str, Any]
         ran = failed = infeasible = 0
@@ -190,14 +202,20 @@ class TrialLoop:
                              for x in settings]
                 # A shape not known to run may fault: the guarded variant answers first.
                 unknown = self.region.active and not self.region.known_to_run(shape)
-                futures = [executor.submit(s, i, probe=is_probe, guard=unknown)
-                           for s, i in zip(first, self.instances, strict=True)]
-                trials_of[trial.number] = [trial, point, settings, futures, self._screening]
+                # (a seeded run: trial_order.py)
+                earlier = launch_probe.earlier_failure(self.region, self.earlier_invalid, point)
+                if earlier is not None:  # answered as that run's was, in its place in the order
+                    futures = [_failed(earlier, "this launch shape failed under the recorded code "
+                                                "in an earlier run of the instance (a seeded run "
+                                                "takes that answer instead of replaying it)")]
+                else:
+                    futures = [executor.submit(s, i, probe=is_probe, guard=unknown)
+                               for s, i in zip(first, self.instances, strict=True)]
+                trials_of[trial.number] = [trial, point, settings, self._screening]
+                order.submitted(trial.number, futures)
                 if is_probe:
                     probing.add(trial.number)
                 claimed -= 1
-                for f in futures:
-                    inflight[f] = trial.number
             if out_of_time and claimed:
                 claimed = 0  # given back: the others may run them
             shared.announce(len(trials_of) + claimed)
@@ -208,24 +226,23 @@ class TrialLoop:
                 # until some comes free (a tuner that stops early or dies gives its part back).
                 time.sleep(CLAIM_WAIT_SECONDS)
                 continue
-            done, _ = concurrent.futures.wait(list(inflight), timeout=1.0,
-                                              return_when=concurrent.futures.FIRST_COMPLETED)
-            for f in done:
-                inflight.pop(f, None)
-            for number in [n for n, entry in trials_of.items() if all(f.done() for f in entry[3])]:
-                trial, point, all_settings, futures, screening = trials_of.pop(number)
+            order.wait(timeout=1.0)
+            # (in repeatable order the oldest trial alone: the loop asks again before the next)
+            for number in order.finished():
+                trial, point, all_settings, screening = trials_of.pop(number)
+                futures = order.take(number)
                 if number in probing:
                     probing.discard(number)
                     if not probing and not probe_keys:
                         executor.expect_failures(0)  # the probe has answered: one spare
                 settings = all_settings[0]
                 attrs = {"settings": settings.to_dict()}
-                errors = [f.exception() for f in futures if f.exception() is not None]
+                errors = [e for e in (f.exception() for f in futures) if e is not None]
                 if errors:
-                    error = errors[0]  # type: ignore[misc]  # TrialFailedError: the kind its raiser set
-                    attrs.update(failure=failure_kind(error),
-                                 reason=getattr(error, "message", str(error)))
-                    if isinstance(error, TrialFailedError) and error.result is not None:
+                    raised = errors[0]  # (a TrialFailedError: the kind its raiser set)
+                    attrs.update(failure=failure_kind(raised),
+                                 reason=getattr(raised, "message", str(raised)))
+                    if isinstance(raised, TrialFailedError) and raised.result is not None:
                         attrs["verified"] = False
                     tell(trial, None, attrs, TrialState.FAIL)
                     continue
@@ -238,9 +255,8 @@ class TrialLoop:
                                  for x in all_settings]
                         futures = [executor.submit(x, i)
                                    for x, i in zip(again, self.instances, strict=True)]
-                        trials_of[number] = [trial, point, all_settings, futures, False]
-                        for f in futures:
-                            inflight[f] = number
+                        trials_of[number] = [trial, point, all_settings, False]
+                        order.submitted(number, futures)  # (in its place in the order)
                         continue
                     attrs["fidelity"] = f"screened: {o.screen} iteration(s), not promising"
                 attrs.update(metrics=objectives_mod.metrics(results),

@@ -177,6 +177,9 @@ class Tuner(TrialLoop):
         self._probe_keys: set[str] = set()  # this run's probe points (json), set by run()
         #: launch shapes this run knew from earlier runs of the instance (shape_cache.py)
         self.shapes_known = 0
+        #: a seeded run's shapes that earlier runs found invalid, with the failure kind
+        #: (launch_probe.earlier_failure)
+        self.earlier_invalid: dict[tuple, str] = {}
         #: a fresh study being opened on its thread (defer_study), until run() joins it
         self._study_opening: StudyOpening | None = None
         try:

@@ -172,23 +172,27 @@ class LaunchRegion:
 
     # -- what earlier runs learned (shape_cache.py) -------------------------------------------
 
+    def known_shapes(self, known: dict[str, str], rng: random.Random) -> dict[Shape, str]:
+        """The shapes of the space that earlier runs' launches under the recorded code
+        (launch key -> "valid" or a failure kind) say something of, with what they say."""
+        if not self.active or not known:
+            return {}
+        found = {shape: known.get(launch_key(*self.launch_of(shape))) for shape in self._shapes(rng)}
+        return {shape: kind for shape, kind in found.items()
+                if kind == VALID or kind in INVALIDATING}
+
     def seed(self, known: dict[str, str], rng: random.Random) -> int:
         """Take what earlier runs learned of launches under the recorded code (launch key
         -> "valid" or a failure kind); the shapes of the space launching that way are known
         from the start. Returns how many shapes became known."""
-        if not self.active or not known:
-            return 0
         count = 0
-        for shape in self._shapes(rng):
+        for shape, found in self.known_shapes(known, rng).items():
             if shape in self.valid or shape in self.invalid:
                 continue
-            found = known.get(launch_key(*self.launch_of(shape)))
             if found == VALID:
                 self.valid.add(shape)
-            elif found in INVALIDATING:
-                self._invalidate(shape, EARLIER_RUN, found)
             else:
-                continue
+                self._invalidate(shape, EARLIER_RUN, found)
             count += 1
         return count
 
