@@ -183,9 +183,45 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _watch_tuner(tuner: int) -> None:
+    """Until process ``tuner`` ends (then this process ends at once)."""
+    import select
+
+    try:
+        ended = os.pidfd_open(tuner)
+    except (AttributeError, OSError):  # (Linux < 5.3, or gone already)
+        ended = None
+    while True:
+        if ended is not None:
+            select.select([ended], [], [])
+        else:
+            time.sleep(1.0)
+            try:
+                os.kill(tuner, 0)
+                continue
+            except PermissionError:
+                continue
+            except OSError:
+                pass
+        os._exit(1)
+
+
+def _end_with_tuner(tuner: int) -> None:
+    """A compile process's first step: a thread that ends it when the tuner that started
+    the pool ends. A pool's processes wait on its call queue, which they hold both ends
+    of: left alone they outlived a tuner killed with SIGKILL, each one for good (and kept
+    the workers' fork server alive, which lives while its children do); forked from a
+    served command (early_workers.py), they also held its GPU workers' pipes open, so that
+    those never saw the end of theirs and kept their CUDA contexts."""
+    import threading
+
+    threading.Thread(target=_watch_tuner, args=(tuner,), name="mneme-tuner-watch",
+                     daemon=True).start()
+
+
 def start_compile_pool(processes: int, context=None) -> concurrent.futures.ProcessPoolExecutor:
     """Start the compile pool's processes now (each is given a first task, so every one
-    is started, not only on demand).
+    is started, not only on demand); each ends with this process (``_end_with_tuner``).
 
     Parameters:
         processes: how many.
@@ -195,7 +231,9 @@ def start_compile_pool(processes: int, context=None) -> concurrent.futures.Proce
     Returns:
         The pool.
     """
-    pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=context or worker_context())
+    pool = concurrent.futures.ProcessPoolExecutor(
+        processes, mp_context=context or worker_context(), initializer=_end_with_tuner,
+        initargs=(os.getpid(),))
     for _ in range(processes):
         pool.submit(os.getpid)
     return pool
