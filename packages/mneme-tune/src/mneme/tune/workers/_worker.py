@@ -260,7 +260,7 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
     while True:
         try:
             message = conn.recv()
-        except EOFError:
+        except (EOFError, ConnectionError):  # (the parent is gone: reset, not only closed)
             break
         if message is None:
             break

@@ -143,10 +143,18 @@ def worker_spec(device: int | None, cache_dir: str, extra: dict | None = None) -
             **(extra or {})}
 
 
-def _run_worker(conn, spec: dict[str, Any]) -> None:
+def _run_worker(conn, spec: dict[str, Any], parent_end=None) -> None:
+    # A forked worker holds the parent's end of its pipe too: closed first, or the worker
+    # would never see its pipe end when the parent does (killed with SIGKILL, a served
+    # command left its GPU workers waiting for good, each with its CUDA context).
+    if parent_end is not None:
+        parent_end.close()
     from ._worker import worker_main  # (imported by the server already: PRELOAD)
 
-    worker_main(conn, spec)
+    try:
+        worker_main(conn, spec)
+    except ConnectionError:  # an answer to a parent that is gone: nothing to say it to
+        pass
 
 
 def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker",
@@ -165,7 +173,9 @@ def start_worker_process(spec: dict[str, Any], name: str = "mneme-worker",
     """
     context = context or worker_context()
     parent, child = context.Pipe()
-    process = context.Process(target=_run_worker, args=(child, spec), name=name, daemon=True)
+    forked = context.get_start_method() == "fork"  # (else only the child's end is sent)
+    process = context.Process(target=_run_worker, args=(child, spec, parent if forked else None),
+                              name=name, daemon=True)
     process.start()
     child.close()
     return process, parent, time.monotonic()
