@@ -97,3 +97,17 @@ def test_a_worker_sees_its_gpu_first_and_the_others_behind_it():
     assert worker_visible_devices(1, "2,3") == "3,2"
     assert worker_visible_devices(0, "GPU-aa, GPU-bb") == "GPU-aa,GPU-bb"
     assert worker_visible_devices(3, "2,3") == "-1"  # not given to this task: no GPU at all
+
+
+def test_a_joining_tuner_gets_a_seed_of_its_own():
+    """A tuner that joins a kernel's round shares its study: with the round's seed, its
+    sampler would propose what the kernel's own does (app_tuning.joining_options)."""
+    from mneme.tune import TuneOptions
+    from mneme.tune.app.app_tuning import joining_options
+
+    goal = TuneOptions(trials=30, seed=7, devices=[0])
+    seeds = [joining_options(goal, n).seed for n in range(3)]
+    assert 7 not in seeds and len(set(seeds)) == 3
+    helper = joining_options(goal, 0)
+    assert (helper.probe, helper.confirm_runs, helper.trials) == (False, 0, 30)
+    assert joining_options(TuneOptions(trials=30, devices=[0]), 0).seed is None  # (unseeded stays so)

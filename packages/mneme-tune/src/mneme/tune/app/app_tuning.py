@@ -14,6 +14,7 @@ Studies are named per kernel, so a second run on the same storage resumes them.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from .budget import MIN_SECONDS, Budget, first_round, one_round, second_round
 from .lanes import make_lanes, run_on_lanes
 from .selection import KernelChoice, Selection
 
-__all__ = ["AppTuneResult", "KernelRun", "promising", "tune_application"]
+__all__ = ["AppTuneResult", "KernelRun", "joining_options", "promising", "tune_application"]
 
 #: spaces a kernel without LLVM IR falls back to, in order
 NO_IR_SPACES = ("launch,bounds", "launch")
@@ -66,6 +67,8 @@ class KernelRun:
     #: each round's phases (run_phases.py: baseline, search, confirmation, ...), the
     #: worker restarts in it and its trials, in order: where the kernel's time went
     rounds: list[dict] = field(default_factory=list)
+    #: tuners that joined its rounds so far (each gets its own seed: joining_options)
+    joins: itertools.count = field(default_factory=itertools.count)
 
     @property
     def tuned(self) -> bool:
@@ -198,6 +201,23 @@ def _run_round(run: KernelRun, amount: float, budget: Budget, executor, events: 
         events.kernel_done(run, round_index)
 
 
+def joining_options(goal, joined_before: int):
+    """The options of a tuner that joins a kernel's round (``_join``): no probe, no
+    confirmation, and a seed of its own (the round's plus one more per tuner that joined
+    before), as each task of a job array has: two samplers with one seed on one study, at
+    the same point of its history, propose the same point.
+
+    Parameters:
+        goal: the round's options (TuneOptions).
+        joined_before: how many tuners joined the round before this one.
+
+    Returns:
+        The joining tuner's options.
+    """
+    seed = None if goal.seed is None else goal.seed + 1 + joined_before
+    return dataclasses.replace(goal, probe=False, confirm_runs=0, confirm_in_app=0, seed=seed)
+
+
 def _join(run: KernelRun, lane, budget: Budget) -> None:
     """A lane with no kernel of its own left joins ``run``'s round: a second tuner on the
     same study (the storage shares trials and the budget between them, as tuners of a job
@@ -213,7 +233,7 @@ def _join(run: KernelRun, lane, budget: Budget) -> None:
         if left < JOIN_MIN_SECONDS:
             return
         goal = dataclasses.replace(goal, timeout=left)
-    helper_options = dataclasses.replace(goal, probe=False, confirm_runs=0, confirm_in_app=0)
+    helper_options = joining_options(goal, next(run.joins))  # (atomic: lanes join at once)
     try:
         helper = Tuner(main.db, main.instances, run.spaces, helper_options)
     except TuneError:
