@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
 import numpy as np
-from numcodecs.zstd import Zstd
 
 from .errors import CorruptDataError
+from .hashing import content_checksum
 from .metadata import Bool, Exactly, Int, Obj
 
 
@@ -40,9 +39,17 @@ CODEC_SCHEMAS = (
 )
 
 
+def _zstd(level: int = 0):
+    # (imported at the first chunk, not with the database: numcodecs costs ~0.05 s of
+    # imports on the GPU host, and `mneme tune`'s own process reads no chunk)
+    from numcodecs.zstd import Zstd
+
+    return Zstd(level=level)
+
+
 def encode_chunk(data: np.ndarray | bytes, level: int) -> bytes:
-    body = Zstd(level=level).encode(data)
-    return bytes(body) + struct.pack("<I", crc32c.crc32c(body))
+    body = bytes(_zstd(level).encode(data))
+    return body + struct.pack("<I", content_checksum(body))
 
 
 _ZSTD_MAGIC = 0xFD2FB528
@@ -78,7 +85,7 @@ def decode_chunk(blob: bytes, expected_size: int, where: str, out: np.ndarray | 
     if out is None:
         out = np.empty(expected_size, dtype=np.uint8)
     try:
-        Zstd().decode(body, out)
+        _zstd().decode(body, out)
     except Exception as exc:  # numcodecs raises RuntimeError/ValueError on bad frames
         raise CorruptDataError(f"{where}: chunk does not decompress ({exc})") from None
     return out
@@ -90,7 +97,7 @@ def check_frame(blob, expected_size: int, where: str) -> None:
     if len(blob) < 4:
         raise CorruptDataError(f"{where}: chunk truncated ({len(blob)} bytes)")
     body = blob[:-4]
-    if crc32c.crc32c(body) != int.from_bytes(blob[-4:], "little"):
+    if content_checksum(body) != int.from_bytes(blob[-4:], "little"):
         raise CorruptDataError(f"{where}: checksum mismatch (data corrupted on disk)")
     declared = frame_content_size(bytes(body[:18]))
     if declared != expected_size:
