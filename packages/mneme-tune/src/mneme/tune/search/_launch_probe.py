@@ -1,11 +1,11 @@
 """A tuning run's launch shapes before and after the search.
 
 Shapes earlier runs proved valid or invalid under the recorded code seed the run's valid
-region (shape_cache.py), or, in a seeded run, answer its trials of invalid ones, and what
-this run learned is kept for the next. Before the
-search, the probe runs the recorded code with each shape still unknown (at most
-PROBE_SHARE of the trials left), so the shapes that break it leave the space at once
-(valid_region.py). Each function takes the Tuner whose run it serves.
+region (shape_cache.py), or, in a seeded run, answer its trials of the invalid ones; what
+this run learned is kept for the next. Before the search, the probe runs the recorded code
+with each shape still unknown (at most PROBE_SHARE of the trials left), so the shapes that
+break it leave the space at once (valid_region.py). Each function takes the Tuner whose
+run it serves.
 """
 
 from __future__ import annotations
