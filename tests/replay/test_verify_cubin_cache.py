@@ -49,3 +49,16 @@ def test_an_unwritable_cache_only_costs_the_compile(tmp_path):
                            "verification_cubin; print(verification_cubin('sm_90')[:4])"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "ELF" in done.stdout, done.stderr
+
+
+def test_no_home_folder_only_costs_the_compile(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HOME", "XDG_CACHE_HOME", "MNEME_COMPILE_CACHE")}
+    code = ("import pathlib\n"
+            "def nowhere(): raise RuntimeError('Could not determine home directory.')\n"
+            "pathlib.Path.home = staticmethod(nowhere)\n"
+            "from mneme.replay.engine.verify import verification_cubin\n"
+            "print(verification_cubin('sm_90')[:4])")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and "ELF" in done.stdout, done.stderr

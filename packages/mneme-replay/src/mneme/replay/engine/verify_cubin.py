@@ -46,9 +46,12 @@ def verification_cubin(arch: str) -> bytes:
     """
     if arch in _CUBINS:
         return _CUBINS[arch]
-    path = _cached_path(arch)
+    try:
+        path: Path | None = _cached_path(arch)
+    except (OSError, RuntimeError):  # (no home folder to find the cache in: compiled)
+        path = None
     with contextlib.suppress(OSError):
-        cubin = path.read_bytes()
+        cubin = path.read_bytes() if path is not None else b""
         if cubin.startswith(_ELF):
             _CUBINS[arch] = cubin
             return cubin
@@ -59,7 +62,8 @@ def verification_cubin(arch: str) -> bytes:
     ptx = module.emit_assembly(arch, "", 3)
     cubin = run_ptxas(ptx, arch).cubin
     _CUBINS[arch] = cubin
-    with contextlib.suppress(OSError):  # (a read-only cache: the next process compiles too)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, cubin)
+    if path is not None:
+        with contextlib.suppress(OSError):  # (a read-only cache: the next process compiles too)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, cubin)
     return cubin
