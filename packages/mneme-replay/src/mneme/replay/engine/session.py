@@ -204,7 +204,7 @@ class ReplaySession(KernelCode, EpilogueChecks):
             raise self._driver_failure(f"device error: {error}", error, ERROR) from None
 
     def prepare(self, compile: CompileConfig | None = None,
-                replay: ReplayConfig | None = None) -> None:
+                replay: ReplayConfig | None = None) -> float:
         """Everything the first replay of these settings does before its first launch, done
         now and no kernel of the instance run: the code compiled and loaded, the memory
         restored (with its pristine copy on the device), the stream, the clock (CUPTI, NVML)
@@ -216,6 +216,9 @@ class ReplaySession(KernelCode, EpilogueChecks):
             compile: the compile configuration; None for the default.
             replay: the replay configuration; None for the default.
 
+        Returns:
+            The seconds it spent compiling (0 when the code was cached).
+
         Raises:
             DeviceError: a driver call failed while preparing.
         """
@@ -224,15 +227,13 @@ class ReplaySession(KernelCode, EpilogueChecks):
         base = compile or CompileConfig()
         replay = replay or ReplayConfig()
         if replay.compile_only or not self.gpu:
-            self._run(base, ReplayConfig(compile_only=True, verify=False, arch=replay.arch))
-            return
+            return self._run(base, ReplayConfig(compile_only=True, verify=False,
+                                                arch=replay.arch)).compile_time
         grid, block, _ = self.launch_shape(replay)
         arch, _ = self.target_arch(replay, False)
         config = derive_compile_config(base, self.kernel, self.instance, replay, grid, block,
                                        arch, self.args, self.multiprocessors(False))
         compiled, seconds = self.compile(config)
-        #: what the last prepare spent compiling (0: the code was cached)
-        self.prepare_compile_seconds = 0.0 if compiled.from_cache else seconds
         try:
             image = self.image()
             if replay.verify and replay.determinism_runs and self._profile is None:
@@ -246,6 +247,7 @@ class ReplaySession(KernelCode, EpilogueChecks):
                 self._clock = timing.KernelClock(self.device, replay.device)
         except DriverError as error:
             raise self._driver_failure(f"preparing the replay failed: {error}", error, ERROR) from None
+        return 0.0 if compiled.from_cache else seconds
 
     def _run(self, compile: CompileConfig | None, replay: ReplayConfig | None) -> ReplayResult:
         base = compile or CompileConfig()

@@ -282,13 +282,11 @@ def worker_main(conn, spec: dict[str, Any]) -> None:
                     before_prepare(key)
                 settings = ReplaySettings.from_json(settings_json)
                 # No kernel runs beside the worker being timed: prepare stops at the launch.
-                session = pool.get(key, instance)
-                session.prepare(settings.compile, settings.replay)
+                compiled_in = pool.get(key, instance).prepare(settings.compile, settings.replay)
             except Exception as error:  # noqa: BLE001 - the first replay does it then
                 conn.send(("unprepared", key, f"{type(error).__name__}: {error}"))
                 continue
-            conn.send(("prepared", key, time.monotonic() - began,
-                       getattr(session, "prepare_compile_seconds", 0.0)))
+            conn.send(("prepared", key, time.monotonic() - began, compiled_in))
             continue
         task_id, key, instance, settings_json, guard = message
         if instance is not None:
