@@ -43,6 +43,7 @@ from pathlib import Path
 
 from .errors import ClockPolicyError
 from .kernel_timing import nvml_index
+from .processes import pid_alive
 from .user_dirs import user_state_dir
 
 __all__ = ["CLOCK_POLICIES", "ClockLock", "ClockPolicyError", "held_clocks", "parse_clock_policy",
@@ -144,16 +145,6 @@ def _visible_ordinals(nvml: _Nvml) -> list[int]:
     return list(range(count.value))
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_marker(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -178,7 +169,7 @@ def repair_abandoned_locks(say: Callable[[str], None], nvml: _Nvml | None = None
     repaired: list[str] = []
     for path in sorted(folder.glob("*.json")):
         marker = read_marker(path)
-        if marker is None or _pid_alive(int(marker.get("pid", 0))):
+        if marker is None or pid_alive(int(marker.get("pid", 0))):
             continue
         nvml = nvml or open_nvml()
         if nvml is None:
@@ -220,7 +211,7 @@ def _lock_one(nvml: _Nvml, ordinal: int, policy: str | int, state: ClockLock) ->
     folder = lock_dir()
     marker_path = folder / f"{uuid}.json"
     held = read_marker(marker_path)
-    if held is not None and int(held.get("pid", 0)) != os.getpid() and _pid_alive(int(held["pid"])):
+    if held is not None and int(held.get("pid", 0)) != os.getpid() and pid_alive(int(held["pid"])):
         state.locked[ordinal] = int(held.get("sm_mhz") or 0)
         return None  # another mneme command's lock: measured at it, left to that command
     default_sm = nvml.clock("nvmlDeviceGetDefaultApplicationsClock", device, _CLOCK_SM)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import optuna
+from mneme.runtime.processes import pid_alive
 
 from .._option_values import SAMPLERS
 from ..errors import StudyError, TuneError
@@ -70,12 +71,9 @@ def owner_alive(owner: str) -> bool:
     if host != socket.gethostname():
         return True  # another machine's tuner: not ours to judge
     try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError):
+        return pid_alive(int(pid))
+    except ValueError:  # (not a process id: not a tuner of this machine's)
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _shown(url: str) -> str:

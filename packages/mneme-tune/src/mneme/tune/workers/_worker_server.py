@@ -197,23 +197,16 @@ def _watch_tuner(tuner: int) -> None:
     """Until process ``tuner`` ends (then this process ends at once)."""
     import select
 
+    from mneme.runtime.processes import pid_alive
+
     try:
         ended = os.pidfd_open(tuner)
-    except (AttributeError, OSError):  # (Linux < 5.3, or gone already)
-        ended = None
-    while True:
-        if ended is not None:
-            select.select([ended], [], [])
-        else:
+    except (AttributeError, OSError):  # (Linux < 5.3, or gone already: looked at each second)
+        while pid_alive(tuner):
             time.sleep(1.0)
-            try:
-                os.kill(tuner, 0)
-                continue
-            except PermissionError:
-                continue
-            except OSError:
-                pass
-        os._exit(1)
+    else:
+        select.select([ended], [], [])  # (readable once the process has ended)
+    os._exit(1)
 
 
 def _end_with_tuner(tuner: int) -> None:
