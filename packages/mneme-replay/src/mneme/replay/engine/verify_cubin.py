@@ -25,11 +25,10 @@ _CUBINS: dict[str, bytes] = {}
 _ELF = b"\x7fELF"
 
 
-def _cached_path(arch: str) -> Path:
+def _cached_path(ir: str, arch: str) -> Path:
     from ..jit import CompileConfig, compile_key, default_cache_dir
     from ..jit.compiler import toolchain_id
 
-    ir = verification_ir()
     key = compile_key(ir.encode(), "mneme-verify", arch, toolchain_id(CompileConfig(arch=arch)))
     return default_cache_dir() / "verify" / f"{key}.cubin"
 
@@ -46,8 +45,9 @@ def verification_cubin(arch: str) -> bytes:
     """
     if arch in _CUBINS:
         return _CUBINS[arch]
+    ir = verification_ir()
     try:
-        path: Path | None = _cached_path(arch)
+        path: Path | None = _cached_path(ir, arch)
     except (OSError, RuntimeError):  # (no home folder to find the cache in: compiled)
         path = None
     with contextlib.suppress(OSError):
@@ -57,7 +57,7 @@ def verification_cubin(arch: str) -> bytes:
             return cubin
     from ..jit import parse_module, run_ptxas
 
-    module = parse_module(verification_ir(), "mneme-verify")
+    module = parse_module(ir, "mneme-verify")
     module.run_passes("default<O3>", arch)
     ptx = module.emit_assembly(arch, "", 3)
     cubin = run_ptxas(ptx, arch).cubin
